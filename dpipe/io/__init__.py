@@ -1,0 +1,7 @@
+"""Ingest sources into sharded stores, and read stores shard by shard."""
+
+from ._manifest import Manifest
+from ._store import Shard, Store, open_store, read_shard
+from ._writer import STORE_FORMATS, ShardWriter
+
+__all__ = ["Manifest", "Shard", "Store", "open_store", "read_shard", "ShardWriter", "STORE_FORMATS"]

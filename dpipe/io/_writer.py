@@ -1,0 +1,235 @@
+"""Write a sharded dataset store (Zarr v3 group or Parquet dataset) safely.
+
+The store is written into a temporary sibling of its destination and renamed into
+place by :meth:`ShardWriter.commit`; a failure at any point removes the temporary
+directory, so a half-written store is never left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import zarr
+
+from ..exceptions import ParameterError, StoreError
+from ._manifest import Manifest, write_manifest
+
+__all__ = ["ShardWriter", "STORE_FORMATS", "default_shard_rows", "prepare_destination"]
+
+STORE_FORMATS = ("zarr", "parquet")
+
+
+def default_shard_rows(n_features: int, target_bytes: int) -> int:
+    """Rows per shard so that a shard of float32 features is about ``target_bytes``."""
+    return max(1024, int(target_bytes // max(1, 4 * n_features)))
+
+
+def prepare_destination(dest: str, overwrite: bool) -> None:
+    """Refuse an existing destination unless ``overwrite``; check the parent exists."""
+    dest = os.path.abspath(dest)
+    parent = os.path.dirname(dest)
+    if not os.path.isdir(parent):
+        raise StoreError(f"{dest}: parent directory {parent} does not exist")
+    if os.path.lexists(dest) and not overwrite:
+        raise StoreError(f"{dest}: destination exists; pass overwrite=True (--overwrite) to replace it")
+
+
+class ShardWriter:
+    """Accumulate rows and write them as fixed-size shards.
+
+    Parameters
+    ----------
+    dest : str
+        Path of the store to create.
+    n_features : int
+        Number of feature columns.
+    feature_names : list of str
+        Names of the feature columns.
+    shard_rows : int
+        Rows per shard (the last shard may be shorter).
+    format : {"zarr", "parquet"}
+        Storage format.
+    with_group, with_weight : bool
+        Whether ``group`` (int16 codes) and ``weight`` (float32) columns are written.
+    overwrite : bool
+        Replace an existing ``dest`` on commit.
+
+    Notes
+    -----
+    Use as a context manager; leaving the block with an exception discards everything.
+    """
+
+    def __init__(
+        self,
+        dest: str,
+        n_features: int,
+        feature_names: list[str],
+        shard_rows: int,
+        format: str = "zarr",
+        with_group: bool = False,
+        with_weight: bool = False,
+        overwrite: bool = False,
+    ) -> None:
+        if format not in STORE_FORMATS:
+            raise ParameterError(f"The 'format' parameter of ShardWriter must be one of {STORE_FORMATS}. Got {format!r} instead.")
+        if shard_rows < 1:
+            raise ParameterError(f"The 'shard_rows' parameter of ShardWriter must be an int in the range [1, inf]. Got {shard_rows!r} instead.")
+        self.dest = os.path.abspath(dest)
+        prepare_destination(self.dest, overwrite)
+        self.overwrite = overwrite
+        self.format = format
+        self.n_features = int(n_features)
+        self.feature_names = list(feature_names)
+        self.shard_rows = int(shard_rows)
+        self.with_group = with_group
+        self.with_weight = with_weight
+        parent = os.path.dirname(self.dest)
+        self.tmp = tempfile.mkdtemp(prefix="." + os.path.basename(self.dest) + ".tmp-", dir=parent)
+        self._buf: list[tuple[np.ndarray, ...]] = []
+        self._buf_rows = 0
+        self.n_rows = 0
+        self.shard_bounds: list[list[int]] = []
+        self.class_counts: list[list[int]] = []
+        self.group_counts: list[np.ndarray] = []
+        self._done = False
+        if format == "zarr":
+            root = zarr.open_group(self.tmp, mode="w")
+            chunks = (self.shard_rows, max(1, self.n_features))
+            self._x = root.create_array("X", shape=(0, self.n_features), chunks=chunks, dtype="float32")
+            self._y = root.create_array("y", shape=(0,), chunks=(self.shard_rows,), dtype="int8")
+            self._g = root.create_array("group", shape=(0,), chunks=(self.shard_rows,), dtype="int16") if with_group else None
+            self._w = root.create_array("weight", shape=(0,), chunks=(self.shard_rows,), dtype="float32") if with_weight else None
+            self._root = root
+
+    # -- context manager ---------------------------------------------------------
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None or not self._done:
+            self.abort()
+
+    def abort(self) -> None:
+        """Remove the temporary directory; nothing is left at ``dest``."""
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self._done = True
+
+    # -- writing -----------------------------------------------------------------
+    def append(self, X: np.ndarray, y: np.ndarray, group: np.ndarray | None = None, weight: np.ndarray | None = None) -> None:
+        """Add rows; full shards are written as soon as they are complete."""
+        X = np.asarray(X, dtype=np.float32)
+        y = np.asarray(y, dtype=np.int8)
+        if X.ndim != 2 or X.shape[1] != self.n_features or X.shape[0] != y.shape[0]:
+            raise StoreError(f"{self.dest}: rows of shape {X.shape} / labels {y.shape} do not match {self.n_features} features")
+        parts: tuple[np.ndarray, ...] = (X, y)
+        if self.with_group:
+            parts += (np.asarray(group, dtype=np.int16),)
+        if self.with_weight:
+            parts += (np.asarray(weight, dtype=np.float32),)
+        self._buf.append(parts)
+        self._buf_rows += X.shape[0]
+        while self._buf_rows >= self.shard_rows:
+            self._flush(self.shard_rows)
+
+    def _take(self, rows: int) -> list[np.ndarray]:
+        cols = [np.concatenate([b[k] for b in self._buf]) for k in range(len(self._buf[0]))]
+        head = [c[:rows] for c in cols]
+        tail = tuple(c[rows:] for c in cols)
+        self._buf = [tail] if tail[0].shape[0] else []
+        self._buf_rows -= rows
+        return head
+
+    def _flush(self, rows: int) -> None:
+        cols = self._take(rows)
+        self.write_shard(*cols)
+
+    def write_shard(self, X: np.ndarray, y: np.ndarray, group: np.ndarray | None = None, weight: np.ndarray | None = None) -> None:
+        """Write exactly one shard (it may be empty or of any size)."""
+        X = np.ascontiguousarray(X, dtype=np.float32)
+        y = np.asarray(y, dtype=np.int8)
+        bad = ~np.isin(y, (-1, 1))
+        if bad.any():
+            row = self.n_rows + int(np.argmax(bad))
+            raise StoreError(f"{self.dest}: label {int(y[bad][0])} at row {row} is not -1 or +1")
+        start, stop = self.n_rows, self.n_rows + X.shape[0]
+        if self.format == "zarr":
+            self._x.resize((stop, self.n_features))
+            self._y.resize((stop,))
+            if stop > start:
+                self._x[start:stop] = X
+                self._y[start:stop] = y
+            if self._g is not None:
+                self._g.resize((stop,))
+                if stop > start:
+                    self._g[start:stop] = group
+            if self._w is not None:
+                self._w.resize((stop,))
+                if stop > start:
+                    self._w[start:stop] = weight
+        else:
+            flat = pa.array(X.reshape(-1), type=pa.float32())
+            cols = {"X": pa.FixedSizeListArray.from_arrays(flat, self.n_features), "y": pa.array(y, type=pa.int8())}
+            if self.with_group:
+                cols["group"] = pa.array(np.asarray(group, dtype=np.int16), type=pa.int16())
+            if self.with_weight:
+                cols["weight"] = pa.array(np.asarray(weight, dtype=np.float32), type=pa.float32())
+            table = pa.table(cols)
+            pq.write_table(table, os.path.join(self.tmp, f"part-{len(self.shard_bounds):05d}.parquet"))
+        self.shard_bounds.append([start, stop])
+        self.class_counts.append([int((y == -1).sum()), int((y == 1).sum())])
+        if self.with_group:
+            self.group_counts.append(np.bincount(np.asarray(group, dtype=np.int64), minlength=0))
+        self.n_rows = stop
+
+    def commit(self, **manifest_fields: Any) -> Manifest:
+        """Write the last partial shard and the manifest, then rename into place.
+
+        Keyword arguments become manifest fields (``source``, ``encoding``,
+        ``groups``, ``group_column``).
+        """
+        from .. import __version__
+
+        if self._buf_rows:
+            self._flush(self._buf_rows)
+        groups = manifest_fields.pop("groups", None)
+        group_counts = None
+        if self.with_group:
+            k = len(groups) if groups is not None else max((len(c) for c in self.group_counts), default=0)
+            group_counts = [np.pad(c, (0, max(0, k - len(c))))[:k].astype(int).tolist() for c in self.group_counts]
+        manifest = Manifest(
+            format=self.format,
+            n_rows=self.n_rows,
+            n_features=self.n_features,
+            feature_names=self.feature_names,
+            shard_bounds=self.shard_bounds,
+            class_counts=self.class_counts,
+            groups=groups,
+            group_counts=group_counts,
+            has_weight=self.with_weight,
+            created=Manifest.now(),
+            dpipe_version=__version__,
+            **manifest_fields,
+        )
+        if self.format == "zarr":
+            self._root.attrs["dpipe_manifest"] = manifest.to_dict()
+        write_manifest(self.tmp, manifest)
+        if os.path.lexists(self.dest):
+            if not self.overwrite:
+                self.abort()
+                raise StoreError(f"{self.dest}: destination appeared while writing; pass overwrite=True to replace it")
+            old = self.dest + ".old-" + os.path.basename(self.tmp)
+            os.rename(self.dest, old)
+            os.rename(self.tmp, self.dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(self.tmp, self.dest)
+        self._done = True
+        return manifest
+
+
