@@ -1,20 +1,48 @@
-"""dpipe: distributed training of linear classifiers for the measure you care about."""
+"""dpipe: distributed training of linear classifiers for the measure you care about.
+
+The public API is imported lazily, so that ``from dpipe.model import LinearModel``
+(loading and scoring a model) needs numpy alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-from . import _config  # noqa: F401  (registers dask.config defaults)
-from .exceptions import ConvergenceWarning, DataWarning, DPipeError, InputError, ParameterError, StoreError
-from .io import Manifest, Store, open_store
+_LAZY = {
+    "ingest": "dpipe.io",
+    "make_data": "dpipe.io",
+    "open_store": "dpipe.io",
+    "Store": "dpipe.io",
+    "Manifest": "dpipe.io",
+    "train": "dpipe._train",
+    "fit_moments": "dpipe._train",
+    "OBJECTIVES": "dpipe._train",
+    "evaluate": "dpipe._evaluate",
+    "predict": "dpipe._evaluate",
+    "LinearModel": "dpipe.model",
+    "DPipeClassifier": "dpipe._estimator",
+    "cluster_client": "dpipe.engine",
+    "DPipeError": "dpipe.exceptions",
+    "InputError": "dpipe.exceptions",
+    "StoreError": "dpipe.exceptions",
+    "ParameterError": "dpipe.exceptions",
+    "ConvergenceWarning": "dpipe.exceptions",
+    "DataWarning": "dpipe.exceptions",
+}
 
-__all__ = [
-    "__version__",
-    "open_store",
-    "Store",
-    "Manifest",
-    "DPipeError",
-    "InputError",
-    "StoreError",
-    "ParameterError",
-    "ConvergenceWarning",
-    "DataWarning",
-]
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dpipe' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,15 @@
+"""Worker-side reductions: pure functions of (shard, small parameters)."""
+
+from ._moments import ClassMoments, class_moments_of_shard, merge_moments, moments_reference, shard_moments
+from ._scores import shard_scores, shard_scores_labels, shard_sorted_scores
+
+__all__ = [
+    "ClassMoments",
+    "shard_moments",
+    "class_moments_of_shard",
+    "merge_moments",
+    "moments_reference",
+    "shard_scores",
+    "shard_scores_labels",
+    "shard_sorted_scores",
+]

@@ -1,0 +1,7 @@
+"""Solvers that run on the coordinator and return a :class:`FitResult`."""
+
+from ._lbfgs import minimize_lbfgs
+from ._moment_fit import best_moment_intercept, fit_auc_moment, fit_error_moment
+from ._result import FitResult
+
+__all__ = ["FitResult", "minimize_lbfgs", "fit_auc_moment", "fit_error_moment", "best_moment_intercept"]

@@ -1,0 +1,228 @@
+"""The model artifact: a versioned JSON file that loading and scoring read with numpy alone.
+
+This module imports nothing from dask, zarr or pyarrow, so a serving process needs
+only ``numpy`` (and this file) to load a model and score rows.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["LinearModel", "MODEL_FORMAT", "MODEL_FORMAT_VERSION"]
+
+MODEL_FORMAT = "dpipe-linear-model"
+MODEL_FORMAT_VERSION = 1
+
+
+class LinearModel:
+    """A linear scoring rule ``s(x) = x.coef + intercept`` with its provenance.
+
+    Parameters
+    ----------
+    coef : array-like of shape (d,)
+        Feature weights.
+    intercept : float
+        Added to every score; ``predict`` labels a row +1 when its score is > 0.
+    feature_names : list of str, optional
+        One per weight.
+    objective : str
+        Objective the model was trained for ("auc-moment", "error-moment", ...).
+    params : dict
+        Hyper-parameters of the fit.
+    encoding : dict
+        The training store's encoding (categorical vocabularies, column roles), so raw
+        CSV-like records can be scored with :meth:`encode_records`.
+    training : dict
+        Training store path, manifest sha256, rows and class counts.
+    fit : dict
+        The fit record (``FitResult.to_dict()``).
+    metrics : dict
+        Metrics measured after training (e.g. ``{"train": {...}}``).
+    """
+
+    def __init__(
+        self,
+        coef: Sequence[float] | np.ndarray,
+        intercept: float = 0.0,
+        *,
+        feature_names: Sequence[str] | None = None,
+        objective: str = "",
+        params: Mapping[str, Any] | None = None,
+        encoding: Mapping[str, Any] | None = None,
+        training: Mapping[str, Any] | None = None,
+        fit: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        created: str | None = None,
+        dpipe_version: str | None = None,
+    ) -> None:
+        self.coef = np.asarray(coef, dtype=np.float64).reshape(-1)
+        self.intercept = float(intercept)
+        self.feature_names = list(feature_names) if feature_names is not None else [f"x{i}" for i in range(self.coef.size)]
+        if len(self.feature_names) != self.coef.size:
+            raise ValueError(f"LinearModel: {len(self.feature_names)} feature names for {self.coef.size} weights")
+        if not (np.all(np.isfinite(self.coef)) and math.isfinite(self.intercept)):
+            raise ValueError("LinearModel: weights and intercept must be finite")
+        self.objective = objective
+        self.params = dict(params or {})
+        self.encoding = dict(encoding or {})
+        self.training = dict(training or {})
+        self.fit = dict(fit or {})
+        self.metrics = dict(metrics or {})
+        self.created = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        if dpipe_version is None:
+            from .. import __version__ as dpipe_version
+        self.dpipe_version = dpipe_version
+
+    def __repr__(self) -> str:
+        return f"LinearModel(objective={self.objective!r}, n_features={self.n_features}, intercept={self.intercept:.6g})"
+
+    @property
+    def n_features(self) -> int:
+        """Number of weights."""
+        return int(self.coef.size)
+
+    # -- scoring --------------------------------------------------------------------
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Scores ``X @ coef + intercept`` in float64, shape (n,)."""
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(f"LinearModel: X has shape {X.shape}; expected (n, {self.n_features})")
+        return X @ self.coef + self.intercept
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Labels in {-1, +1}: +1 where the score is > 0."""
+        return np.where(self.decision_function(X) > 0, 1, -1).astype(np.int8)
+
+    def encode_records(self, records: Iterable[Mapping[str, Any] | Sequence[Any]]) -> np.ndarray:
+        """Turn raw source records into the feature matrix the model was trained on.
+
+        Parameters
+        ----------
+        records : iterable of mappings (column name -> raw value) or sequences
+            (values in the source's column order, label column included or not).
+
+        Returns
+        -------
+        ndarray of shape (n, d), float64
+            Numeric columns are parsed as floats; categorical ones are one-hot
+            encoded with the training vocabulary (an unseen value gives all zeros).
+        """
+        enc = self.encoding
+        if enc.get("kind") != "tabular":
+            raise ValueError(f"LinearModel: raw records can be encoded only for tabular (CSV/Parquet) training data, not {enc.get('kind')!r}")
+        columns = enc["columns"]
+        names = [c["name"] for c in columns]
+        feature_cols = [c for c in columns if c.get("role") == "feature"]
+        rows = []
+        for rec in records:
+            if not isinstance(rec, Mapping):
+                rec = list(rec)
+                if len(rec) == len(names):
+                    rec = dict(zip(names, rec))
+                elif len(rec) == len(feature_cols):
+                    rec = {c["name"]: v for c, v in zip(feature_cols, rec)}
+                else:
+                    raise ValueError(f"LinearModel: a record has {len(rec)} values; expected {len(names)} (all columns) or {len(feature_cols)} (feature columns)")
+            row: list[float] = []
+            for col in feature_cols:
+                value = rec[col["name"]]
+                if col.get("type") == "categorical":
+                    cats = col["categories"]
+                    hot = [0.0] * len(cats)
+                    key = str(value).strip()
+                    if key in cats:
+                        hot[cats.index(key)] = 1.0
+                    row.extend(hot)
+                else:
+                    row.append(float(value))
+            rows.append(row)
+        X = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"LinearModel: encoding gives {X.shape[1]} features; the model has {self.n_features}")
+        return X
+
+    def score_records(self, records: Iterable[Mapping[str, Any] | Sequence[Any]]) -> np.ndarray:
+        """Scores of raw records (see :meth:`encode_records`)."""
+        return self.decision_function(self.encode_records(records))
+
+    # -- persistence ----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document written by :meth:`save`."""
+        return {
+            "format": MODEL_FORMAT,
+            "format_version": MODEL_FORMAT_VERSION,
+            "dpipe_version": self.dpipe_version,
+            "created": self.created,
+            "objective": self.objective,
+            "params": self.params,
+            "coef": self.coef.tolist(),
+            "intercept": self.intercept,
+            "feature_names": self.feature_names,
+            "encoding": self.encoding,
+            "training": self.training,
+            "fit": self.fit,
+            "metrics": self.metrics,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "model") -> LinearModel:
+        """Build from the JSON document; checks format and version."""
+        if d.get("format") != MODEL_FORMAT:
+            raise ValueError(f"{where}: not a dpipe model file (format {d.get('format')!r})")
+        if d.get("format_version") != MODEL_FORMAT_VERSION:
+            raise ValueError(f"{where}: unsupported model format_version {d.get('format_version')!r} (this dpipe reads {MODEL_FORMAT_VERSION})")
+        return cls(
+            d["coef"],
+            d["intercept"],
+            feature_names=d.get("feature_names"),
+            objective=d.get("objective", ""),
+            params=d.get("params"),
+            encoding=d.get("encoding"),
+            training=d.get("training"),
+            fit=d.get("fit"),
+            metrics=d.get("metrics"),
+            created=d.get("created"),
+            dpipe_version=d.get("dpipe_version", ""),
+        )
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Write the model as JSON (to a temporary name, then renamed). Returns the path."""
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-", dir=directory)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.to_dict(), f, indent=1, allow_nan=False)
+                f.write("\n")
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> LinearModel:
+        """Read a model written by :meth:`save`."""
+        path = os.fspath(path)
+        try:
+            with open(path) as f:
+                d = json.load(f)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: model file is not valid JSON ({exc})") from None
+        return cls.from_dict(d, where=path)
+
+    def digest(self) -> str:
+        """sha256 of the weights and intercept (identifies a model in logs and workflows)."""
+        h = hashlib.sha256(self.coef.tobytes())
+        h.update(np.float64(self.intercept).tobytes())
+        return h.hexdigest()

@@ -1,0 +1,172 @@
+"""Per-class moments of a shard: count, weight, mean and centred second moment.
+
+Worker side and pure: :func:`shard_moments` is a function of the shard's arrays
+alone, so it runs on a dask worker, in this process, or again after a worker dies.
+Partial results are merged with the pairwise update of Chan, Golub and LeVeque
+(1979), in float64 — never as raw sums of squares, which lose every digit of the
+variance when the mean is large.
+
+For a class with weights ``v_i`` (all 1 without a weight column) the moments are
+
+    W = sum v_i,   mean = sum v_i x_i / W,   M2 = sum v_i (x_i - mean)(x_i - mean)^T
+
+and two partial results (a, b) merge as
+
+    delta = mean_b - mean_a,  W = W_a + W_b,
+    mean = mean_a + delta W_b / W,  M2 = M2_a + M2_b + delta delta^T W_a W_b / W.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+__all__ = ["ClassMoments", "shard_moments", "class_moments_of_shard", "merge_moments", "moments_reference", "BLOCK_ROWS"]
+
+#: Rows converted to float64 at a time; bounds the temporary memory of a shard pass.
+BLOCK_ROWS = 8192
+
+
+@dataclasses.dataclass
+class ClassMoments:
+    """Moments of the negative (index 0) and positive (index 1) class.
+
+    Attributes
+    ----------
+    count : ndarray of shape (2,), int64
+        Rows per class.
+    weight : ndarray of shape (2,), float64
+        Sum of sample weights per class (equal to ``count`` without weights).
+    mean : ndarray of shape (2, d), float64
+        Weighted class means.
+    m2 : ndarray of shape (2, d, d), float64
+        Weighted centred second moments ``sum v (x - mean)(x - mean)^T``.
+    """
+
+    count: np.ndarray
+    weight: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+
+    @classmethod
+    def empty(cls, d: int) -> ClassMoments:
+        """Moments of no rows."""
+        return cls(np.zeros(2, np.int64), np.zeros(2), np.zeros((2, d)), np.zeros((2, d, d)))
+
+    @property
+    def n_features(self) -> int:
+        """Dimension d."""
+        return int(self.mean.shape[1])
+
+    def covariance(self, cls: int) -> np.ndarray:
+        """Weighted (biased, divide by W) covariance of class ``cls`` (0: negative, 1: positive)."""
+        w = self.weight[cls]
+        return self.m2[cls] / w if w > 0 else np.zeros_like(self.m2[cls])
+
+    def pooled(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """(weight, mean, m2) of both classes together."""
+        w, mean, m2 = _merge1(self.weight[0], self.mean[0], self.m2[0], self.weight[1], self.mean[1], self.m2[1])
+        return w, mean, m2
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays (what a reduction moves per partial result)."""
+        return self.count.nbytes + self.weight.nbytes + self.mean.nbytes + self.m2.nbytes
+
+
+def _merge1(wa, ma, Ma, wb, mb, Mb):
+    if wb == 0:
+        return wa, ma.copy(), Ma.copy()
+    if wa == 0:
+        return wb, mb.copy(), Mb.copy()
+    w = wa + wb
+    delta = mb - ma
+    mean = ma + delta * (wb / w)
+    m2 = Ma + Mb + np.outer(delta, delta) * (wa * wb / w)
+    return w, mean, m2
+
+
+def merge_moments(a: ClassMoments, b: ClassMoments) -> ClassMoments:
+    """Merge two partial results (associative and commutative up to rounding)."""
+    out = ClassMoments.empty(a.n_features)
+    out.count = a.count + b.count
+    for c in (0, 1):
+        out.weight[c], out.mean[c], out.m2[c] = _merge1(a.weight[c], a.mean[c], a.m2[c], b.weight[c], b.mean[c], b.m2[c])
+    return out
+
+
+def _block_moments(X: np.ndarray, v: np.ndarray | None) -> tuple[float, np.ndarray, np.ndarray]:
+    X = np.asarray(X, dtype=np.float64)
+    if v is None:
+        w = float(X.shape[0])
+        mean = X.mean(axis=0)
+        C = X - mean
+        return w, mean, C.T @ C
+    v = np.asarray(v, dtype=np.float64)
+    w = float(v.sum())
+    if w == 0:
+        d = X.shape[1]
+        return 0.0, np.zeros(d), np.zeros((d, d))
+    mean = (v @ X) / w
+    C = X - mean
+    return w, mean, (C * v[:, None]).T @ C
+
+
+def shard_moments(X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None, block_rows: int = BLOCK_ROWS) -> ClassMoments:
+    """Class moments of one shard.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        Features (float32 in stores; converted to float64 block by block).
+    y : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    weight : ndarray of shape (n,), optional
+        Non-negative sample weights.
+    block_rows : int
+        Rows converted to float64 at once.
+
+    Returns
+    -------
+    ClassMoments
+        Works for empty shards and shards with one class.
+    """
+    d = X.shape[1]
+    out = ClassMoments.empty(d)
+    for c, label in ((0, -1), (1, 1)):
+        idx = np.flatnonzero(y == label)
+        out.count[c] = idx.size
+        w, mean, m2 = 0.0, np.zeros(d), np.zeros((d, d))
+        for start in range(0, idx.size, block_rows):
+            sel = idx[start : start + block_rows]
+            bw, bm, bM = _block_moments(X[sel], None if weight is None else weight[sel])
+            w, mean, m2 = _merge1(w, mean, m2, bw, bm, bM)
+        out.weight[c], out.mean[c], out.m2[c] = w, mean, m2
+    return out
+
+
+def moments_reference(X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None) -> ClassMoments:
+    """One plain NumPy pass over all rows (two-pass formula in float64), for tests."""
+    X = np.asarray(X, dtype=np.float64)
+    d = X.shape[1]
+    out = ClassMoments.empty(d)
+    for c, label in ((0, -1), (1, 1)):
+        m = y == label
+        out.count[c] = int(m.sum())
+        if not m.any():
+            continue
+        Xc = X[m]
+        v = np.ones(Xc.shape[0]) if weight is None else np.asarray(weight, np.float64)[m]
+        out.weight[c] = v.sum()
+        if out.weight[c] == 0:
+            continue
+        out.mean[c] = (v @ Xc) / out.weight[c]
+        C = Xc - out.mean[c]
+        out.m2[c] = (C * v[:, None]).T @ C
+    return out
+
+
+def class_moments_of_shard(shard) -> ClassMoments:
+    """:func:`shard_moments` of a :class:`dpipe.io.Shard` (the task a moments pass runs)."""
+    return shard_moments(shard.X, shard.y, shard.weight)

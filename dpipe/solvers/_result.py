@@ -1,0 +1,72 @@
+"""The record every fit returns (modelled on scipy's ``OptimizeResult``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FitResult"]
+
+
+@dataclasses.dataclass
+class FitResult:
+    """Outcome of a fit.
+
+    Attributes
+    ----------
+    x : ndarray
+        Solution in the solver's own coordinates.
+    fun : float
+        Objective value at ``x``.
+    nit : int
+        Iterations.
+    nfev : int
+        Objective evaluations (each one data evaluation where the objective reads data).
+    status : int
+        0 converged, 1 iteration limit, 2 other stop (see ``message``).
+    success : bool
+        Whether the tolerance was reached.
+    message : str
+        Solver message.
+    history : list of dict
+        One entry per iteration (``iteration``, ``fun``, ``grad_norm``, ``seconds`` and
+        objective-specific values).
+    time_data : float
+        Seconds spent in data passes before the solve (for moment objectives: the moments pass).
+    time_solve : float
+        Seconds in the solver.
+    info : dict
+        Anything else worth keeping (starts tried, smoothing, ...).
+    """
+
+    x: np.ndarray
+    fun: float
+    nit: int = 0
+    nfev: int = 0
+    status: int = 0
+    success: bool = True
+    message: str = ""
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    time_data: float = 0.0
+    time_solve: float = 0.0
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dictionary."""
+        d = dataclasses.asdict(self)
+        d["x"] = np.asarray(self.x).tolist()
+        return _jsonable(d)
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
