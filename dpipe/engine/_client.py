@@ -86,7 +86,7 @@ def cluster_client(
         threads_per_worker=threads,
         processes=True,
         memory_limit=mem,
-        dashboard_address=None,
+        dashboard_address=":0",
         host="127.0.0.1",
     )
     c = Client(cluster, set_as_default=False)

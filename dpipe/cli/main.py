@@ -1,0 +1,282 @@
+"""The ``dpipe`` command: ingest | info | make-data | train | evaluate | predict | demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["main", "build_parser"]
+
+log = logging.getLogger("dpipe.cli")
+
+
+def _csv_list(value: str) -> list[str]:
+    return [v for v in value.split(",") if v != ""]
+
+
+def _tristate(value: str) -> bool | str:
+    v = value.lower()
+    if v in ("auto",):
+        return "auto"
+    if v in ("yes", "true", "1"):
+        return True
+    if v in ("no", "false", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected auto, yes or no; got {value!r}")
+
+
+def _column(value: str) -> str | int:
+    return int(value) if value.isdigit() else value
+
+
+def _add_cluster(p: argparse.ArgumentParser, cache_default: str | None = None) -> None:
+    g = p.add_argument_group("cluster")
+    g.add_argument("--scheduler", help="scheduler address (tcp://host:port) or scheduler file; default: $DPIPE_SCHEDULER, dask config dpipe.scheduler, else an embedded local cluster")
+    g.add_argument("--scheduler-file", dest="scheduler_file", help="scheduler file written by 'dask scheduler --scheduler-file'")
+    g.add_argument("--workers", type=int, help="worker processes of the embedded local cluster (default 2)")
+    g.add_argument("--memory-limit", dest="memory_limit", help="memory limit per embedded worker, e.g. 4GiB (default auto)")
+    g.add_argument("--cache", choices=("auto", "memory", "stream"), default=cache_default, help="keep shards in worker memory or stream them on every pass (default auto: persist when they fit)")
+    g.add_argument("--engine", choices=("dask", "local"), default="dask", help="'local' runs every pass in this process (no cluster)")
+
+
+def _cluster_kwargs(a: argparse.Namespace) -> dict[str, Any]:
+    return dict(scheduler=a.scheduler_file or a.scheduler, workers=a.workers, memory_limit=a.memory_limit, cache=a.cache, engine=a.engine)
+
+
+def _add_ingest_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source-format", choices=("svmlight", "csv", "parquet"), help="format of the source (default: from its name and first line)")
+    p.add_argument("--label", type=_column, help="label column (name, or 0-based index for CSV without header)")
+    p.add_argument("--positive", type=_csv_list, help="comma-separated label values that are the positive class (all others negative)")
+    p.add_argument("--negative", type=_csv_list, help="comma-separated label values that are the negative class (all others positive)")
+    p.add_argument("--n-features", dest="n_features", type=int, help="svmlight: number of features (an index beyond it is an error)")
+    p.add_argument("--zero-based", dest="zero_based", type=_tristate, default="auto", help="svmlight: indices start at 0 (yes), 1 (no) or auto (default)")
+    p.add_argument("--header", type=_tristate, default="auto", help="CSV: first row is a header: yes, no or auto (default)")
+    p.add_argument("--skip-rows", dest="skip_rows", type=int, default=0, help="CSV: leading lines to skip")
+    p.add_argument("--group-col", dest="group_col", type=_column, help="column whose values define groups (kept as a feature too)")
+    p.add_argument("--weight-col", dest="weight_col", type=_column, help="column of non-negative sample weights")
+    p.add_argument("--like", help="reuse this store's encoding (vocabularies, columns, label rule) so columns line up")
+    p.add_argument("--unseen", choices=("error", "ignore"), default="error", help="with --like: a category absent from the training store is an error (default) or encodes as all zeros")
+
+
+def _ingest_kwargs(a: argparse.Namespace) -> dict[str, Any]:
+    return dict(
+        source_format=a.source_format, label=a.label, positive=a.positive, negative=a.negative, n_features=a.n_features,
+        zero_based=a.zero_based, header=a.header, skip_rows=a.skip_rows, group_col=a.group_col, weight_col=a.weight_col,
+        like=a.like, unseen=a.unseen,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``dpipe`` command."""
+    from .. import __version__
+    from .._train import OBJECTIVES
+
+    parser = argparse.ArgumentParser(prog="dpipe", description="Train linear classifiers that optimize the measure you care about, on sharded data, with dask.")
+    parser.add_argument("--version", action="version", version=f"dpipe {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log lines (-vv: debug, incl. bytes moved per pass)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("ingest", help="write a source file (svmlight, CSV, Parquet) into a sharded store")
+    p.add_argument("src", help="source file (plain, .gz or .bz2) or Parquet file/folder")
+    p.add_argument("dest", help="store to create")
+    p.add_argument("--format", choices=("zarr", "parquet"), default="zarr", help="store format (default zarr)")
+    p.add_argument("--shard-rows", dest="shard_rows", type=int, help="rows per shard (default: about 64 MB of features)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing DEST")
+    _add_ingest_options(p)
+
+    p = sub.add_parser("info", help="print a store's manifest summary")
+    p.add_argument("store")
+    p.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
+
+    p = sub.add_parser("make-data", help="write a synthetic store (binary, heavy-tailed and Gaussian features, label noise, groups)")
+    p.add_argument("dest")
+    p.add_argument("--rows", type=int, required=True)
+    p.add_argument("--features", type=int, default=40)
+    p.add_argument("--positive-rate", dest="positive_rate", type=float, default=0.2)
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled rows")
+    p.add_argument("--model-seed", dest="model_seed", type=int, default=0, help="seed of the true model (same value: train and test share it)")
+    p.add_argument("--label-noise", dest="label_noise", type=float, default=0.02)
+    p.add_argument("--groups", dest="n_groups", type=int, default=2)
+    p.add_argument("--shard-rows", dest="shard_rows", type=int)
+    p.add_argument("--format", choices=("zarr", "parquet"), default="zarr")
+    p.add_argument("--overwrite", action="store_true")
+
+    p = sub.add_parser("train", help="train a model on a store")
+    p.add_argument("store")
+    p.add_argument("--objective", choices=list(OBJECTIVES), default="auc-moment")
+    p.add_argument("--solver", help="solver for the objective: " + "; ".join(f"{o}: {', '.join(s)}" for o, s in OBJECTIVES.items()))
+    p.add_argument("--out", required=True, help="model file to write (JSON)")
+    p.add_argument("--lam", type=float, default=1e-3, help="weight of the unit-norm penalty (L-BFGS routes, default 1e-3)")
+    p.add_argument("--ridge", type=float, default=1e-6, help="ridge of the closed form (standardized units, default 1e-6)")
+    p.add_argument("--max-iter", dest="max_iter", type=int, default=500)
+    p.add_argument("--tol", type=float, default=1e-4, help="gradient tolerance (default 1e-4)")
+    p.add_argument("--memory", type=int, default=20, help="L-BFGS memory (default 20)")
+    p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="skip the evaluation pass on the training store")
+    _add_cluster(p)
+
+    p = sub.add_parser("evaluate", help="exact ROC-AUC, PRBEP, accuracy, precision, recall, F1, Prec@k, Rec@k of a model on a store")
+    p.add_argument("model")
+    p.add_argument("store")
+    p.add_argument("--k", type=float, help="Prec@k / Rec@k cut-off: rows (>= 1) or a fraction (< 1); default the number of positives")
+    p.add_argument("--threshold", type=float, default=0.0)
+    p.add_argument("--json", dest="json_out", help="also write the metrics to this JSON file")
+    _add_cluster(p, cache_default="stream")
+
+    p = sub.add_parser("predict", help="score every row of a store into a Parquet file (row, score, label, y)")
+    p.add_argument("model")
+    p.add_argument("store")
+    p.add_argument("--out", required=True)
+    p.add_argument("--threshold", type=float, default=0.0)
+    p.add_argument("--overwrite", action="store_true")
+    _add_cluster(p, cache_default="stream")
+
+    p = sub.add_parser("demo", help="generate data (or use --data), train auc-moment and error-moment, evaluate, write a report")
+    p.add_argument("--workdir", help="folder for stores, models and the report (default: a new temporary folder)")
+    p.add_argument("--rows", type=int, default=200_000, help="rows of the generated training store (default 200000)")
+    p.add_argument("--features", type=int, default=40)
+    p.add_argument("--data", help="your own training file instead of generated data")
+    p.add_argument("--test-data", dest="test_data", help="test file for --data (default: a random 25%% split of --data)")
+    _add_ingest_options(p)
+    _add_cluster(p)
+    return parser
+
+
+def _setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.WARNING if quiet else (logging.DEBUG if verbose >= 2 else logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s", "%H:%M:%S"))
+    root = logging.getLogger("dpipe")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+    logging.getLogger("distributed").setLevel(logging.WARNING if verbose < 3 else logging.INFO)
+
+
+def _print_metrics(metrics: dict[str, Any]) -> None:
+    for key, value in metrics.items():
+        print(f"{key:>10}  {value:.6f}" if isinstance(value, float) else f"{key:>10}  {value}")
+
+
+def _cmd_info(a: argparse.Namespace) -> None:
+    from ..io import open_store
+
+    st = open_store(a.store)
+    m = st.manifest
+    if a.json:
+        print(json.dumps(m.to_dict(), indent=1))
+        return
+    n = max(1, m.n_rows)
+    print(f"store     {st.path} ({m.format}, schema {m.schema_version}, dpipe {m.dpipe_version}, created {m.created})")
+    print(f"rows      {m.n_rows}")
+    print(f"features  {m.n_features}")
+    sizes = [b - a for a, b in m.shard_bounds]
+    print(f"shards    {m.n_shards} (rows per shard {min(sizes, default=0)}..{max(sizes, default=0)})")
+    print(f"classes   +1: {m.n_positive} ({100 * m.n_positive / n:.2f} %), -1: {m.n_negative} ({100 * m.n_negative / n:.2f} %)")
+    if m.groups is not None:
+        totals = [sum(c[i] for c in m.group_counts) for i in range(len(m.groups))] if m.group_counts else []
+        print(f"groups    {m.group_column}: " + ", ".join(f"{g} {c}" for g, c in zip(m.groups, totals)))
+    print(f"weights   {'yes' if m.has_weight else 'no'}")
+    src = m.source
+    if src:
+        print(f"source    {src.get('path', '')} ({src.get('format', '')}{', sha256 ' + src['sha256'][:16] + '...' if src.get('sha256') else ''})")
+
+
+def _cmd_train(a: argparse.Namespace) -> None:
+    from .._train import train
+
+    model = train(
+        a.store, a.objective, solver=a.solver, lam=a.lam, ridge=a.ridge, max_iter=a.max_iter, tol=a.tol, memory=a.memory,
+        out=a.out, train_metrics=a.train_metrics, **_cluster_kwargs(a),
+    )
+    fit = model.fit
+    print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, moments pass {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {a.out}")
+    if model.metrics.get("train"):
+        t = model.metrics["train"]
+        print(f"training ROC-AUC {t['roc_auc']:.6f}, accuracy {t['accuracy']:.6f}")
+
+
+def _cmd_evaluate(a: argparse.Namespace) -> None:
+    from .._evaluate import evaluate
+
+    k: int | float | None = a.k
+    if k is not None and k >= 1:
+        k = int(k)
+    metrics = evaluate(a.model, a.store, k=k, threshold=a.threshold, **_cluster_kwargs(a))
+    _print_metrics(metrics)
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump(metrics, f, indent=1)
+
+
+def _cmd_predict(a: argparse.Namespace) -> None:
+    from .._evaluate import predict
+
+    path = predict(a.model, a.store, a.out, threshold=a.threshold, overwrite=a.overwrite, **_cluster_kwargs(a))
+    print(path)
+
+
+def _cmd_ingest(a: argparse.Namespace) -> None:
+    from ..io import ingest
+
+    m = ingest(a.src, a.dest, format=a.format, shard_rows=a.shard_rows, overwrite=a.overwrite, **_ingest_kwargs(a))
+    print(f"{a.dest}: {m.n_rows} rows, {m.n_features} features, {m.n_shards} shards, {m.n_positive} positive / {m.n_negative} negative")
+
+
+def _cmd_make_data(a: argparse.Namespace) -> None:
+    from ..io import make_data
+
+    m = make_data(
+        a.dest, rows=a.rows, features=a.features, positive_rate=a.positive_rate, seed=a.seed, model_seed=a.model_seed,
+        label_noise=a.label_noise, n_groups=a.n_groups, shard_rows=a.shard_rows, format=a.format, overwrite=a.overwrite,
+    )
+    print(f"{a.dest}: {m.n_rows} rows, {m.n_features} features, {m.n_shards} shards, {m.n_positive} positive / {m.n_negative} negative")
+
+
+def _cmd_demo(a: argparse.Namespace) -> None:
+    from ._demo import run_demo
+
+    run_demo(a, _ingest_kwargs(a), _cluster_kwargs(a))
+
+
+_COMMANDS = {
+    "ingest": _cmd_ingest,
+    "info": _cmd_info,
+    "make-data": _cmd_make_data,
+    "train": _cmd_train,
+    "evaluate": _cmd_evaluate,
+    "predict": _cmd_predict,
+    "demo": _cmd_demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage)."""
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    _setup_logging(a.verbose, a.quiet)
+    from ..exceptions import DPipeError
+
+    def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        print(f"dpipe: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            _COMMANDS[a.command](a)
+        except (DPipeError, ValueError, FileExistsError, FileNotFoundError) as exc:
+            print(f"dpipe {a.command}: error: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("dpipe: interrupted", file=sys.stderr)
+            return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
