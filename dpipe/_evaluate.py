@@ -18,11 +18,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .io import Store, open_store
-from .metrics import binary_metrics
+from .metrics import RankSummary
 from .model import LinearModel
 from .reduce import shard_scores_labels, shard_sorted_scores
 
-__all__ = ["evaluate", "predict", "evaluate_dataset", "merge_sorted_runs"]
+__all__ = ["evaluate", "predict", "evaluate_dataset", "rank_summary", "merge_sorted_runs"]
 
 
 def merge_sorted_runs(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -42,8 +42,13 @@ def merge_sorted_runs(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.nda
 
 def evaluate_dataset(ds: Any, coef: np.ndarray, intercept: float, *, k: int | float | None = None, threshold: float = 0.0) -> dict[str, Any]:
     """Exact metrics of the model ``(coef, intercept)`` on an opened dataset."""
+    return rank_summary(ds, coef, intercept).metrics(threshold=threshold, k=k)
+
+
+def rank_summary(ds: Any, coef: np.ndarray, intercept: float) -> RankSummary:
+    """Scores of every row, sorted on the workers, merged on the driver into a :class:`RankSummary`."""
     s, y = merge_sorted_runs(ds.map_gather(shard_sorted_scores, np.asarray(coef, dtype=np.float64), float(intercept)))
-    return binary_metrics(y, s, threshold=threshold, k=k)
+    return RankSummary.from_sorted(s, y)
 
 
 def evaluate(

@@ -16,15 +16,17 @@ __all__ = ["run_demo"]
 
 
 def _prepare_stores(a: argparse.Namespace, workdir: str, ingest_kwargs: dict[str, Any]) -> tuple[str, str, str]:
-    from ..io import ingest, make_data
-    from ..io._split import split_store
+    from ..io import make_data, split_store
 
     train, test = os.path.join(workdir, "train.zarr"), os.path.join(workdir, "test.zarr")
     if a.data is None:
         print(f"generating {a.rows} training and {a.rows // 4} test rows with {a.features} features ...", flush=True)
-        make_data(train, rows=a.rows, features=a.features, seed=1, model_seed=0, overwrite=True)
-        make_data(test, rows=max(1000, a.rows // 4), features=a.features, seed=2, model_seed=0, overwrite=True)
+        shard_rows = max(1000, a.rows // 8)  # several shards, so the passes are really distributed
+        make_data(train, rows=a.rows, features=a.features, seed=1, model_seed=0, shard_rows=shard_rows, overwrite=True)
+        make_data(test, rows=max(1000, a.rows // 4), features=a.features, seed=2, model_seed=0, shard_rows=shard_rows, overwrite=True)
         return train, test, "synthetic (dpipe make-data)"
+    from ..io import ingest
+
     if a.test_data is not None:
         ingest(a.data, train, overwrite=True, **ingest_kwargs)
         like = dict(ingest_kwargs, like=train)
@@ -38,13 +40,11 @@ def _prepare_stores(a: argparse.Namespace, workdir: str, ingest_kwargs: dict[str
 
 def run_demo(a: argparse.Namespace, ingest_kwargs: dict[str, Any], cluster_kwargs: dict[str, Any]) -> None:
     """Train auc-moment and error-moment, evaluate on held-out data, write ``report.json`` and ``roc.png``."""
-    from .._evaluate import merge_sorted_runs
+    from .._evaluate import rank_summary
     from .._train import open_dataset, train
     from ..engine import cluster_client, describe_client
     from ..io import open_store
-    from ..metrics import binary_metrics, roc_curve_points
     from ..plotting import plot_roc
-    from ..reduce import shard_sorted_scores
 
     workdir = a.workdir or tempfile.mkdtemp(prefix="dpipe-demo-")
     os.makedirs(workdir, exist_ok=True)
@@ -62,9 +62,9 @@ def run_demo(a: argparse.Namespace, ingest_kwargs: dict[str, Any], cluster_kwarg
             model = train(train_path, objective, engine=engine, client=client, cache=cache, out=os.path.join(workdir, f"{objective}.json"))
             seconds = time.perf_counter() - t0
             with open_dataset(test_store, engine=engine, client=client, cache="stream") as ds:
-                s, y = merge_sorted_runs(ds.map_gather(shard_sorted_scores, model.coef, model.intercept))
-            metrics = binary_metrics(y, s)
-            fpr, tpr = roc_curve_points(y, s)
+                summary = rank_summary(ds, model.coef, model.intercept)
+            metrics = summary.metrics()
+            fpr, tpr = summary.roc_curve()
             step = max(1, fpr.size // 2000)
             curves[objective] = (fpr[::step], tpr[::step], metrics["roc_auc"])
             rows.append({"objective": objective, "train_seconds": seconds, "test": metrics, "train": model.metrics.get("train", {}), "fit": {k: model.fit[k] for k in ("fun", "nit", "nfev", "status", "message", "time_data", "time_solve")}})

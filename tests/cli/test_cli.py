@@ -1,0 +1,80 @@
+"""The ``dpipe`` command end to end (in-process ``main`` and a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import dpipe
+from dpipe.cli import main
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    train, test = d / "train.zarr", d / "test.zarr"
+    assert main(["make-data", str(train), "--rows", "6000", "--features", "12", "--seed", "1", "--shard-rows", "1500"]) == 0
+    assert main(["make-data", str(test), "--rows", "3000", "--features", "12", "--seed", "2", "--format", "parquet"]) == 0
+    return d, str(train), str(test)
+
+
+def test_info(synthetic, capsys):
+    _, train, _ = synthetic
+    assert main(["info", train]) == 0
+    out = capsys.readouterr().out
+    assert "rows      6000" in out and "features  12" in out and "shards    4" in out and "groups    group:" in out
+    assert main(["info", train, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_rows"] == 6000
+
+
+def test_train_evaluate_predict(synthetic, capsys):
+    d, train, test = synthetic
+    model = d / "m.json"
+    assert main(["train", train, "--objective", "auc-moment", "--solver", "lbfgs", "--out", str(model), "--engine", "local"]) == 0
+    assert "auc-moment: objective" in capsys.readouterr().out
+    m = dpipe.LinearModel.load(model)
+    assert m.params["solver"] == "lbfgs" and m.fit["nit"] > 0 and m.fit["history"]
+    assert main(["evaluate", str(model), test, "--k", "0.1", "--json", str(d / "metrics.json"), "--engine", "local"]) == 0
+    with open(d / "metrics.json") as f:
+        metrics = json.load(f)
+    assert metrics["k"] == 300 and 0.5 < metrics["roc_auc"] <= 1
+    assert "roc_auc" in capsys.readouterr().out
+    out = d / "pred.parquet"
+    assert main(["predict", str(model), test, "--out", str(out), "--engine", "local"]) == 0
+    assert pq.read_table(out).num_rows == 3000
+    assert main(["predict", str(model), test, "--out", str(out), "--engine", "local"]) == 1
+    assert "exists" in capsys.readouterr().err
+
+
+def test_errors_exit_nonzero_with_message(synthetic, capsys, tmp_path):
+    _, train, _ = synthetic
+    assert main(["train", str(tmp_path / "missing.zarr"), "--out", str(tmp_path / "m.json"), "--engine", "local"]) == 1
+    assert "missing.zarr: no such store" in capsys.readouterr().err
+    assert main(["train", train, "--objective", "error-moment", "--solver", "closed-form", "--out", str(tmp_path / "m.json"), "--engine", "local"]) == 1
+    assert "Valid pairs" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["train", train, "--objective", "nope", "--out", "x"])
+    assert exc.value.code == 2
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_demo_on_generated_data_in_a_subprocess(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "dpipe", "demo", "--workdir", str(tmp_path), "--rows", "20000", "--features", "10", "--workers", "2"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "auc-moment" in r.stdout and "error-moment" in r.stdout and "test AUC" in r.stdout
+    with open(tmp_path / "report.json") as f:
+        report = json.load(f)
+    assert [row["objective"] for row in report["results"]] == ["auc-moment", "error-moment"]
+    for row in report["results"]:
+        assert 0.6 < row["test"]["roc_auc"] <= 1.0
+    png = (tmp_path / "roc.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    assert np.isfinite(report["results"][1]["fit"]["fun"])
