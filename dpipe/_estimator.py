@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ._train import check_fit_params, fit_moments
+from ._train import calibrate_threshold, check_fit_params, fit_moments
 from .exceptions import ParameterError
+from .metrics import RankSummary
 from .model import LinearModel
 from .reduce import ClassMoments, merge_moments, shard_moments
 
@@ -42,7 +43,7 @@ class DPipeClassifier:
         What to optimize (see :func:`dpipe.train`).
     solver : str, optional
         Solver for the objective (default: the objective's first).
-    lam, ridge, max_iter, tol, memory
+    lam, ridge, max_iter, tol, memory, calibrate
         As in :func:`dpipe.train`.
 
     Attributes
@@ -70,6 +71,7 @@ class DPipeClassifier:
         max_iter: int = 500,
         tol: float = 1e-4,
         memory: int = 20,
+        calibrate: bool = True,
     ) -> None:
         self.objective = objective
         self.solver = solver
@@ -78,6 +80,7 @@ class DPipeClassifier:
         self.max_iter = max_iter
         self.tol = tol
         self.memory = memory
+        self.calibrate = calibrate
 
     # -- scikit-learn protocol ---------------------------------------------------------
     @classmethod
@@ -128,6 +131,15 @@ class DPipeClassifier:
             w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
             moments = shard_moments(X, y_pm, w)
         coef, intercept, result = fit_moments(moments, params)
+        if self.calibrate:
+            if _is_dask(X):
+                y_np = np.asarray(y_pm.compute())
+                summarise = lambda w, b: RankSummary.from_scores(y_np, np.asarray((X @ w + b).compute()))  # noqa: E731
+            else:
+                summarise = lambda w, b: RankSummary.from_scores(y_pm, X @ w + b)  # noqa: E731
+            coef, intercept, _, _ = calibrate_threshold(coef, intercept, result, summarise)
+        else:
+            result.info.pop("candidates", None)
         self.coef_ = coef.reshape(1, -1)
         self.intercept_ = np.array([intercept])
         self.classes_ = classes

@@ -6,7 +6,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -15,11 +15,12 @@ from ._validation import check_choice, check_int, check_number
 from .engine import LocalDataset, ShardedDataset, cluster_client
 from .exceptions import ParameterError
 from .io import Store, open_store
+from .metrics import RankSummary
 from .model import LinearModel
 from .reduce import ClassMoments, class_moments_of_shard, merge_moments
 from .solvers import FitResult, fit_auc_moment, fit_error_moment
 
-__all__ = ["train", "fit_moments", "OBJECTIVES", "open_dataset"]
+__all__ = ["train", "fit_moments", "calibrate_threshold", "OBJECTIVES", "open_dataset"]
 
 log = logging.getLogger("dpipe.train")
 
@@ -54,6 +55,49 @@ def check_fit_params(objective: str, solver: str | None, lam: float, ridge: floa
         "tol": check_number(tol, "tol", owner, 0.0, np.inf),
         "memory": check_int(memory, "memory", owner, low=1),
     }
+
+
+def calibrate_threshold(
+    coef: np.ndarray, intercept: float, result: FitResult, summarise: Callable[[np.ndarray, float], RankSummary]
+) -> tuple[np.ndarray, float, RankSummary, float]:
+    """Choose among the fit's candidate models by exact training error, at their best threshold.
+
+    The moment objectives model the score distributions as normal; the threshold
+    that minimizes the *modelled* error can be off where they are not. One pass per
+    candidate sorts the training scores and finds the threshold with the fewest
+    training errors (exact); the candidate with the fewest errors is kept and its
+    intercept shifted to that threshold. ``result.info["calibration"]`` records
+    every candidate's modelled error, training error and threshold.
+
+    Parameters
+    ----------
+    coef, intercept : ndarray, float
+        The fit's model (used when it lists no candidates).
+    result : FitResult
+        The fit record; its ``info["candidates"]`` is consumed.
+    summarise : callable
+        ``(coef, intercept) -> RankSummary`` of the training scores.
+
+    Returns
+    -------
+    coef, intercept, summary, threshold
+        The chosen model with its calibrated intercept, the RankSummary of its
+        uncalibrated training scores and the threshold that was subtracted.
+    """
+    candidates = result.info.pop("candidates", None) or [{"label": "fit", "raw": (coef, intercept), "modelled_error": None}]
+    table, best = [], None
+    for cand in candidates:
+        w, b = cand["raw"]
+        summary = summarise(w, b)
+        t, errors = summary.best_threshold()
+        table.append({"label": cand["label"], "modelled_error": cand.get("modelled_error"), "train_error": errors / summary.n, "threshold": t})
+        if best is None or errors < best[0]:
+            best = (errors, w, b, t, summary)
+    assert best is not None
+    _, w, b, t, summary = best
+    result.info["calibration"] = table
+    log.info("threshold calibration: %s", "; ".join(f"{r['label']}: training error {r['train_error']:.5f}" for r in table))
+    return w, b - t, summary, t
 
 
 def fit_moments(moments: ClassMoments, params: dict[str, Any]) -> tuple[np.ndarray, float, FitResult]:
@@ -116,6 +160,7 @@ def train(
     cache: str | None = None,
     out: str | os.PathLike | None = None,
     train_metrics: bool = True,
+    calibrate: bool = True,
 ) -> LinearModel:
     """Train a linear model on a store for the given objective.
 
@@ -144,8 +189,13 @@ def train(
     out : path, optional
         Save the model there (JSON).
     train_metrics : bool
-        Evaluate the model on the training store (one more pass) and keep the
-        metrics in the model.
+        Keep the model's exact metrics on the training store in the model.
+    calibrate : bool
+        Set the intercept to the threshold with the fewest training errors, and for
+        ``error-moment`` keep, among both L-BFGS fits and the ``auc-moment``
+        direction, the one with the fewest training errors (one score pass per
+        candidate; see :func:`calibrate_threshold`). ``False`` keeps the moment
+        model's own threshold and choice (the paper's method, no extra pass).
 
     Returns
     -------
@@ -153,7 +203,7 @@ def train(
     """
     params = check_fit_params(objective, solver, lam, ridge, max_iter, tol, memory, "train")
     st = store if isinstance(store, Store) else open_store(store)
-    from ._evaluate import evaluate_dataset
+    from ._evaluate import evaluate_dataset, rank_summary
 
     with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
         log.info("%s: moments pass over %d rows, %d features, %d shards", st.path, st.manifest.n_rows, st.manifest.n_features, st.n_shards)
@@ -164,14 +214,24 @@ def train(
         coef, intercept, result = fit_moments(moments, params)
         result.time_data = t_data + getattr(ds, "load_seconds", 0.0)
         log.info("%s fit: %.3f s, objective %.8g", objective, result.time_solve, result.fun)
-        metrics = {"train": evaluate_dataset(ds, coef, intercept)} if train_metrics else {}
+        metrics = {}
+        if calibrate:
+            t0 = time.perf_counter()
+            coef, intercept, summary, threshold = calibrate_threshold(coef, intercept, result, lambda w, b: rank_summary(ds, w, b))
+            result.info["time_calibration"] = time.perf_counter() - t0
+            if train_metrics:
+                metrics["train"] = summary.metrics(threshold=threshold)
+        else:
+            result.info.pop("candidates", None)
+            if train_metrics:
+                metrics["train"] = evaluate_dataset(ds, coef, intercept)
     m = st.manifest
     model = LinearModel(
         coef,
         intercept,
         feature_names=m.feature_names,
         objective=objective,
-        params=params,
+        params=dict(params, calibrate=calibrate),
         encoding=m.encoding,
         training={
             "store": st.path,

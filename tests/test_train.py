@@ -116,3 +116,19 @@ def test_no_warning_on_a_normal_fit(stores):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         dpipe.train(stores["train"], "error-moment", engine="local")
+
+
+def test_calibration_picks_fewest_training_errors(stores):
+    X, y = stores["X"].astype(np.float64), stores["y"]
+    model = dpipe.train(stores["train"], "error-moment", engine="local")
+    table = model.fit["info"]["calibration"]
+    assert len(table) == 3 and min(r["train_error"] for r in table) == pytest.approx(1 - model.metrics["train"]["accuracy"])
+    # the calibrated intercept is the best threshold: no other shift of the scores makes fewer errors
+    s = X @ model.coef + model.intercept
+    errors = np.sum(np.where(s > 0, 1, -1) != y)
+    cuts = np.unique(s)
+    brute = min(int(np.sum(np.where(s > c, 1, -1) != y)) for c in cuts)
+    assert errors == min(brute, int(np.sum(y != 1)))
+    raw = dpipe.train(stores["train"], "error-moment", engine="local", calibrate=False)
+    assert "calibration" not in raw.fit["info"] and raw.params["calibrate"] is False
+    assert raw.metrics["train"]["accuracy"] <= model.metrics["train"]["accuracy"]

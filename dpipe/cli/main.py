@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-iter", dest="max_iter", type=int, default=500)
     p.add_argument("--tol", type=float, default=1e-4, help="gradient tolerance (default 1e-4)")
     p.add_argument("--memory", type=int, default=20, help="L-BFGS memory (default 20)")
-    p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="skip the evaluation pass on the training store")
+    p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="do not keep training metrics in the model")
+    p.add_argument("--no-calibrate", dest="calibrate", action="store_false", help="keep the moment model's own threshold (no threshold pass on the training data)")
     _add_cluster(p)
 
     p = sub.add_parser("evaluate", help="exact ROC-AUC, PRBEP, accuracy, precision, recall, F1, Prec@k, Rec@k of a model on a store")
@@ -192,7 +193,7 @@ def _cmd_train(a: argparse.Namespace) -> None:
 
     model = train(
         a.store, a.objective, solver=a.solver, lam=a.lam, ridge=a.ridge, max_iter=a.max_iter, tol=a.tol, memory=a.memory,
-        out=a.out, train_metrics=a.train_metrics, **_cluster_kwargs(a),
+        out=a.out, train_metrics=a.train_metrics, calibrate=a.calibrate, **_cluster_kwargs(a),
     )
     fit = model.fit
     print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, moments pass {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {a.out}")

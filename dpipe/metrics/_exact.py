@@ -303,6 +303,30 @@ class RankSummary:
         fp = int(self.neg[:above].sum())
         return tp, fp, self.n_positive - tp, self.n_negative - fp
 
+    def best_threshold(self) -> tuple[float, int]:
+        """Threshold minimizing the training errors (FP + FN) of "positive iff score > threshold".
+
+        Cuts fall midway between consecutive distinct scores; the first of equally
+        good cuts (highest threshold) wins.
+
+        Returns
+        -------
+        (threshold, errors)
+        """
+        n_pos = self.n_positive
+        errors = np.concatenate([[n_pos], np.cumsum(self.neg) + n_pos - np.cumsum(self.pos)])
+        j = int(np.argmin(errors))  # predict the j highest distinct scores positive
+        sc = self.scores
+        if j == 0:
+            t = float(sc[0]) if sc.size else 0.0
+        elif j == sc.size:
+            t = float(sc[-1]) - 1.0 - abs(float(sc[-1]))
+        else:
+            t = 0.5 * (float(sc[j - 1]) + float(sc[j]))
+            if not float(sc[j]) <= t < float(sc[j - 1]):  # midpoint rounded onto an end
+                t = float(sc[j])
+        return t, int(errors[j])
+
     def metrics(self, threshold: float = 0.0, k: int | float | None = None) -> dict[str, float | int]:
         """All metrics; see :func:`binary_metrics`."""
         n_pos = self.n_positive

@@ -117,7 +117,10 @@ def fit_error_moment(
 
     The starts are the paper's point and the closed-form AUC direction with its
     best modelled intercept (both scaled to unit norm); the fit with the lower
-    training F_n01 is kept and both are recorded in ``info["starts"]``.
+    modelled F_n01 is returned and both are recorded in ``info["starts"]``.
+    ``info["candidates"]`` lists every model worth comparing on the data (both fits
+    and the AUC direction itself), in raw coordinates, best modelled error first:
+    :func:`dpipe.train` picks among them by exact training error.
 
     Returns
     -------
@@ -133,6 +136,7 @@ def fit_error_moment(
     starts["auc-moment"] = np.append(w_auc, best_moment_intercept(std, w_auc))
     best: FitResult | None = None
     tried = {}
+    candidates = []
     for label, v0 in starts.items():
         v0 = v0 / (np.linalg.norm(v0) or 1.0)
         res = minimize_lbfgs(
@@ -142,10 +146,14 @@ def fit_error_moment(
         res.info["start"] = label
         err = obj.error(res.x)
         tried[label] = {"error": err, "fun": res.fun, "nit": res.nit, "status": res.status, "start_error": obj.error(v0)}
+        candidates.append({"label": f"lbfgs from the {label} start", "modelled_error": err, "raw": std.to_raw(res.x[:-1], float(res.x[-1]))})
         if best is None or err < obj.error(best.x):
             best = res
     assert best is not None
+    v_auc = starts["auc-moment"]
+    candidates.append({"label": "auc-moment direction", "modelled_error": obj.error(v_auc), "raw": std.to_raw(v_auc[:-1], float(v_auc[-1]))})
+    candidates.sort(key=lambda c: c["modelled_error"])
     coef, intercept = std.to_raw(best.x[:-1], float(best.x[-1]))
     best.time_solve = time.perf_counter() - t0
-    best.info.update(error=obj.error(best.x), starts=tried)
+    best.info.update(error=obj.error(best.x), starts=tried, candidates=candidates)
     return coef, intercept, best

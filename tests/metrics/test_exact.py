@@ -363,3 +363,21 @@ def test_auc_is_exact_rational():
     # 1 positive above 2 of 3 negatives, tied with the third: (2 + 0.5) / 3
     assert roc_auc_score([1, -1, -1, -1], [1.0, 0.0, 0.0, 1.0]) == 2.5 / 3
     assert math.isclose(prbep_score([1, -1, -1, 1], [1.0, 1.0, 1.0, 0.0]), (2 * 1 / 3) / 2)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_best_threshold_minimizes_training_errors(seed):
+    from dpipe.metrics import RankSummary
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    y = np.where(rng.random(n) < 0.4, 1, -1)
+    if seed % 2:
+        s = rng.integers(-3, 4, size=n).astype(float)  # many ties
+    else:
+        s = rng.standard_normal(n)
+    if seed == 0:
+        y[:] = 1
+    t, errors = RankSummary.from_scores(y, s).best_threshold()
+    brute = min(int(np.sum(np.where(s > c, 1, -1) != y)) for c in np.concatenate([s, [s.min() - 1, s.max() + 1]]))
+    assert errors == brute == int(np.sum(np.where(s > t, 1, -1) != y))
