@@ -6,7 +6,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import classification_data
+from dpipe.testing import classification_data
 
 from dpipe import DPipeClassifier
 from dpipe.exceptions import ParameterError

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import classification_data, write_store
+from dpipe.testing import classification_data, write_store
 from sklearn import metrics as skm
 
 import dpipe
@@ -132,3 +132,22 @@ def test_calibration_picks_fewest_training_errors(stores):
     raw = dpipe.train(stores["train"], "error-moment", engine="local", calibrate=False)
     assert "calibration" not in raw.fit["info"] and raw.params["calibrate"] is False
     assert raw.metrics["train"]["accuracy"] <= model.metrics["train"]["accuracy"]
+
+
+def test_model_scores_raw_csv_rows_like_the_store(tmp_path):
+    """A model trained on an ingested CSV scores the raw CSV rows with the saved vocabulary."""
+    rng = np.random.default_rng(5)
+    n = 400
+    colors = np.array(["red", "green", "blue"])[rng.integers(0, 3, n)]
+    sex = np.array(["F", "M"])[rng.integers(0, 2, n)]
+    age = rng.integers(18, 80, n)
+    label = np.where(rng.random(n) < 0.2 + 0.3 * (colors == "red"), "yes", "no")
+    lines = ["age,color,sex,label"] + [f"{a},{c},{s},{lab}" for a, c, s, lab in zip(age, colors, sex, label)]
+    src = tmp_path / "d.csv"
+    src.write_text("\n".join(lines) + "\n")
+    store = tmp_path / "d.zarr"
+    dpipe.ingest(str(src), str(store), label="label", positive=["yes"], group_col="sex")
+    model = dpipe.train(store, "error-moment", engine="local")
+    records = [{"age": a, "color": c, "sex": s} for a, c, s in zip(age, colors, sex)]
+    X = dpipe.open_store(store).read_all().X.astype(np.float64)
+    np.testing.assert_allclose(model.score_records(records), model.decision_function(X), rtol=1e-12, atol=1e-12)

@@ -121,7 +121,7 @@ class LinearModel:
             raise ValueError(f"LinearModel: raw records can be encoded only for tabular (CSV/Parquet) training data, not {enc.get('kind')!r}")
         columns = enc["columns"]
         names = [c["name"] for c in columns]
-        feature_cols = [c for c in columns if c.get("role") == "feature"]
+        feature_cols = [c for c in columns if c.get("role") in ("feature", "group")]  # a group column stays a feature
         rows = []
         for rec in records:
             if not isinstance(rec, Mapping):

@@ -1,0 +1,69 @@
+"""Helpers shared by dpipe's tests and benchmarks: small stores and non-Gaussian data."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..io import ShardWriter
+
+__all__ = ["write_store", "classification_data"]
+
+
+def write_store(
+    path: str | os.PathLike,
+    X: np.ndarray,
+    y: np.ndarray,
+    shard_sizes: Sequence[int] | None = None,
+    *,
+    format: str = "zarr",
+    group: np.ndarray | None = None,
+    weight: np.ndarray | None = None,
+    groups: list[str] | None = None,
+) -> str:
+    """Write ``X, y`` as a store with the given shard sizes (a 0 makes an empty shard).
+
+    Returns
+    -------
+    str
+        The store's path.
+    """
+    n, d = X.shape
+    sizes = list(shard_sizes) if shard_sizes is not None else [n]
+    if sum(sizes) != n:
+        raise ValueError(f"write_store: shard sizes add up to {sum(sizes)}, not {n}")
+    with ShardWriter(str(path), d, [f"x{i}" for i in range(d)], max(1, max(sizes)), format=format, with_group=group is not None, with_weight=weight is not None) as w:
+        start = 0
+        for size in sizes:
+            sl = slice(start, start + size)
+            w.write_shard(X[sl], y[sl], None if group is None else group[sl], None if weight is None else weight[sl])
+            start += size
+        w.commit(groups=groups if group is not None else None)
+    return str(path)
+
+
+def classification_data(n: int = 3000, d: int = 8, seed: int = 0, positive_shift: float = 0.8, scales: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Non-Gaussian two-class data: a binary, a heavy-tailed and shifted Gaussian columns.
+
+    With ``scales`` the columns span six orders of magnitude and one has a mean of
+    1e5 (naive sums of squares would lose its variance). Needs ``d >= 4``.
+
+    Returns
+    -------
+    X : ndarray of shape (n, d), float32
+    y : ndarray of shape (n,), int8 in {-1, +1} (about 30 % positive)
+    """
+    if d < 4:
+        raise ValueError("classification_data: d must be at least 4")
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(n) < 0.3, 1, -1).astype(np.int8)
+    X = rng.standard_normal((n, d))
+    X[:, 0] = rng.random(n) < np.where(y > 0, 0.6, 0.3)
+    X[:, 1] = rng.standard_t(3, n)
+    X[:, 2:] += positive_shift * (y[:, None] > 0) * rng.standard_normal(d - 2)
+    if scales:
+        X *= np.logspace(-2, 4, d)
+        X[:, 3] += 1e5
+    return X.astype(np.float32), y

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import classification_data, write_store
+from dpipe.testing import classification_data, write_store
 
 import dpipe
 

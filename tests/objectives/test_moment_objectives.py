@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import classification_data
+from dpipe.testing import classification_data
 from scipy.optimize import approx_fprime
 from scipy.stats import norm
 from sklearn.linear_model import LogisticRegression

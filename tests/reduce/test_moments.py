@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import classification_data, write_store
+from dpipe.testing import classification_data, write_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

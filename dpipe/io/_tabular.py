@@ -1,0 +1,817 @@
+"""Tabular sources (CSV and Parquet): column typing and one-hot encoding.
+
+Column roles and types
+----------------------
+Every source column has a *role*: ``"label"`` (one column), ``"weight"`` (optional,
+stored as the store's ``weight`` and not a feature), ``"group"`` (optional; its
+values become the store's int16 ``group`` codes *and* the column is also encoded as
+a feature) or ``"feature"``.
+
+Feature columns have a *type*:
+
+``numeric``
+    one float feature named like the column. Every value must parse as a finite
+    float (Arrow's string-to-float64 cast: ``12``, ``-0.5``, ``1e3``, ``.5``; never
+    ``nan`` / ``inf``). A missing value (``""`` or ``"?"``; null in Parquet) is an
+    error.
+``categorical``
+    one-hot features named ``column=value``, one per category; the sorted vocabulary
+    is kept in the manifest. Every string is a category, ``"?"`` included.
+
+CSV: fields are stripped of surrounding whitespace. Pass 1 scans every value; a
+column's type is set by its first non-missing value (a number -> numeric, anything
+else -> categorical). A numeric column holding a non-numeric value further down is
+an :class:`~dpipe.exceptions.InputError` naming file, line, column and value, so in
+pass 2 the numeric casts cannot fail. Parquet: the schema decides (integer, float,
+boolean and decimal columns are numeric; string and dictionary columns are
+categorical, nulls there become ``"?"``).
+
+Features are laid out in source-column order; a categorical column contributes
+``len(categories)`` adjacent features. :class:`TabularSchema` round-trips through
+the manifest ``encoding["columns"]`` list (``{"name", "role", "type",
+"categories"}``) so that ``like=`` ingests rebuild exactly the same features.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import os
+import re
+from collections.abc import Collection, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+
+from ..exceptions import InputError, ParameterError
+from ._labels import MISSING_LABELS, LabelCounter, Where
+
+__all__ = [
+    "MISSING_VALUES",
+    "MAX_CATEGORIES",
+    "MAX_GROUPS",
+    "Column",
+    "TabularSchema",
+    "Rows",
+    "TabularScanner",
+    "TabularEncoder",
+    "is_number",
+    "split_csv_line",
+    "detect_header",
+    "read_csv_block",
+    "parquet_files",
+    "parquet_columns",
+    "iter_parquet",
+    "resolve_column",
+]
+
+#: Values that mean "missing" in a CSV field.
+MISSING_VALUES = ("", "?")
+#: Most categories of one categorical column (one-hot width guard).
+MAX_CATEGORIES = 32768
+#: Most distinct values of the group column (codes are int16).
+MAX_GROUPS = 32767
+
+ROLES = ("feature", "label", "group", "weight")
+TYPES = ("numeric", "categorical")
+
+_MISSING_SET = pa.array(list(MISSING_VALUES), pa.string())
+
+#: Pool of the large per-piece Arrow buffers. The system allocator hands freed
+#: pieces back to the OS at once; Arrow's default pool (mimalloc / jemalloc) keeps
+#: them cached, which nearly doubled the resident size of an ingest.
+_POOL = pa.system_memory_pool()
+_MISSING_LABEL_SET = pa.array(list(MISSING_LABELS), pa.string())
+
+
+# ---------------------------------------------------------------------------------
+# schema
+# ---------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Column:
+    """One source column.
+
+    Attributes
+    ----------
+    name : str
+    role : {"feature", "label", "group", "weight"}
+    type : {"numeric", "categorical"}
+    categories : list of str or None
+        Sorted vocabulary of a categorical feature column.
+    """
+
+    name: str
+    role: str
+    type: str = "numeric"
+    categories: list[str] | None = None
+
+    @property
+    def is_feature(self) -> bool:
+        """Whether the column contributes features (features and the group column do)."""
+        return self.role in ("feature", "group")
+
+    @property
+    def width(self) -> int:
+        """Number of features this column contributes."""
+        if not self.is_feature:
+            return 0
+        return len(self.categories or ()) if self.type == "categorical" else 1
+
+    def feature_names(self) -> list[str]:
+        """Names of the features this column contributes."""
+        if not self.is_feature:
+            return []
+        if self.type == "categorical":
+            return [f"{self.name}={c}" for c in self.categories or ()]
+        return [self.name]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Manifest form."""
+        d: dict[str, Any] = {"name": self.name, "role": self.role, "type": self.type}
+        if self.type == "categorical" and self.role in ("feature", "group"):
+            d["categories"] = list(self.categories or ())
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Column:
+        """Inverse of :meth:`to_dict`."""
+        cats = d.get("categories")
+        return cls(str(d["name"]), str(d["role"]), str(d.get("type", "numeric")), None if cats is None else [str(c) for c in cats])
+
+
+@dataclasses.dataclass
+class TabularSchema:
+    """Columns of a tabular source and the features they produce."""
+
+    columns: list[Column]
+
+    def index(self, role: str) -> int | None:
+        """Position of the (first) column with ``role``, or None."""
+        for j, c in enumerate(self.columns):
+            if c.role == role:
+                return j
+        return None
+
+    @property
+    def names(self) -> list[str]:
+        """Column names."""
+        return [c.name for c in self.columns]
+
+    @property
+    def n_features(self) -> int:
+        """Total number of features."""
+        return sum(c.width for c in self.columns)
+
+    @property
+    def feature_names(self) -> list[str]:
+        """Names of all features, in order."""
+        return [n for c in self.columns for n in c.feature_names()]
+
+    def offsets(self) -> list[int]:
+        """First feature of every column (columns without features get the running offset)."""
+        out, off = [], 0
+        for c in self.columns:
+            out.append(off)
+            off += c.width
+        return out
+
+    def numeric_columns(self) -> frozenset[int]:
+        """Columns a CSV reader may parse straight to float64 (numeric features and the weight)."""
+        return frozenset(j for j, c in enumerate(self.columns) if (c.role == "feature" and c.type == "numeric") or c.role == "weight")
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """Manifest ``encoding["columns"]``."""
+        return [c.to_dict() for c in self.columns]
+
+    @classmethod
+    def from_list(cls, items: Sequence[dict[str, Any]]) -> TabularSchema:
+        """Inverse of :meth:`to_list`."""
+        return cls([Column.from_dict(d) for d in items])
+
+
+def resolve_column(spec: str | int | None, names: Sequence[str], param: str, path: str, owner: str = "ingest") -> int | None:
+    """Position of the column named or numbered by ``spec`` (negative ints count from the end)."""
+    if spec is None:
+        return None
+    n = len(names)
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        j = int(spec)
+        if -n <= j < n:
+            return j % n
+        raise ParameterError(f"The {param!r} parameter of {owner} is column {j}, but {path} has {n} columns.")
+    spec = str(spec)
+    if spec in names:
+        return list(names).index(spec)
+    raise ParameterError(f"The {param!r} parameter of {owner} names no column of {path}: {spec!r} is not one of {list(names)[:50]}.")
+
+
+# ---------------------------------------------------------------------------------
+# rows of a piece and value helpers
+# ---------------------------------------------------------------------------------
+class Rows:
+    """Where the rows of one piece come from (for error messages).
+
+    Parameters
+    ----------
+    path : str
+        Source file.
+    n : int
+        Number of rows.
+    lines : ndarray of int64, optional
+        1-based line of every row (text sources).
+    offset : int
+        Rows of the file before this piece (Parquet sources).
+    order : int
+        Index of the file in the list of sources.
+    """
+
+    __slots__ = ("path", "n", "lines", "offset", "order")
+
+    def __init__(self, path: str, n: int, lines: np.ndarray | None = None, offset: int = 0, order: int = 0) -> None:
+        self.path = path
+        self.n = int(n)
+        self.lines = lines
+        self.offset = int(offset)
+        self.order = order
+
+    def where(self, i: int) -> Where:
+        """Place of row ``i`` of the piece."""
+        if self.lines is not None:
+            return Where(self.path, line=int(self.lines[i]), order=self.order)
+        return Where(self.path, row=self.offset + int(i) + 1, order=self.order)
+
+    def slice(self, start: int, stop: int) -> Rows:
+        """Rows ``start:stop`` of the piece."""
+        lines = None if self.lines is None else self.lines[start:stop]
+        return Rows(self.path, stop - start, lines, self.offset + start, self.order)
+
+
+def _is_string(arr: pa.Array) -> bool:
+    return pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
+
+
+def is_number(s: str) -> bool:
+    """Whether ``s`` is a finite number by the same rule as numeric columns (Arrow's cast)."""
+    try:
+        v = pc.cast(pa.array([s], pa.string()), pa.float64())[0].as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return v is not None and math.isfinite(v)
+
+
+def _first_failing(arr: pa.Array, fn) -> int:
+    """Index of the first element on which ``fn(slice)`` raises (``fn(arr)`` raises)."""
+    lo, n = 0, len(arr)
+    while n > 1:
+        half = n // 2
+        try:
+            fn(arr.slice(lo, half))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            n = half
+            continue
+        lo, n = lo + half, n - half
+    return lo
+
+
+def _value(arr: pa.Array, i: int) -> Any:
+    """Element ``i`` as text, as it would read in the source (numbers without a needless ``.0``)."""
+    v = arr[int(i)].as_py()
+    if isinstance(v, float):
+        return repr(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
+    return v if v is None or isinstance(v, str) else str(v)
+
+
+def to_float(arr: pa.Array, name: str, rows: Rows, why: str = "") -> np.ndarray:
+    """Values of a numeric column as float64, or an :class:`InputError` at the first bad one.
+
+    Parameters
+    ----------
+    arr : pyarrow.Array
+        Strings (CSV, already stripped) or a numeric Arrow type (Parquet).
+    name : str
+        Column name, for messages.
+    rows : Rows
+        Where the values come from.
+    why : str
+        Explanation appended to a "non-numeric value" message.
+    """
+    if _is_string(arr):
+        cast = lambda a: pc.cast(a, pa.float64())  # noqa: E731
+        try:
+            out = cast(arr)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            i = _first_failing(arr, cast)
+            v = _value(arr, i)
+            if v in MISSING_VALUES:
+                raise rows.where(i).error(f"missing value {v!r} in numeric column {name!r}") from None
+            raise rows.where(i).error(f"non-numeric value {v!r} in numeric column {name!r}{why}") from None
+    else:
+        if arr.null_count:
+            i = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+            raise rows.where(i).error(f"missing value (null) in numeric column {name!r}")
+        if pa.types.is_boolean(arr.type):
+            arr = pc.cast(arr, pa.int8())
+        try:
+            out = pc.cast(arr, pa.float64(), safe=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise rows.where(0).error(f"column {name!r} of type {arr.type} cannot be read as numbers ({exc})") from None
+    vals = np.asarray(out.to_numpy(zero_copy_only=False), dtype=np.float64)
+    bad = ~np.isfinite(vals)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise rows.where(i).error(f"non-finite value {_value(arr, i)!r} in numeric column {name!r}")
+    return vals
+
+
+def as_strings(arr: pa.Array, null: str | None = "?") -> pa.Array:
+    """String form of a column: Parquet numbers are formatted, nulls become ``null``."""
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    if not _is_string(arr):
+        arr = pc.cast(arr, pa.string())
+    elif pa.types.is_large_string(arr.type):
+        arr = pc.cast(arr, pa.string())
+    if null is not None and arr.null_count:
+        arr = pc.fill_null(arr, null)
+    return arr
+
+
+def _first_index(codes: np.ndarray) -> np.ndarray:
+    """First position of every code ``0..k-1`` in ``codes`` (all must occur)."""
+    _, first = np.unique(codes, return_index=True)
+    return first
+
+
+def _distinct(arr: pa.Array) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(distinct values, their counts, their first positions) of a string array."""
+    de = pc.dictionary_encode(arr)
+    values = de.dictionary.to_pylist()
+    codes = de.indices.to_numpy(zero_copy_only=False)
+    counts = np.bincount(codes, minlength=len(values))
+    return values, counts, _first_index(codes)
+
+
+def _sort_values(values) -> list[str]:
+    """Sorted vocabulary: numerically when every value is a number, else as strings."""
+    values = list(values)
+    if values and all(is_number(v) for v in values):
+        return sorted(values, key=lambda v: (float(v), v))
+    return sorted(values)
+
+
+# ---------------------------------------------------------------------------------
+# pass 1
+# ---------------------------------------------------------------------------------
+class TabularScanner:
+    """Pass 1 over a tabular source: types, vocabularies, labels, groups, validation.
+
+    Parameters
+    ----------
+    columns : list of Column
+        Names and roles; ``type`` None means "decide from the data" (CSV without
+        ``like``). Categorical columns with ``categories`` set (``like``) are checked
+        against them instead of collecting a vocabulary.
+    unseen : {"error", "ignore"}
+        What an unseen category of a fixed vocabulary does.
+    groups : list of str, optional
+        Fixed group vocabulary (``like``); unseen group values are always errors.
+    """
+
+    def __init__(self, columns: list[Column], unseen: str = "error", groups: list[str] | None = None) -> None:
+        self.columns = columns
+        self.unseen = unseen
+        self.fixed_groups = groups
+        self._fixed = [c.type == "categorical" and c.categories is not None for c in columns]
+        self._fixed_arr = [pa.array(c.categories, pa.string()) if f else None for c, f in zip(columns, self._fixed)]
+        self._cats: list[set[str]] = [set() for _ in columns]
+        self._first_missing: list[tuple[Where, str] | None] = [None] * len(columns)
+        self._numeric_since: list[tuple[Where, str] | None] = [None] * len(columns)
+        self.labels = LabelCounter()
+        self.group_first: dict[str, Where] = {}
+        self.unseen_counts: dict[str, dict[str, int]] = {}
+        self.n_rows = 0
+
+    def scan(self, arrays: Sequence[pa.Array], rows: Rows) -> None:
+        """Scan one piece (one array per column, in column order)."""
+        if rows.n == 0:
+            return
+        for j, (col, arr) in enumerate(zip(self.columns, arrays)):
+            if col.role == "label":
+                self._scan_label(col, arr, rows)
+            elif col.role == "weight":
+                self._scan_weight(col, arr, rows)
+            else:
+                if col.role == "group":
+                    self._scan_group(col, arr, rows)
+                self._scan_feature(j, col, arr, rows)
+        self.n_rows += rows.n
+
+    def _scan_label(self, col: Column, arr: pa.Array, rows: Rows) -> None:
+        if arr.null_count:
+            i = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+            raise rows.where(i).error(f"missing label (null) in column {col.name!r}")
+        s = as_strings(arr, null=None)
+        miss = pc.is_in(s, value_set=_MISSING_LABEL_SET).to_numpy(zero_copy_only=False)
+        if miss.any():
+            i = int(np.flatnonzero(miss)[0])
+            raise rows.where(i).error(f"missing label {_value(s, i)!r} in column {col.name!r}")
+        values, counts, first = _distinct(s)
+        self.labels.add(values, counts, [rows.where(i) for i in first])
+
+    def _scan_weight(self, col: Column, arr: pa.Array, rows: Rows) -> None:
+        w = to_float(arr, col.name, rows)
+        neg = w < 0
+        if neg.any():
+            i = int(np.flatnonzero(neg)[0])
+            raise rows.where(i).error(f"negative weight {_value(arr, i)!r} in column {col.name!r} (weights must be finite and >= 0)")
+
+    def _scan_group(self, col: Column, arr: pa.Array, rows: Rows) -> None:
+        s = as_strings(arr)
+        if self.fixed_groups is not None:
+            codes = pc.index_in(s, value_set=pa.array(self.fixed_groups, pa.string()))
+            if codes.null_count:
+                i = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])
+                raise rows.where(i).error(
+                    f"unseen group {_value(s, i)!r} in column {col.name!r}: the training store's groups are {self.fixed_groups}"
+                )
+            return
+        values, _, first = _distinct(s)
+        for v, i in zip(values, first):
+            if v not in self.group_first:
+                if len(self.group_first) >= MAX_GROUPS:
+                    raise rows.where(i).error(f"group column {col.name!r} has more than {MAX_GROUPS} distinct values")
+                self.group_first[v] = rows.where(i)
+
+    def _scan_feature(self, j: int, col: Column, arr: pa.Array, rows: Rows) -> None:
+        if col.type is None:
+            miss = pc.is_in(arr, value_set=_MISSING_SET).to_numpy(zero_copy_only=False)
+            present = np.flatnonzero(~miss)
+            if present.size == 0:
+                if self._first_missing[j] is None:
+                    self._first_missing[j] = (rows.where(0), _value(arr, 0))
+                self._cats[j].update(pc.unique(arr).to_pylist())
+                return
+            k = int(present[0])
+            v = _value(arr, k)
+            if is_number(v):
+                col.type = "numeric"
+                self._numeric_since[j] = (rows.where(k), v)
+                self._cats[j] = set()
+                first = self._first_missing[j]
+                if first is None and k > 0:
+                    first = (rows.where(0), _value(arr, 0))
+                if first is not None:
+                    raise first[0].error(f"missing value {first[1]!r} in numeric column {col.name!r}")
+            else:
+                col.type = "categorical"
+        if col.type == "numeric":
+            why = ""
+            if self._numeric_since[j] is not None:
+                w, v0 = self._numeric_since[j]
+                why = f" (the column is numeric: its first value {v0!r}, {w.describe()}, is a number)"
+            to_float(arr, col.name, rows, why)
+            return
+        s = as_strings(arr)
+        if self._fixed[j]:
+            codes = pc.index_in(s, value_set=self._fixed_arr[j])
+            if codes.null_count:
+                unseen = codes.is_null().to_numpy(zero_copy_only=False)
+                if self.unseen == "error":
+                    i = int(np.flatnonzero(unseen)[0])
+                    raise rows.where(i).error(
+                        f"unseen category {_value(s, i)!r} in column {col.name!r} (not among the {len(col.categories or ())} "
+                        f"categories of the training store); pass unseen='ignore' to encode it as all zeros"
+                    )
+                counts = self.unseen_counts.setdefault(col.name, {})
+                vc = pc.value_counts(s.filter(pa.array(unseen)))
+                for item in vc.to_pylist():
+                    v, c = item["values"], int(item["counts"])
+                    if v in counts or len(counts) < 1000:
+                        counts[v] = counts.get(v, 0) + c
+                    else:
+                        counts["<other>"] = counts.get("<other>", 0) + c
+            return
+        cats = self._cats[j]
+        cats.update(pc.unique(s).to_pylist())
+        if len(cats) > MAX_CATEGORIES:
+            raise rows.where(rows.n - 1).error(
+                f"categorical column {col.name!r} has more than {MAX_CATEGORIES} distinct values by this line; "
+                "one-hot encoding it would be too wide (is it an identifier or a numeric column with text in it?)"
+            )
+
+    def numeric_columns(self) -> frozenset[int]:
+        """Columns known to be numeric so far (see :meth:`TabularSchema.numeric_columns`)."""
+        return TabularSchema(self.columns).numeric_columns()
+
+    def schema(self) -> TabularSchema:
+        """Columns with their final types and sorted vocabularies (after the whole source)."""
+        out = []
+        for j, c in enumerate(self.columns):
+            c = dataclasses.replace(c)
+            if c.role in ("feature", "group"):
+                if c.type is None:
+                    c.type = "categorical"
+                if c.type == "categorical" and not self._fixed[j]:
+                    c.categories = sorted(self._cats[j])
+            elif c.role == "label":
+                c.type = "categorical"
+                c.categories = None
+            elif c.role == "weight":
+                c.type = "numeric"
+            out.append(c)
+        return TabularSchema(out)
+
+    def groups(self) -> list[str] | None:
+        """Sorted group vocabulary (or the fixed one)."""
+        if self.fixed_groups is not None:
+            return list(self.fixed_groups)
+        return _sort_values(self.group_first) if self.group_first else []
+
+
+# ---------------------------------------------------------------------------------
+# pass 2
+# ---------------------------------------------------------------------------------
+class TabularEncoder:
+    """Pass 2: turn pieces of a tabular source into dense rows.
+
+    Parameters
+    ----------
+    schema : TabularSchema
+        Final columns (from :meth:`TabularScanner.schema` or a ``like`` store).
+    label_map : dict
+        Label string -> -1 / +1, covering every label of the source.
+    groups : list of str, optional
+        Group vocabulary (code = position).
+    """
+
+    def __init__(self, schema: TabularSchema, label_map: dict[str, int], groups: list[str] | None = None) -> None:
+        self.schema = schema
+        self.offsets = schema.offsets()
+        self.n_features = schema.n_features
+        self._cats = [pa.array(c.categories, pa.string()) if c.is_feature and c.type == "categorical" else None for c in schema.columns]
+        keys = list(label_map)
+        self._label_keys = pa.array(keys, pa.string())
+        self._label_lut = np.array([label_map[k] for k in keys], dtype=np.int8)
+        self._groups = None if groups is None else pa.array(groups, pa.string())
+
+    def encode(
+        self, arrays: Sequence[pa.Array], rows: Rows, out: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """(X float32, y int8, group int16 or None, weight float32 or None) of one piece.
+
+        ``out``, an (n, n_features) float32 array (e.g. a slice of a shard buffer),
+        receives the features and is returned as ``X``.
+        """
+        n = rows.n
+        if out is None:
+            X = np.zeros((n, self.n_features), dtype=np.float32)
+        else:
+            X = out
+            X[...] = 0.0
+        y = group = weight = None
+        for j, (col, arr) in enumerate(zip(self.schema.columns, arrays)):
+            if col.role == "label":
+                codes = pc.index_in(as_strings(arr, null=None), value_set=self._label_keys)
+                if codes.null_count:  # pragma: no cover - pass 1 saw every label
+                    i = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])
+                    raise rows.where(i).error(f"label {_value(arr, i)!r} was not seen in the first pass (did the file change?)")
+                y = self._label_lut[codes.to_numpy(zero_copy_only=False)]
+                continue
+            if col.role == "weight":
+                weight = to_float(arr, col.name, rows).astype(np.float32)
+                continue
+            if col.role == "group" and self._groups is not None:
+                codes = pc.index_in(as_strings(arr), value_set=self._groups)
+                if codes.null_count:  # pragma: no cover - pass 1 checked
+                    i = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])
+                    raise rows.where(i).error(f"group {_value(arr, i)!r} was not seen in the first pass (did the file change?)")
+                group = codes.to_numpy(zero_copy_only=False).astype(np.int16)
+            off = self.offsets[j]
+            if col.type == "numeric":
+                X[:, off] = to_float(arr, col.name, rows)
+            else:
+                codes = pc.fill_null(pc.index_in(as_strings(arr), value_set=self._cats[j]), -1).to_numpy(zero_copy_only=False)
+                ok = np.flatnonzero(codes >= 0)
+                X[ok, off + codes[ok]] = 1.0
+        if y is None:  # pragma: no cover - schema always has a label
+            raise InputError("no label column", path=rows.path)
+        return X, y, group, weight
+
+
+# ---------------------------------------------------------------------------------
+# CSV
+# ---------------------------------------------------------------------------------
+def split_csv_line(line: bytes) -> list[str]:
+    """Fields of one CSV line (quotes honoured), stripped of whitespace."""
+    text = line.decode("utf-8", "replace").rstrip("\r\n").lstrip("\ufeff")
+    try:
+        fields = next(csv.reader([text]))
+    except (StopIteration, csv.Error):
+        fields = text.split(",")
+    return [f.strip() for f in fields]
+
+
+def detect_header(first: list[str], second: list[str] | None) -> bool:
+    """Header test: a first-row field is text (not a number, not missing) where the second row has a number."""
+    if second is None or len(first) != len(second):
+        return False
+    return any(a not in MISSING_VALUES and not is_number(a) and is_number(b) for a, b in zip(first, second))
+
+
+_WS_BYTES = np.array([32, 9, 13, 11, 12], dtype=np.uint8)
+
+
+def _blank_lines(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(blank mask, mask of blank lines Arrow would not skip by itself) of the lines."""
+    lengths = ends - starts
+    blank = lengths == 0
+    arrow_empty = blank | ((lengths == 1) & (buf[np.minimum(starts, max(len(buf) - 1, 0))] == 13))
+    short = np.flatnonzero((lengths >= 1) & (lengths <= 16))
+    if short.size:
+        idx = starts[short, None] + np.arange(16)
+        inside = idx < ends[short, None]
+        vals = buf[np.minimum(idx, len(buf) - 1)]
+        ws = np.isin(vals, _WS_BYTES) | ~inside
+        blank[short] = ws.all(axis=1)
+    return blank, blank & ~arrow_empty
+
+
+def _csv_options(n_cols: int, threads: bool, block_size: int | None = None, handler=None, numeric: Collection[int] = ()):
+    names = [f"c{i}" for i in range(n_cols)]
+    ro = pcsv.ReadOptions(column_names=names, use_threads=threads, **({"block_size": block_size} if block_size else {}))
+    po = pcsv.ParseOptions(delimiter=",", newlines_in_values=False, ignore_empty_lines=True, invalid_row_handler=handler)
+    co = pcsv.ConvertOptions(
+        column_types={c: (pa.float64() if i in numeric else pa.string()) for i, c in enumerate(names)},
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+        null_values=[],
+        check_utf8=True,
+    )
+    return ro, po, co
+
+
+def _locate_csv_error(data: bytes, n_cols: int, row_lines: np.ndarray, path: str, exc: Exception) -> InputError:
+    bad = []
+
+    def handler(row):
+        bad.append(row)
+        return "skip"
+
+    ro, po, co = _csv_options(n_cols, False, len(data) + 1, handler)
+    msg = str(exc)
+    try:
+        pcsv.read_csv(pa.py_buffer(data), read_options=ro, parse_options=po, convert_options=co)
+    except pa.ArrowInvalid as exc2:
+        msg = str(exc2)
+    if bad:
+        r = bad[0]
+        k = (r.number - 1) if r.number is not None else None
+        line = int(row_lines[k]) if k is not None and 0 <= k < len(row_lines) else None
+        text = r.text if len(r.text) <= 80 else r.text[:77] + "..."
+        return InputError(f"wrong number of columns: expected {r.expected_columns}, got {r.actual_columns}: {text!r}", path=path, line=line)
+    m = re.search(r"Row #(\d+)", msg)
+    line = None
+    if m and 0 < int(m.group(1)) <= len(row_lines):
+        line = int(row_lines[int(m.group(1)) - 1])
+    if "UTF8" in msg or "UTF-8" in msg:
+        return InputError("text is not valid UTF-8", path=path, line=line)
+    clean = re.sub(r"^(CSV parse error: |In CSV column #\d+: )", "", msg)
+    if line is None and len(row_lines):
+        clean += f" (between lines {int(row_lines[0])} and {int(row_lines[-1])})"
+    return InputError(f"cannot parse CSV: {clean}", path=path, line=line)
+
+
+def read_csv_block(
+    data: bytes, newlines: np.ndarray, first_line: int, n_cols: int, path: str, order: int = 0, numeric: Collection[int] = ()
+) -> tuple[list[pa.Array], Rows]:
+    """Parse a block of whole CSV lines into columns.
+
+    Parameters
+    ----------
+    data : bytes
+        Whole lines, ending with a newline.
+    newlines : ndarray of int64
+        Offsets of the newline characters in ``data``.
+    first_line : int
+        1-based line of the first line of ``data`` in the file.
+    n_cols : int
+        Expected number of columns.
+    path : str
+        File name for errors.
+    order : int
+        Index of the file among the sources.
+    numeric : collection of int
+        Columns known to be numeric: Arrow's CSV reader parses them straight to
+        float64 (it strips whitespace and accepts what the string-to-float64 cast
+        accepts). If any value there does not parse, the whole block is returned as
+        strings instead, so that the caller's checks name the line and value.
+
+    Returns
+    -------
+    (arrays, rows)
+        One array per column: float64 for ``numeric`` columns, else stripped
+        ``pa.string()``; :class:`Rows` with the line of every row. Blank
+        (whitespace-only) lines are skipped.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8)
+    nl = np.asarray(newlines, dtype=np.int64)
+    starts = np.empty_like(nl)
+    if nl.size:
+        starts[0] = 0
+        starts[1:] = nl[:-1] + 1
+    blank, rebuild = _blank_lines(buf, starts, nl)
+    keep = np.flatnonzero(~blank)
+    row_lines = keep + first_line
+    if rebuild.any():
+        data = b"".join(data[starts[k] : nl[k] + 1] for k in keep)
+    if keep.size == 0:
+        return [pa.array([], pa.string()) for _ in range(n_cols)], Rows(path, 0, row_lines, order=order)
+    numeric = frozenset(numeric)
+    table = None
+    if numeric:
+        ro, po, co = _csv_options(n_cols, True, numeric=numeric)
+        try:
+            table = pcsv.read_csv(pa.py_buffer(data), read_options=ro, parse_options=po, convert_options=co, memory_pool=_POOL)
+        except pa.ArrowInvalid:
+            table, numeric = None, frozenset()
+    if table is None:
+        ro, po, co = _csv_options(n_cols, True)
+        try:
+            table = pcsv.read_csv(pa.py_buffer(data), read_options=ro, parse_options=po, convert_options=co, memory_pool=_POOL)
+        except pa.ArrowInvalid as exc:
+            raise _locate_csv_error(data, n_cols, row_lines, path, exc) from None
+    if table.num_rows != keep.size:
+        raise InputError(
+            f"found {table.num_rows} rows in lines {int(row_lines[0])}..{int(row_lines[-1])}, which hold {keep.size} non-blank lines: "
+            "line breaks inside quoted fields and bare carriage returns are not supported",
+            path=path,
+        )
+    arrays = []
+    for i in range(n_cols):
+        col = table.column(i).combine_chunks(memory_pool=_POOL)
+        arrays.append(col if i in numeric else pc.utf8_trim_whitespace(col, memory_pool=_POOL))
+    return arrays, Rows(path, keep.size, row_lines, order=order)
+
+
+# ---------------------------------------------------------------------------------
+# Parquet
+# ---------------------------------------------------------------------------------
+def parquet_files(path: str) -> list[str]:
+    """The Parquet file ``path``, or the ``*.parquet`` files under directory ``path`` (sorted)."""
+    if os.path.isdir(path):
+        out = []
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
+            out.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".parquet") and not f.startswith((".", "_")))
+        if not out:
+            raise InputError("directory holds no .parquet files", path=path)
+        return sorted(out)
+    return [path]
+
+
+def _kind(t: pa.DataType) -> str | None:
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t):
+        return "numeric"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "categorical"
+    if pa.types.is_dictionary(t) and (pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)):
+        return "categorical"
+    return None
+
+
+def parquet_columns(path: str) -> tuple[list[str], list[str | None]]:
+    """Column names and kinds ("numeric", "categorical" or None = unsupported) of a Parquet file."""
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(f"not a readable Parquet file ({exc})", path=path) from None
+    return list(schema.names), [_kind(schema.field(i).type) for i in range(len(schema.names))]
+
+
+def iter_parquet(path: str, names: list[str], batch_rows: int, order: int = 0) -> Iterator[tuple[list[pa.Array], Rows]]:
+    """Record batches of ``names`` from a Parquet file; string columns stripped, nulls -> ``"?"``."""
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(f"not a readable Parquet file ({exc})", path=path) from None
+    try:
+        missing = [n for n in names if n not in pf.schema_arrow.names]
+        if missing:
+            raise InputError(f"Parquet file lacks the column(s) {missing}", path=path)
+        offset = 0
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=names):
+            arrays = []
+            for name in names:
+                a = batch.column(name)
+                if _kind(a.type) == "categorical":
+                    a = pc.utf8_trim_whitespace(as_strings(a))
+                arrays.append(a)
+            yield arrays, Rows(path, batch.num_rows, None, offset, order)
+            offset += batch.num_rows
+    finally:
+        pf.close()
