@@ -6,6 +6,7 @@ import inspect
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ._train import calibrate_threshold, check_fit_params, fit_moments
 from .exceptions import ParameterError
@@ -129,7 +130,8 @@ class DPipeClassifier:
         else:
             y_pm = np.where(y == classes[1], 1, -1).astype(np.int8)
             w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-            moments = shard_moments(X, y_pm, w)
+            with threadpool_limits(limits=1, user_api="blas"):  # bitwise equal to a dask worker's result
+                moments = shard_moments(X, y_pm, w)
         coef, intercept, result = fit_moments(moments, params)
         if self.calibrate:
             if _is_dask(X):

@@ -88,20 +88,22 @@ def evaluate(
     """
     from ._train import open_dataset
 
-    model = model if isinstance(model, LinearModel) else LinearModel.load(model)
-    st = store if isinstance(store, Store) else open_store(store)
-    _check_features(model, st)
+    model, st = _model_and_store(model, store)
     with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
         return evaluate_dataset(ds, model.coef, model.intercept, k=k, threshold=threshold)
 
 
-def _check_features(model: LinearModel, st: Store) -> None:
+def _model_and_store(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store) -> tuple[LinearModel, Store]:
+    """Load both and check that the store has the model's features, in order."""
+    model = model if isinstance(model, LinearModel) else LinearModel.load(model)
+    st = store if isinstance(store, Store) else open_store(store)
     m = st.manifest
     if m.n_features != model.n_features:
         raise ValueError(f"{st.path}: the store has {m.n_features} features, the model {model.n_features}; ingest it with --like the training store")
     if m.feature_names != model.feature_names:
         bad = next(i for i, (a, b) in enumerate(zip(m.feature_names, model.feature_names)) if a != b)
         raise ValueError(f"{st.path}: feature {bad} is {m.feature_names[bad]!r} in the store but {model.feature_names[bad]!r} in the model; ingest it with --like the training store")
+    return model, st
 
 
 def predict(
@@ -130,9 +132,7 @@ def predict(
     """
     from ._train import open_dataset
 
-    model = model if isinstance(model, LinearModel) else LinearModel.load(model)
-    st = store if isinstance(store, Store) else open_store(store)
-    _check_features(model, st)
+    model, st = _model_and_store(model, store)
     out = os.path.abspath(os.fspath(out))
     if os.path.exists(out) and not overwrite:
         raise FileExistsError(f"{out}: exists; pass overwrite=True (--overwrite) to replace it")

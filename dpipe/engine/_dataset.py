@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dask.sizeof import sizeof
+from threadpoolctl import threadpool_limits
 from distributed import Client
 
 from .._config import get_setting
@@ -185,8 +186,13 @@ class LocalDataset:
         return iter(self._shards) if self.cache == "memory" else self.store.iter_shards()
 
     def map_gather(self, fn: Callable, *args: Any) -> list:
-        """``[fn(shard, *args) for shard]`` in shard order."""
-        return [fn(s, *args) for s in self._iter()]
+        """``[fn(shard, *args) for shard]`` in shard order, with one BLAS thread.
+
+        One BLAS thread, as in a dask worker process (distributed sets it so), makes
+        the per-shard results bitwise equal to the workers' own.
+        """
+        with threadpool_limits(limits=1, user_api="blas"):
+            return [fn(s, *args) for s in self._iter()]
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
         """Apply ``fn`` to every shard and merge pairwise, in the same tree order as on a cluster."""

@@ -35,6 +35,7 @@ def minimize_lbfgs(
     monitor: Callable[[np.ndarray], dict[str, Any]] | None = None,
     log_every: int = 1,
     name: str = "",
+    stop: Callable[[np.ndarray], bool] | None = None,
 ) -> FitResult:
     """Minimize ``objective`` with L-BFGS-B.
 
@@ -56,6 +57,10 @@ def minimize_lbfgs(
         Log a progress line every this many iterations (and at the end).
     name : str
         Prefix of the progress lines.
+    stop : callable, optional
+        Called with the iterate after every iteration; returning True ends the run
+        as converged (an objective's own stopping rule, e.g. on the gradient of the
+        un-transformed loss). ``tol`` still applies.
 
     Returns
     -------
@@ -68,6 +73,7 @@ def minimize_lbfgs(
     last: dict[str, Any] = {}
     history: list[dict[str, Any]] = []
     nfev = 0
+    stopped: list[bool] = []
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
         nonlocal nfev
@@ -88,9 +94,13 @@ def minimize_lbfgs(
         if monitor is not None:
             rec.update(monitor(xk))
         history.append(rec)
+        if stop is not None and stop(xk):
+            stopped.append(True)
         if log_every and rec["iteration"] % log_every == 0:
             extra = "".join(f" {k}={v:.6g}" for k, v in rec.items() if k not in ("iteration", "fun", "grad_norm", "nfev", "seconds") and isinstance(v, float))
             log.info("%siter %4d  f=%.10g  |g|=%.3e  evals=%d  %.2fs%s", name, rec["iteration"], rec["fun"], rec["grad_norm"], nfev, rec["seconds"], extra)
+        if stopped:
+            raise StopIteration
 
     res = scipy.optimize.minimize(
         fun,
@@ -102,13 +112,15 @@ def minimize_lbfgs(
     )
     elapsed = time.perf_counter() - t0
     gmax = float(np.max(np.abs(res.jac))) if res.jac is not None and np.size(res.jac) else 0.0
-    if res.status == 0:
+    msg = str(res.message)
+    if stopped:
+        status, success, msg = 0, True, "CONVERGENCE: the objective's stopping rule holds"
+    elif res.status == 0:
         status, success = 0, True
     elif res.nit >= max_iter:
         status, success = 1, False
     else:
         status, success = 2, gmax <= 10 * tol
-    msg = str(res.message)
     log.info("%sdone: %s after %d iterations, %d evaluations, f=%.10g, max|g|=%.2e, %.2fs", name, msg, res.nit, nfev, res.fun, gmax, elapsed)
     if status == 1:
         warnings.warn(

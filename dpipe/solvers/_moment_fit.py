@@ -142,6 +142,7 @@ def fit_error_moment(
         res = minimize_lbfgs(
             obj, v0, memory=memory, max_iter=max_iter, tol=tol, log_every=25, name=f"error-moment ({label} start): ",
             monitor=lambda v: {"error": obj.error(v)},
+            stop=lambda v: obj.error_gradient_norm(v) <= tol,
         )
         res.info["start"] = label
         err = obj.error(res.x)

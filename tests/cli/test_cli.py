@@ -78,3 +78,24 @@ def test_demo_on_generated_data_in_a_subprocess(tmp_path):
     png = (tmp_path / "roc.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     assert np.isfinite(report["results"][1]["fit"]["fun"])
+
+
+def test_demo_on_a_users_csv_with_a_split(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    n = 3000
+    x = rng.standard_normal((n, 3))
+    cat = np.array(["a", "b", "c"])[rng.integers(0, 3, n)]
+    y = np.where(x[:, 0] + (cat == "a") + 0.5 * rng.standard_normal(n) > 0.5, "pos", "neg")
+    src = tmp_path / "data.csv"
+    src.write_text("x0,x1,x2,kind,target\n" + "".join(f"{a:.5f},{b:.5f},{c:.5f},{k},{t}\n" for (a, b, c), k, t in zip(x, cat, y)))
+    work = tmp_path / "work"
+    code = main(["demo", "--data", str(src), "--label", "target", "--positive", "pos", "--workdir", str(work), "--engine", "local"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "75/25 random split" in out
+    with open(work / "report.json") as f:
+        report = json.load(f)
+    n_test = report["results"][0]["test"]["n"]
+    assert 0.2 * n < n_test < 0.3 * n
+    assert report["results"][0]["test"]["roc_auc"] > 0.8
+    assert dpipe.open_store(work / "train.zarr").manifest.n_rows + n_test == n

@@ -111,3 +111,10 @@ def test_constant_features_get_zero_weight():
     X[:, 4] = 7.0
     coef, _, _ = fit_auc_moment(shard_moments(X, y))
     assert coef[4] == 0.0 and np.all(np.isfinite(coef))
+
+
+def test_error_gradient_norm_is_the_gradient_of_the_modelled_error(std):
+    obj = ErrorMomentObjective(std, lam=1e-2)
+    v = np.random.default_rng(4).standard_normal(std.n_features + 1)
+    fd = approx_fprime(v, obj.error, 1e-7)
+    assert obj.error_gradient_norm(v) == pytest.approx(np.linalg.norm(fd), rel=1e-5)

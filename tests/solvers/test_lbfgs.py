@@ -1,0 +1,41 @@
+"""The L-BFGS wrapper: history, stopping rules, warnings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpipe.exceptions import ConvergenceWarning
+from dpipe.solvers import minimize_lbfgs
+
+
+class Quadratic:
+    def __init__(self, d: int = 5) -> None:
+        self.A = np.diag(np.arange(1.0, d + 1))
+        self.b = np.ones(d)
+
+    def value_and_grad(self, w):
+        return 0.5 * w @ self.A @ w - self.b @ w, self.A @ w - self.b
+
+
+def test_converges_with_history():
+    q = Quadratic()
+    res = minimize_lbfgs(q, np.zeros(5), tol=1e-10, monitor=lambda w: {"norm": float(np.linalg.norm(w))})
+    np.testing.assert_allclose(res.x, 1 / np.arange(1.0, 6), rtol=1e-6)
+    assert res.success and res.status == 0 and res.nit == len(res.history)
+    assert [h["iteration"] for h in res.history] == list(range(1, res.nit + 1))
+    assert all("norm" in h and np.isfinite(h["fun"]) for h in res.history)
+    assert res.nfev >= res.nit
+
+
+def test_stop_rule_ends_the_run_as_converged():
+    q = Quadratic()
+    res = minimize_lbfgs(q, np.zeros(5), tol=1e-12, stop=lambda w: abs(w[0] - 1) < 0.1)
+    assert res.status == 0 and res.success and "stopping rule" in res.message
+    assert abs(res.x[0] - 1) < 0.1
+
+
+def test_iteration_limit_warns():
+    with pytest.warns(ConvergenceWarning, match="iteration limit"):
+        res = minimize_lbfgs(Quadratic(20), np.zeros(20), max_iter=2, tol=1e-12)
+    assert res.status == 1 and not res.success
