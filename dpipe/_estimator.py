@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ._train import calibrate_threshold, check_fit_params, fit_moments
+from ._train import MOMENT_OBJECTIVES, calibrate_threshold, check_fit_params, fit_moments, fit_smooth_on
+from .engine import LocalDataset
+from .io import Shard
 from .exceptions import ParameterError
 from .metrics import RankSummary
 from .model import LinearModel
@@ -40,11 +42,12 @@ class DPipeClassifier:
 
     Parameters
     ----------
-    objective : {"auc-moment", "error-moment"}
-        What to optimize (see :func:`dpipe.train`).
+    objective : {"auc-moment", "error-moment", "auc-smooth", "prbep-smooth"}
+        What to optimize (see :func:`dpipe.train`; the smoothed objectives take
+        NumPy input only).
     solver : str, optional
         Solver for the objective (default: the objective's first).
-    lam, ridge, max_iter, tol, memory, calibrate
+    lam, ridge, max_iter, tol, memory, smoothing, epsilon, mu_scale, continuation, calibrate
         As in :func:`dpipe.train`.
 
     Attributes
@@ -67,11 +70,15 @@ class DPipeClassifier:
         objective: str = "auc-moment",
         *,
         solver: str | None = None,
-        lam: float = 1e-3,
+        lam: float | None = None,
         ridge: float = 1e-6,
         max_iter: int = 500,
-        tol: float = 1e-4,
-        memory: int = 20,
+        tol: float | None = None,
+        memory: int | None = None,
+        smoothing: float | None = None,
+        epsilon: float = 1e-3,
+        mu_scale: float = 1.0,
+        continuation: bool = False,
         calibrate: bool = True,
     ) -> None:
         self.objective = objective
@@ -81,6 +88,10 @@ class DPipeClassifier:
         self.max_iter = max_iter
         self.tol = tol
         self.memory = memory
+        self.smoothing = smoothing
+        self.epsilon = epsilon
+        self.mu_scale = mu_scale
+        self.continuation = continuation
         self.calibrate = calibrate
 
     # -- scikit-learn protocol ---------------------------------------------------------
@@ -109,7 +120,10 @@ class DPipeClassifier:
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> DPipeClassifier:
         """Fit on features ``X`` (n, d) and two-valued labels ``y`` (n,)."""
-        params = check_fit_params(self.objective, self.solver, self.lam, self.ridge, self.max_iter, self.tol, self.memory, "DPipeClassifier")
+        params = check_fit_params(
+            self.objective, self.solver, "DPipeClassifier", lam=self.lam, ridge=self.ridge, max_iter=self.max_iter, tol=self.tol,
+            memory=self.memory, smoothing=self.smoothing, epsilon=self.epsilon, mu_scale=self.mu_scale, continuation=self.continuation,
+        )
         if _is_dask(X) or _is_dask(y):
             import dask.array as da
 
@@ -124,15 +138,22 @@ class DPipeClassifier:
             raise ParameterError(f"DPipeClassifier.fit: y must have exactly two classes; got {classes.size} ({classes[:5].tolist()})")
         if sample_weight is not None and (_is_dask(X) or _is_dask(y)):
             raise ParameterError("DPipeClassifier.fit: sample_weight is supported for NumPy input only")
-        if _is_dask(X):
-            y_pm = (2 * (y == classes[1]) - 1).astype(np.int8)
-            moments = _dask_moments(X, y_pm)
-        else:
+        if params["objective"] not in MOMENT_OBJECTIVES:
+            if _is_dask(X):
+                raise ParameterError(f"DPipeClassifier.fit: objective {params['objective']!r} takes NumPy input; use dpipe.train on a store for out-of-core data")
             y_pm = np.where(y == classes[1], 1, -1).astype(np.int8)
-            w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-            with threadpool_limits(limits=1, user_api="blas"):  # bitwise equal to a dask worker's result
-                moments = shard_moments(X, y_pm, w)
-        coef, intercept, result = fit_moments(moments, params)
+            ds = LocalDataset([Shard(X=np.ascontiguousarray(X, dtype=np.float32), y=y_pm)])
+            coef, intercept, result = fit_smooth_on(ds, int((y_pm > 0).sum()), int((y_pm < 0).sum()), params)
+        else:
+            if _is_dask(X):
+                y_pm = (2 * (y == classes[1]) - 1).astype(np.int8)
+                moments = _dask_moments(X, y_pm)
+            else:
+                y_pm = np.where(y == classes[1], 1, -1).astype(np.int8)
+                w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+                with threadpool_limits(limits=1, user_api="blas"):  # bitwise equal to a dask worker's result
+                    moments = shard_moments(X, y_pm, w)
+            coef, intercept, result = fit_moments(moments, params)
         if self.calibrate:
             if _is_dask(X):
                 y_np = np.asarray(y_pm.compute())

@@ -18,7 +18,8 @@ from .io import Store, open_store
 from .metrics import RankSummary
 from .model import LinearModel
 from .reduce import ClassMoments, class_moments_of_shard, merge_moments
-from .solvers import FitResult, fit_auc_moment, fit_error_moment
+from .objectives import SmoothedAUCObjective, SmoothedPRBEPObjective
+from .solvers import FitResult, default_smoothing, fit_auc_moment, fit_error_moment, fit_smooth
 
 __all__ = ["train", "fit_moments", "calibrate_threshold", "OBJECTIVES", "open_dataset"]
 
@@ -28,6 +29,18 @@ log = logging.getLogger("dpipe.train")
 OBJECTIVES: dict[str, tuple[str, ...]] = {
     "auc-moment": ("closed-form", "lbfgs"),
     "error-moment": ("lbfgs",),
+    "auc-smooth": ("lbfgs",),
+    "prbep-smooth": ("lbfgs",),
+}
+
+MOMENT_OBJECTIVES = ("auc-moment", "error-moment")
+
+#: Defaults that differ by family: moment objectives follow Ghanbari et al. (penalty
+#: weight, L-BFGS memory 20, gradient tolerance 1e-4), smoothed ones Zhang et al.
+#: (lam = 1e-4, i.e. SVM-perf's C = 100, L-BFGS memory 6).
+FAMILY_DEFAULTS = {
+    "moment": {"lam": 1e-3, "memory": 20, "tol": 1e-4},
+    "smooth": {"lam": 1e-4, "memory": 6, "tol": 1e-6},
 }
 
 ENGINES = ("dask", "local")
@@ -44,17 +57,40 @@ def _check_objective_solver(objective: str, solver: str | None, owner: str) -> s
     return solver
 
 
-def check_fit_params(objective: str, solver: str | None, lam: float, ridge: float, max_iter: int, tol: float, memory: int, owner: str) -> dict[str, Any]:
-    """Validate the hyper-parameters of a fit; returns them normalised."""
-    return {
+def check_fit_params(
+    objective: str,
+    solver: str | None,
+    owner: str,
+    *,
+    lam: float | None = None,
+    ridge: float = 1e-6,
+    max_iter: int = 500,
+    tol: float | None = None,
+    memory: int | None = None,
+    smoothing: float | None = None,
+    epsilon: float = 1e-3,
+    mu_scale: float = 1.0,
+    continuation: bool = False,
+) -> dict[str, Any]:
+    """Validate the hyper-parameters of a fit; returns them with the family defaults filled in."""
+    solver = _check_objective_solver(objective, solver, owner)
+    defaults = FAMILY_DEFAULTS["moment" if objective in MOMENT_OBJECTIVES else "smooth"]
+    params = {
         "objective": objective,
-        "solver": _check_objective_solver(objective, solver, owner),
-        "lam": check_number(lam, "lam", owner, 0.0, np.inf, closed="left"),
-        "ridge": check_number(ridge, "ridge", owner, 0.0, np.inf, closed="left"),
+        "solver": solver,
+        "lam": check_number(defaults["lam"] if lam is None else lam, "lam", owner, 0.0, np.inf, closed="left"),
         "max_iter": check_int(max_iter, "max_iter", owner, low=1),
-        "tol": check_number(tol, "tol", owner, 0.0, np.inf),
-        "memory": check_int(memory, "memory", owner, low=1),
+        "tol": check_number(defaults["tol"] if tol is None else tol, "tol", owner, 0.0, np.inf),
+        "memory": check_int(defaults["memory"] if memory is None else memory, "memory", owner, low=1),
     }
+    if objective in MOMENT_OBJECTIVES:
+        params["ridge"] = check_number(ridge, "ridge", owner, 0.0, np.inf, closed="left")
+    else:
+        params["smoothing"] = None if smoothing is None else check_number(smoothing, "smoothing", owner, 0.0, np.inf)
+        params["epsilon"] = check_number(epsilon, "epsilon", owner, 0.0, np.inf)
+        params["mu_scale"] = check_number(mu_scale, "mu_scale", owner, 0.0, np.inf)
+        params["continuation"] = bool(continuation)
+    return params
 
 
 def calibrate_threshold(
@@ -120,6 +156,24 @@ def fit_moments(moments: ClassMoments, params: dict[str, Any]) -> tuple[np.ndarr
     return fit_error_moment(moments, **common)
 
 
+def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, Any], validate: Callable | None = None) -> tuple[np.ndarray, float, FitResult]:
+    """Fit a smoothed rank objective on an opened dataset (two passes per evaluation)."""
+    objective = params["objective"]
+    width = params["smoothing"]
+    if width is None:
+        width = default_smoothing(objective, n_positive, n_negative, params["epsilon"], params["mu_scale"])
+    if objective == "auc-smooth":
+        make = lambda t: SmoothedAUCObjective(ds, params["lam"], t, n_positive, n_negative)  # noqa: E731
+    else:
+        make = lambda mu: SmoothedPRBEPObjective(ds, params["lam"], mu, n_positive, n_negative)  # noqa: E731
+    d = ds.n_features
+    result = fit_smooth(
+        make, np.zeros(d), width, memory=params["memory"], max_iter=params["max_iter"], tol=params["tol"],
+        continuation=params["continuation"], validate=validate, name=f"{objective}: ",
+    )
+    return result.x, 0.0, result
+
+
 @contextlib.contextmanager
 def open_dataset(
     store: Store,
@@ -147,11 +201,16 @@ def train(
     objective: str = "auc-moment",
     *,
     solver: str | None = None,
-    lam: float = 1e-3,
+    lam: float | None = None,
     ridge: float = 1e-6,
     max_iter: int = 500,
-    tol: float = 1e-4,
-    memory: int = 20,
+    tol: float | None = None,
+    memory: int | None = None,
+    smoothing: float | None = None,
+    epsilon: float = 1e-3,
+    mu_scale: float = 1.0,
+    continuation: bool = False,
+    validation: str | os.PathLike | Store | None = None,
     engine: str = "dask",
     client: Any = None,
     scheduler: str | None = None,
@@ -168,18 +227,36 @@ def train(
     ----------
     store : str or Store
         Training store (Zarr or Parquet).
-    objective : {"auc-moment", "error-moment"}
+    objective : {"auc-moment", "error-moment", "auc-smooth", "prbep-smooth"}
         ``auc-moment`` minimizes the moment ranking loss (1 - AUC under the normal
-        model); ``error-moment`` the moment expected 0-1 error with a bias.
+        model); ``error-moment`` the moment expected 0-1 error with a bias (one data
+        pass, Ghanbari et al.). ``auc-smooth`` / ``prbep-smooth`` minimize
+        ``lam/2 ||w||^2`` plus the smoothed ROCArea / PRBEP risk of SVM-perf (Zhang
+        et al.; two passes per evaluation).
     solver : str, optional
         ``auc-moment``: "closed-form" (default) or "lbfgs" (the paper's route);
-        ``error-moment``: "lbfgs".
-    lam : float
-        Weight of the unit-norm penalty ``lam (1 - ||w||^2)^2`` (L-BFGS routes).
+        the others: "lbfgs".
+    lam : float, optional
+        Moment objectives: weight of the unit-norm penalty ``lam (1 - ||w||^2)^2``
+        (default 1e-3). Smoothed objectives: the ridge ``lam/2 ||w||^2`` (default
+        1e-4, SVM-perf's C = 100; ``lam = 1 / (100 C)``).
     ridge : float
         Ridge added to the standardized covariance of the closed form.
     max_iter, tol, memory : int, float, int
-        L-BFGS iteration limit, gradient tolerance and memory.
+        L-BFGS iteration limit, gradient tolerance and memory (defaults: 500, and
+        1e-4 / 20 for moment objectives, 1e-6 / 6 for smoothed ones).
+    smoothing : float, optional
+        Smoothed objectives: the Huber width t (auc-smooth) or mu (prbep-smooth);
+        default the paper's ``mu = epsilon / D`` times ``mu_scale``.
+    epsilon, mu_scale : float
+        The paper's accuracy epsilon (1e-3) and a factor on its smoothing (the paper
+        studies 1, 100 and 1000).
+    continuation : bool
+        Smoothed objectives: start with a 1000 times wider smoothing and shrink it
+        tenfold per stage, warm-starting.
+    validation : str or Store, optional
+        Smoothed objectives: measure the exact validation AUC and PRBEP after every
+        iteration (one more pass each).
     engine : {"dask", "local"}
         Run the passes on a dask cluster (default) or in this process.
     client, scheduler, workers, memory_limit : optional
@@ -194,25 +271,46 @@ def train(
         Set the intercept to the threshold with the fewest training errors, and for
         ``error-moment`` keep, among both L-BFGS fits and the ``auc-moment``
         direction, the one with the fewest training errors (one score pass per
-        candidate; see :func:`calibrate_threshold`). ``False`` keeps the moment
-        model's own threshold and choice (the paper's method, no extra pass).
+        candidate; see :func:`calibrate_threshold`). ``False`` keeps the fit's own
+        intercept (the moment model's threshold; 0 for smoothed objectives).
 
     Returns
     -------
     LinearModel
     """
-    params = check_fit_params(objective, solver, lam, ridge, max_iter, tol, memory, "train")
+    check_choice(engine, "engine", "train", ENGINES)
+    params = check_fit_params(
+        objective, solver, "train", lam=lam, ridge=ridge, max_iter=max_iter, tol=tol, memory=memory,
+        smoothing=smoothing, epsilon=epsilon, mu_scale=mu_scale, continuation=continuation,
+    )
     st = store if isinstance(store, Store) else open_store(store)
+    m = st.manifest
     from ._evaluate import evaluate_dataset, rank_summary
 
-    with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
-        log.info("%s: moments pass over %d rows, %d features, %d shards", st.path, st.manifest.n_rows, st.manifest.n_features, st.n_shards)
+    with contextlib.ExitStack() as stack:
+        c = None if engine == "local" else stack.enter_context(cluster_client(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit))
+        ds = stack.enter_context(open_dataset(st, engine=engine, client=c, cache=cache))
         t0 = time.perf_counter()
-        moments = ds.map_reduce(class_moments_of_shard, merge_moments)
-        t_data = time.perf_counter() - t0
-        log.info("moments pass: %.3f s (%d negative, %d positive rows)", t_data, moments.count[0], moments.count[1])
-        coef, intercept, result = fit_moments(moments, params)
-        result.time_data = t_data + getattr(ds, "load_seconds", 0.0)
+        if objective in MOMENT_OBJECTIVES:
+            log.info("%s: moments pass over %d rows, %d features, %d shards", st.path, m.n_rows, m.n_features, st.n_shards)
+            moments = ds.map_reduce(class_moments_of_shard, merge_moments)
+            t_data = time.perf_counter() - t0
+            log.info("moments pass: %.3f s (%d negative, %d positive rows)", t_data, moments.count[0], moments.count[1])
+            coef, intercept, result = fit_moments(moments, params)
+            result.time_data = t_data + getattr(ds, "load_seconds", 0.0)
+        else:
+            validate = None
+            if validation is not None:
+                vst = validation if isinstance(validation, Store) else open_store(validation)
+                vds = stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream"))
+
+                def validate(w: np.ndarray) -> dict[str, float]:
+                    v = evaluate_dataset(vds, w, 0.0)
+                    return {"validation_auc": v["roc_auc"], "validation_prbep": v["prbep"]}
+
+            log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
+            coef, intercept, result = fit_smooth_on(ds, m.n_positive, m.n_negative, params, validate)
+            result.time_data = getattr(ds, "load_seconds", 0.0)
         log.info("%s fit: %.3f s, objective %.8g", objective, result.time_solve, result.fun)
         metrics = {}
         if calibrate:
@@ -225,7 +323,6 @@ def train(
             result.info.pop("candidates", None)
             if train_metrics:
                 metrics["train"] = evaluate_dataset(ds, coef, intercept)
-    m = st.manifest
     model = LinearModel(
         coef,
         intercept,

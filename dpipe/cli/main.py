@@ -112,11 +112,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--objective", choices=list(OBJECTIVES), default="auc-moment")
     p.add_argument("--solver", help="solver for the objective: " + "; ".join(f"{o}: {', '.join(s)}" for o, s in OBJECTIVES.items()))
     p.add_argument("--out", required=True, help="model file to write (JSON)")
-    p.add_argument("--lam", type=float, default=1e-3, help="weight of the unit-norm penalty (L-BFGS routes, default 1e-3)")
-    p.add_argument("--ridge", type=float, default=1e-6, help="ridge of the closed form (standardized units, default 1e-6)")
+    p.add_argument("--lam", type=float, help="moment objectives: weight of the unit-norm penalty (default 1e-3); smoothed: ridge lam/2 ||w||^2 (default 1e-4 = SVM-perf's C 100; lam = 1/(100 C))")
+    p.add_argument("--ridge", type=float, default=1e-6, help="ridge of the auc-moment closed form (standardized units, default 1e-6)")
     p.add_argument("--max-iter", dest="max_iter", type=int, default=500)
-    p.add_argument("--tol", type=float, default=1e-4, help="gradient tolerance (default 1e-4)")
-    p.add_argument("--memory", type=int, default=20, help="L-BFGS memory (default 20)")
+    p.add_argument("--tol", type=float, help="gradient tolerance (default 1e-4 moment, 1e-6 smoothed)")
+    p.add_argument("--memory", type=int, help="L-BFGS memory (default 20 moment, 6 smoothed)")
+    g = p.add_argument_group("smoothed objectives (auc-smooth, prbep-smooth)")
+    g.add_argument("--smoothing", type=float, help="Huber width t (auc-smooth) or mu (prbep-smooth); default the paper's epsilon / D")
+    g.add_argument("--epsilon", type=float, default=1e-3, help="the paper's accuracy epsilon (default 1e-3): mu = epsilon / D")
+    g.add_argument("--mu-scale", dest="mu_scale", type=float, default=1.0, help="multiply the default smoothing (the paper studies 1, 100, 1000)")
+    g.add_argument("--continuation", action="store_true", help="start 1000x smoother and shrink tenfold per stage, warm-starting")
+    g.add_argument("--validation", help="store whose exact AUC and PRBEP are measured after every iteration")
     p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="do not keep training metrics in the model")
     p.add_argument("--no-calibrate", dest="calibrate", action="store_false", help="keep the moment model's own threshold (no threshold pass on the training data)")
     _add_cluster(p)
@@ -193,10 +199,11 @@ def _cmd_train(a: argparse.Namespace) -> None:
 
     model = train(
         a.store, a.objective, solver=a.solver, lam=a.lam, ridge=a.ridge, max_iter=a.max_iter, tol=a.tol, memory=a.memory,
+        smoothing=a.smoothing, epsilon=a.epsilon, mu_scale=a.mu_scale, continuation=a.continuation, validation=a.validation,
         out=a.out, train_metrics=a.train_metrics, calibrate=a.calibrate, **_cluster_kwargs(a),
     )
     fit = model.fit
-    print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, moments pass {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {a.out}")
+    print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, data loading/moments {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {a.out}")
     if model.metrics.get("train"):
         t = model.metrics["train"]
         print(f"training ROC-AUC {t['roc_auc']:.6f}, accuracy {t['accuracy']:.6f}")

@@ -114,6 +114,11 @@ class ShardedDataset:
         """Number of shards."""
         return self.store.n_shards
 
+    @property
+    def n_features(self) -> int:
+        """Number of feature columns."""
+        return self.store.manifest.n_features
+
     def _submit_map(self, fn: Callable, args: Sequence[Any]) -> list:
         if self.cache == "memory":
             return [self.client.submit(fn, s, *args, pure=False) for s in self._shards]
@@ -126,14 +131,8 @@ class ShardedDataset:
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
         """Apply ``fn`` to every shard and merge the results pairwise with ``combine``."""
         futures = self._submit_map(fn, args)
-        n_tasks = len(futures)
-        while len(futures) > 1:
-            pairs = [self.client.submit(combine, futures[i], futures[i + 1], pure=False) for i in range(0, len(futures) - 1, 2)]
-            if len(futures) % 2:
-                pairs.append(futures[-1])
-            n_tasks += len(futures) // 2
-            futures = pairs
-        result = futures[0].result()
+        n_tasks = 2 * len(futures) - 1
+        result = self._tree(futures, combine)
         if log.isEnabledFor(logging.DEBUG):
             args_bytes = sum(sizeof(a) for a in args) * self.n_shards
             log.debug(
@@ -141,6 +140,38 @@ class ShardedDataset:
                 getattr(fn, "__name__", fn), n_tasks, args_bytes, sizeof(result) * n_tasks,
             )
         return result
+
+    def map_keep(self, fn: Callable, *args: Any) -> list:
+        """Run ``fn(shard, *args)`` per shard and keep the results on the workers (futures)."""
+        return self._submit_map(fn, args)
+
+    def gather_kept(self, fn: Callable, kept: list) -> list:
+        """``[fn(k) for k in kept]`` evaluated where each result lives; only ``fn``'s output moves."""
+        return self.client.gather([self.client.submit(fn, k, pure=False) for k in kept])
+
+    def reduce_kept(self, fn: Callable, combine: Callable[[Any, Any], Any], kept: list, per_shard: Sequence[tuple]) -> Any:
+        """Merge ``fn(shard, kept[i], *per_shard[i])`` over the shards pairwise with ``combine``."""
+        if self.cache == "memory":
+            futures = [self.client.submit(fn, s, k, *a, pure=False) for s, k, a in zip(self._shards, kept, per_shard)]
+        else:
+            futures = [
+                self.client.submit(_apply_streamed, fn, self.store.shard_args(i), k, *a, pure=False)
+                for i, (k, a) in enumerate(zip(kept, per_shard))
+            ]
+        return self._tree(futures, combine)
+
+    def release(self, kept: list) -> None:
+        """Drop results kept by :meth:`map_keep`."""
+        for f in kept:
+            f.release()
+
+    def _tree(self, futures: list, combine: Callable[[Any, Any], Any]) -> Any:
+        while len(futures) > 1:
+            pairs = [self.client.submit(combine, futures[i], futures[i + 1], pure=False) for i in range(0, len(futures) - 1, 2)]
+            if len(futures) % 2:
+                pairs.append(futures[-1])
+            futures = pairs
+        return futures[0].result()
 
     def close(self) -> None:
         """Release the persisted shards."""
@@ -153,6 +184,15 @@ class ShardedDataset:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _tree_local(parts: list, combine: Callable[[Any, Any], Any]) -> Any:
+    while len(parts) > 1:
+        merged = [combine(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        if len(parts) % 2:
+            merged.append(parts[-1])
+        parts = merged
+    return parts[0]
 
 
 class LocalDataset:
@@ -182,6 +222,11 @@ class LocalDataset:
         """Number of shards."""
         return len(self._shards) if self.store is None or self.cache == "memory" else self.store.n_shards
 
+    @property
+    def n_features(self) -> int:
+        """Number of feature columns."""
+        return self.store.manifest.n_features if self.store is not None else int(self._shards[0].X.shape[1])
+
     def _iter(self):
         return iter(self._shards) if self.cache == "memory" else self.store.iter_shards()
 
@@ -196,13 +241,24 @@ class LocalDataset:
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
         """Apply ``fn`` to every shard and merge pairwise, in the same tree order as on a cluster."""
-        parts = self.map_gather(fn, *args)
-        while len(parts) > 1:
-            merged = [combine(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-            if len(parts) % 2:
-                merged.append(parts[-1])
-            parts = merged
-        return parts[0]
+        return _tree_local(self.map_gather(fn, *args), combine)
+
+    def map_keep(self, fn: Callable, *args: Any) -> list:
+        """``[fn(shard, *args) for shard]``, kept for :meth:`reduce_kept`."""
+        return self.map_gather(fn, *args)
+
+    def gather_kept(self, fn: Callable, kept: list) -> list:
+        """``[fn(k) for k in kept]``."""
+        return [fn(k) for k in kept]
+
+    def reduce_kept(self, fn: Callable, combine: Callable[[Any, Any], Any], kept: list, per_shard: Sequence[tuple]) -> Any:
+        """Merge ``fn(shard, kept[i], *per_shard[i])`` pairwise with ``combine``."""
+        with threadpool_limits(limits=1, user_api="blas"):
+            parts = [fn(s, k, *a) for s, k, a in zip(self._iter(), kept, per_shard)]
+        return _tree_local(parts, combine)
+
+    def release(self, kept: list) -> None:
+        """Nothing to release in process."""
 
     def close(self) -> None:
         """Drop the shards held in memory."""

@@ -1,5 +1,13 @@
 """Objectives: small objects with ``value_and_grad(w)``; they never know about dask."""
 
 from ._moment import AUCMomentObjective, ErrorMomentObjective, StandardizedMoments, closed_form_auc_direction
+from ._smooth import SmoothedAUCObjective, SmoothedPRBEPObjective
 
-__all__ = ["StandardizedMoments", "AUCMomentObjective", "ErrorMomentObjective", "closed_form_auc_direction"]
+__all__ = [
+    "StandardizedMoments",
+    "AUCMomentObjective",
+    "ErrorMomentObjective",
+    "closed_form_auc_direction",
+    "SmoothedAUCObjective",
+    "SmoothedPRBEPObjective",
+]

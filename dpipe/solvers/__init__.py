@@ -3,5 +3,6 @@
 from ._lbfgs import minimize_lbfgs
 from ._moment_fit import best_moment_intercept, fit_auc_moment, fit_error_moment
 from ._result import FitResult
+from ._smooth_fit import default_smoothing, fit_smooth
 
-__all__ = ["FitResult", "minimize_lbfgs", "fit_auc_moment", "fit_error_moment", "best_moment_intercept"]
+__all__ = ["FitResult", "minimize_lbfgs", "fit_auc_moment", "fit_error_moment", "best_moment_intercept", "fit_smooth", "default_smoothing"]

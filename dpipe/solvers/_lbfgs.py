@@ -97,7 +97,10 @@ def minimize_lbfgs(
         if stop is not None and stop(xk):
             stopped.append(True)
         if log_every and rec["iteration"] % log_every == 0:
-            extra = "".join(f" {k}={v:.6g}" for k, v in rec.items() if k not in ("iteration", "fun", "grad_norm", "nfev", "seconds") and isinstance(v, float))
+            extra = "".join(
+                f" {k}={v:.6g}" for k, v in rec.items()
+                if k not in ("iteration", "fun", "grad_norm", "nfev", "seconds", "stage") and isinstance(v, (float, int)) and not isinstance(v, bool)
+            )
             log.info("%siter %4d  f=%.10g  |g|=%.3e  evals=%d  %.2fs%s", name, rec["iteration"], rec["fun"], rec["grad_norm"], nfev, rec["seconds"], extra)
         if stopped:
             raise StopIteration

@@ -1,0 +1,59 @@
+"""Float64-accumulating products of float32 shards (numba, nopython, nogil).
+
+Stores keep features in float32. ``X @ w`` and ``X.T @ g`` are accumulated in
+float64 without making a float64 copy of the shard (which NumPy would do, costing
+twice the shard's memory and bandwidth every pass); results are identical however
+the rows are split into shards, up to float64 rounding of the final sums.
+Each kernel has a plain NumPy reference.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["matvec", "rmatvec", "matvec_reference", "rmatvec_reference"]
+
+
+@numba.njit(nogil=True, cache=True, fastmath=False)
+def _matvec(X, w, out):
+    n, d = X.shape
+    for r in range(n):
+        acc = 0.0
+        for k in range(d):
+            acc += np.float64(X[r, k]) * w[k]
+        out[r] = acc
+    return out
+
+
+@numba.njit(nogil=True, cache=True, fastmath=False)
+def _rmatvec(X, g, out):
+    n, d = X.shape
+    for r in range(n):
+        gr = g[r]
+        if gr != 0.0:
+            for k in range(d):
+                out[k] += gr * np.float64(X[r, k])
+    return out
+
+
+def matvec(X: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``X @ w`` in float64 for a C-contiguous float32 (or float64) ``X``; shape (n,)."""
+    X = np.ascontiguousarray(X)
+    return _matvec(X, np.ascontiguousarray(w, dtype=np.float64), np.empty(X.shape[0]))
+
+
+def rmatvec(X: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``X.T @ g`` in float64; shape (d,)."""
+    X = np.ascontiguousarray(X)
+    return _rmatvec(X, np.ascontiguousarray(g, dtype=np.float64), np.zeros(X.shape[1]))
+
+
+def matvec_reference(X: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """NumPy reference of :func:`matvec`."""
+    return np.asarray(X, dtype=np.float64) @ np.asarray(w, dtype=np.float64)
+
+
+def rmatvec_reference(X: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """NumPy reference of :func:`rmatvec`."""
+    return np.asarray(X, dtype=np.float64).T @ np.asarray(g, dtype=np.float64)

@@ -1,0 +1,116 @@
+"""L-BFGS on the smoothed rank objectives, with optional continuation in the smoothing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ._lbfgs import minimize_lbfgs
+from ._result import FitResult
+
+__all__ = ["default_smoothing", "fit_smooth"]
+
+
+def default_smoothing(objective: str, n_positive: int, n_negative: int, epsilon: float = 1e-3, scale: float = 1.0) -> float:
+    """The paper's ``mu = epsilon / D`` (times ``scale``) in each objective's own unit.
+
+    ROCArea: the Huber width ``t = m mu = 2 epsilon`` (prox-function over the m
+    pairs, D = m / 2). PRBEP: ``mu = 2 epsilon / n`` (D = n / 2).
+    """
+    if objective == "auc-smooth":
+        return 2.0 * epsilon * scale
+    return 2.0 * epsilon / (n_positive + n_negative) * scale
+
+
+def fit_smooth(
+    make_objective: Callable[[float], Any],
+    w0: np.ndarray,
+    smoothing: float,
+    *,
+    memory: int = 6,
+    max_iter: int = 500,
+    tol: float = 1e-6,
+    continuation: bool = False,
+    continuation_start: float = 1000.0,
+    continuation_factor: float = 10.0,
+    validate: Callable[[np.ndarray], dict[str, float]] | None = None,
+    name: str = "",
+) -> FitResult:
+    """Minimize a smoothed objective by L-BFGS, one data evaluation per function call.
+
+    Parameters
+    ----------
+    make_objective : callable
+        ``smoothing -> objective`` (an object with ``value_and_grad`` and ``last``).
+    w0 : ndarray
+        Starting point.
+    smoothing : float
+        Target smoothing (Huber width t, or PRBEP's mu).
+    memory, max_iter, tol
+        L-BFGS settings (the paper keeps 6 correction pairs).
+    continuation : bool
+        Start at ``continuation_start`` times the target smoothing and divide it by
+        ``continuation_factor`` after each stage, warm-starting, until the target;
+        intermediate stages stop at a 100 times looser tolerance. ``max_iter``
+        bounds the total.
+    validate : callable, optional
+        ``w -> {name: value}`` measured after every iteration (e.g. validation AUC).
+    name : str
+        Prefix of the progress lines.
+
+    Returns
+    -------
+    FitResult
+        History entries carry J_mu, the exact non-smooth J, the exact training AUC,
+        the seconds of the score pass, merge, kernel and gradient pass, the bytes
+        moved, the smoothing and the stage.
+    """
+    t0 = time.perf_counter()
+    widths = [smoothing]
+    if continuation:
+        widths = []
+        width = smoothing * continuation_start
+        while width > smoothing * (1 + 1e-12):
+            widths.append(width)
+            width /= continuation_factor
+        widths.append(smoothing)
+    w = np.asarray(w0, dtype=float)
+    history: list[dict[str, Any]] = []
+    nit = nfev = 0
+    result: FitResult | None = None
+    for stage, width in enumerate(widths):
+        obj = make_objective(width)
+        last_stage = stage == len(widths) - 1
+
+        def monitor(x: np.ndarray, obj=obj, width=width, stage=stage) -> dict[str, Any]:
+            rec: dict[str, Any] = {"smoothing": width, "stage": stage}
+            if obj.last:
+                rec.update({k: v for k, v in obj.last.items() if k not in ("sp", "sn")})
+                rec["train_auc"] = obj.train_auc()
+            if validate is not None:
+                rec.update(validate(x))
+            return rec
+
+        stage_start = time.perf_counter() - t0
+        result = minimize_lbfgs(
+            obj, w, memory=memory, max_iter=max(1, max_iter - nit), tol=tol if last_stage else 100 * tol, monitor=monitor, log_every=1,
+            name=f"{name}[t={width:.3g}] " if continuation else name,
+        )
+        for h in result.history:
+            h["iteration"] += nit
+            h["seconds"] += stage_start
+        history.extend(result.history)
+        nit += result.nit
+        nfev += result.nfev
+        w = result.x
+        if nit >= max_iter:
+            break
+    assert result is not None
+    result.history = history
+    result.nit, result.nfev = nit, nfev
+    result.time_solve = time.perf_counter() - t0
+    result.info.update(smoothing=smoothing, stages=widths if continuation else [smoothing], J=history[-1].get("J") if history else None)
+    return result
