@@ -1,0 +1,193 @@
+"""Smoothed ROCArea / PRBEP: kernels vs brute force, enumeration, gradients, shard parity."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import approx_fprime
+
+import dpipe
+from dpipe.engine import LocalDataset, ShardedDataset
+from dpipe.exceptions import DPipeError
+from dpipe.io import Shard
+from dpipe.objectives import SmoothedAUCObjective, SmoothedPRBEPObjective
+from dpipe.objectives._rank_kernels import auc_gamma, auc_gamma_reference, prbep_beta, prbep_risk_exact
+from dpipe.objectives._smooth import merge_class_runs
+from dpipe.testing import classification_data, write_store
+
+
+def huber(u, t):
+    return np.where(u <= 0, 0.0, np.where(u < t, u * u / (2 * t), u - t / 2))
+
+
+def brute_auc(X, y, w, t, lam):
+    s = X.astype(np.float64) @ w
+    P, N = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
+    u = 1 - s[P][:, None] + s[N][None, :]
+    m = P.size * N.size
+    c = np.clip(u / t, 0, 1)
+    grad = (X[N].astype(np.float64).T @ c.sum(0) - X[P].astype(np.float64).T @ c.sum(1)) / m + lam * w
+    return huber(u, t).sum() / m + lam / 2 * w @ w, grad, np.maximum(u, 0).sum() / m + lam / 2 * w @ w
+
+
+def rel(a, b):
+    return np.max(np.abs(np.asarray(a) - np.asarray(b))) / max(1e-300, np.max(np.abs(b)))
+
+
+scores = st.lists(st.integers(-6, 6).map(lambda v: v / 4) | st.floats(-3, 3, allow_nan=False), min_size=1, max_size=40)
+
+
+@settings(max_examples=80, deadline=None)
+@given(scores, scores, st.sampled_from([1e-3, 0.25, 1.0, 3.0]))
+def test_auc_kernel_equals_pairwise_brute_force(sp, sn, t):
+    sp, sn = np.sort(sp), np.sort(sn)
+    gp, gn, value, hinge = auc_gamma(sp, sn, t)
+    u = 1 - sp[:, None] + sn[None, :]
+    c = np.clip(u / t, 0, 1)
+    np.testing.assert_allclose(gp, c.sum(1), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(gn, c.sum(0), rtol=1e-9, atol=1e-9)
+    assert value == pytest.approx(huber(u, t).sum(), rel=1e-9, abs=1e-9)
+    assert hinge == pytest.approx(np.maximum(u, 0).sum(), rel=1e-9, abs=1e-9)
+    ref = auc_gamma_reference(sp, sn, t)
+    np.testing.assert_allclose(ref[0], gp, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(ref[1], gn, rtol=1e-12, atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.floats(-5, 5, allow_nan=False), max_size=20), min_size=1, max_size=6))
+def test_merge_of_sorted_runs_is_a_sort(runs):
+    runs = [np.sort(np.asarray(r, dtype=float)) for r in runs]
+    merged, order, lengths = merge_class_runs(runs)
+    cat = np.concatenate(runs)
+    np.testing.assert_array_equal(merged, np.sort(cat))
+    np.testing.assert_array_equal(cat[order], merged)
+    assert lengths == [r.size for r in runs]
+
+
+def enumerate_prbep_risk(sp, sn, n):
+    """max over labelings with #FN = #FP of sum c (brute force over all subsets)."""
+    cp, cn = 1 / sp.size - 2 * sp / n, 2 * sn / n
+    best = 0.0
+    for k in range(min(sp.size, sn.size) + 1):
+        for a in itertools.combinations(range(sp.size), k):
+            for b in itertools.combinations(range(sn.size), k):
+                best = max(best, cp[list(a)].sum() + cn[list(b)].sum())
+    return best
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_prbep_risk_equals_enumeration_and_is_the_small_mu_limit(seed):
+    rng = np.random.default_rng(seed)
+    n_pos = int(rng.integers(1, 7))
+    n_neg = int(rng.integers(1, 13 - n_pos))
+    sp = np.sort(rng.integers(-3, 4, n_pos) / 2 if seed % 2 else rng.standard_normal(n_pos))
+    sn = np.sort(rng.integers(-3, 4, n_neg) / 2 if seed % 2 else rng.standard_normal(n_neg))
+    n = n_pos + n_neg
+    exact = enumerate_prbep_risk(sp, sn, n)
+    assert prbep_risk_exact(sp, sn, n) == pytest.approx(exact, abs=1e-12)
+    mu = 1e-6
+    bp, bn, value, theta = prbep_beta(sp, sn, n, mu)
+    assert exact - mu * n / 2 - 1e-12 <= value <= exact + 1e-12  # uniform bound mu D, D = n / 2
+    assert bp.sum() == pytest.approx(bn.sum(), abs=1e-8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(scores, scores, st.sampled_from([1e-3, 0.05, 0.5]))
+def test_prbep_beta_is_the_smoothed_maximizer(sp, sn, mu):
+    sp, sn = np.sort(sp), np.sort(sn)
+    n = sp.size + sn.size
+    bp, bn, value, theta = prbep_beta(sp, sn, n, mu)
+    assert np.all((bp >= 0) & (bp <= 1)) and np.all((bn >= 0) & (bn <= 1))
+    assert bp.sum() == pytest.approx(bn.sum(), abs=1e-8)
+    cp, cn = 1 / sp.size - 2 * sp / n, 2 * sn / n
+    # optimality: no feasible move that keeps the balance improves the concave objective
+    import scipy.optimize
+
+    k = sp.size + sn.size
+    res = scipy.optimize.minimize(
+        lambda b: -(np.concatenate([cp, cn]) @ b - mu / 2 * b @ b),
+        np.full(k, 0.5), jac=lambda b: -(np.concatenate([cp, cn]) - mu * b), method="SLSQP",
+        bounds=[(0, 1)] * k, constraints=[{"type": "eq", "fun": lambda b: b[: sp.size].sum() - b[sp.size :].sum()}],
+        options={"ftol": 1e-12, "maxiter": 500},
+    )
+    assert value >= -res.fun - 1e-7
+
+
+@pytest.fixture(scope="module")
+def small():
+    X, y = classification_data(1500, 6, seed=3, scales=False)
+    X[::7] = X[0]  # ties in scores
+    return X, y
+
+
+def _local(X, y, sizes):
+    bounds = np.cumsum([0, *sizes])
+    return LocalDataset([Shard(X=X[a:b], y=y[a:b], index=i) for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))])
+
+
+def test_auc_value_and_gradient_equal_brute_force(small):
+    X, y = small
+    w = np.random.default_rng(0).standard_normal(6) * 0.3
+    for t in (1e-3, 0.3, 2.0):
+        obj = SmoothedAUCObjective(_local(X, y, [400, 0, 1100]), 1e-3, t, int((y > 0).sum()), int((y < 0).sum()))
+        f, g = obj.value_and_grad(w)
+        bf, bg, bj = brute_auc(X, y, w, t, 1e-3)
+        assert abs(f - bf) <= 1e-9 * abs(bf)
+        assert rel(g, bg) <= 1e-9
+        assert abs(obj.last["J"] - bj) <= 1e-9 * abs(bj)
+
+
+@pytest.mark.parametrize("cls", ["auc", "prbep"])
+def test_gradients_match_finite_differences(small, cls):
+    X, y = small
+    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
+    ds = _local(X, y, [1500])
+    obj = SmoothedAUCObjective(ds, 1e-2, 0.5, n_pos, n_neg) if cls == "auc" else SmoothedPRBEPObjective(ds, 1e-2, 0.05, n_pos, n_neg)
+    w = np.random.default_rng(1).standard_normal(6) * 0.2
+    g = obj.value_and_grad(w)[1]
+    fd = approx_fprime(w, lambda v: obj.value_and_grad(v)[0], 1e-7)
+    np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-6)
+
+
+def test_shard_parity_local_and_cluster(tmp_path, small, client):
+    X, y = small
+    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
+    order = np.argsort(y, kind="stable")
+    Xs, ys = X[order], y[order]  # single-class shards, an empty shard
+    path = write_store(tmp_path / "s.zarr", Xs, ys, [n_neg, 0, 300, n_pos - 300])
+    w = np.random.default_rng(2).standard_normal(6) * 0.3
+    results = []
+    for ds in (_local(Xs, ys, [X.shape[0]]), LocalDataset(path), ShardedDataset(path, client), ShardedDataset(path, client, cache="stream")):
+        with ds:
+            for make in (lambda d: SmoothedAUCObjective(d, 1e-3, 0.1, n_pos, n_neg), lambda d: SmoothedPRBEPObjective(d, 1e-3, 1e-3, n_pos, n_neg)):
+                results.append(make(ds).value_and_grad(w))
+    for k in range(2, len(results)):
+        ref = results[k % 2]
+        assert abs(results[k][0] - ref[0]) <= 1e-9 * abs(ref[0])
+        assert rel(results[k][1], ref[1]) <= 1e-9
+
+
+def test_one_class_store_is_a_clear_error(tmp_path):
+    X, y = classification_data(200, 5)
+    y[:] = -1
+    path = write_store(tmp_path / "s.zarr", X, y)
+    with pytest.raises(DPipeError, match="no positive rows.*auc-smooth"):
+        dpipe.train(path, "auc-smooth", engine="local")
+
+
+def test_train_smooth_with_validation_and_continuation(tmp_path):
+    X, y = classification_data(3000, 6, seed=4, scales=False)
+    train = write_store(tmp_path / "tr.zarr", X[:2000], y[:2000], [700, 1300])
+    valid = write_store(tmp_path / "va.zarr", X[2000:], y[2000:])
+    model = dpipe.train(train, "auc-smooth", engine="local", validation=valid, continuation=True)
+    hist = model.fit["history"]
+    assert hist and all("validation_auc" in h and "J" in h and "train_auc" in h for h in hist)
+    assert [h["iteration"] for h in hist] == list(range(1, len(hist) + 1))
+    assert model.fit["info"]["stages"] == pytest.approx([2.0, 0.2, 0.02, 0.002])
+    assert hist[-1]["validation_auc"] == pytest.approx(dpipe.evaluate(model, valid, engine="local")["roc_auc"], abs=1e-12)
+    pr = dpipe.train(train, "prbep-smooth", engine="local", mu_scale=100)
+    assert pr.params["mu_scale"] == 100 and pr.fit["info"]["smoothing"] == pytest.approx(2e-3 / 2000 * 100)
