@@ -141,29 +141,16 @@ class ShardedDataset:
             )
         return result
 
-    def map_keep(self, fn: Callable, *args: Any) -> list:
-        """Run ``fn(shard, *args)`` per shard and keep the results on the workers (futures)."""
-        return self._submit_map(fn, args)
-
-    def gather_kept(self, fn: Callable, kept: list) -> list:
-        """``[fn(k) for k in kept]`` evaluated where each result lives; only ``fn``'s output moves."""
-        return self.client.gather([self.client.submit(fn, k, pure=False) for k in kept])
-
-    def reduce_kept(self, fn: Callable, combine: Callable[[Any, Any], Any], kept: list, per_shard: Sequence[tuple]) -> Any:
-        """Merge ``fn(shard, kept[i], *per_shard[i])`` over the shards pairwise with ``combine``."""
+    def map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], *args: Any) -> Any:
+        """Merge ``fn(shard, *args, *per_shard[i])`` over the shards pairwise with ``combine``."""
         if self.cache == "memory":
-            futures = [self.client.submit(fn, s, k, *a, pure=False) for s, k, a in zip(self._shards, kept, per_shard)]
+            futures = [self.client.submit(fn, s, *args, *a, pure=False) for s, a in zip(self._shards, per_shard)]
         else:
             futures = [
-                self.client.submit(_apply_streamed, fn, self.store.shard_args(i), k, *a, pure=False)
-                for i, (k, a) in enumerate(zip(kept, per_shard))
+                self.client.submit(_apply_streamed, fn, self.store.shard_args(i), *args, *a, pure=False)
+                for i, a in enumerate(per_shard)
             ]
         return self._tree(futures, combine)
-
-    def release(self, kept: list) -> None:
-        """Drop results kept by :meth:`map_keep`."""
-        for f in kept:
-            f.release()
 
     def _tree(self, futures: list, combine: Callable[[Any, Any], Any]) -> Any:
         while len(futures) > 1:
@@ -243,22 +230,11 @@ class LocalDataset:
         """Apply ``fn`` to every shard and merge pairwise, in the same tree order as on a cluster."""
         return _tree_local(self.map_gather(fn, *args), combine)
 
-    def map_keep(self, fn: Callable, *args: Any) -> list:
-        """``[fn(shard, *args) for shard]``, kept for :meth:`reduce_kept`."""
-        return self.map_gather(fn, *args)
-
-    def gather_kept(self, fn: Callable, kept: list) -> list:
-        """``[fn(k) for k in kept]``."""
-        return [fn(k) for k in kept]
-
-    def reduce_kept(self, fn: Callable, combine: Callable[[Any, Any], Any], kept: list, per_shard: Sequence[tuple]) -> Any:
-        """Merge ``fn(shard, kept[i], *per_shard[i])`` pairwise with ``combine``."""
+    def map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], *args: Any) -> Any:
+        """Merge ``fn(shard, *args, *per_shard[i])`` pairwise with ``combine``."""
         with threadpool_limits(limits=1, user_api="blas"):
-            parts = [fn(s, k, *a) for s, k, a in zip(self._iter(), kept, per_shard)]
+            parts = [fn(s, *args, *a) for s, a in zip(self._iter(), per_shard)]
         return _tree_local(parts, combine)
-
-    def release(self, kept: list) -> None:
-        """Nothing to release in process."""
 
     def close(self) -> None:
         """Drop the shards held in memory."""

@@ -6,7 +6,7 @@ class. One evaluation runs two passes over the data (see :mod:`dpipe.reduce._sor
 a score pass whose per-shard sorted scores are merged on the driver, O(n log k) for
 k shards, and a gradient pass ``X^T g`` with the per-example weights the driver
 computes in O(n). The objectives talk to a dataset object only through
-``map_keep`` / ``gather_kept`` / ``reduce_kept`` / ``release``; they never import dask.
+``map_gather`` and ``map_reduce_each``; they never import dask.
 
 Bytes moved per evaluation: 8 per row to the driver (scores), 8 per row back
 (weights), 8 d per shard (gradient parts), plus ``w`` (8 d) sent with every task.
@@ -20,12 +20,13 @@ the Huber width ``t = m mu = 2 epsilon``; for PRBEP (``D = n / 2``) ``mu = 2 eps
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 import numpy as np
 
 from ..exceptions import DPipeError
-from ..reduce import score_shard, sorted_scores, weighted_row_sum
+from ..reduce import gradient_pass, score_pass
 from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact
 
 __all__ = ["SmoothedAUCObjective", "SmoothedPRBEPObjective", "merge_class_runs"]
@@ -61,6 +62,7 @@ class _SmoothedRankObjective:
         self.n = self.n_pos + self.n_neg
         self.last: dict[str, Any] = {}
         self.nfev = 0
+        self._token = uuid.uuid4().hex
 
     def _kernel(self, sp: np.ndarray, sn: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
         raise NotImplementedError
@@ -68,22 +70,19 @@ class _SmoothedRankObjective:
     def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
         """Smoothed objective J_mu(w) and its gradient; records J(w) and timings in ``last``."""
         t0 = time.perf_counter()
-        kept = self.ds.map_keep(score_shard, w)
-        try:
-            parts = self.ds.gather_kept(sorted_scores, kept)
-            t1 = time.perf_counter()
-            sp, op, lp = merge_class_runs([p[0] for p in parts])
-            sn, on, ln = merge_class_runs([p[1] for p in parts])
-            t2 = time.perf_counter()
-            gp, gn, risk, exact = self._kernel(sp, sn)
-            t3 = time.perf_counter()
-            per_shard = list(zip(_scatter(gp, op, lp), _scatter(gn, on, ln)))
-            grad = self.ds.reduce_kept(weighted_row_sum, np.add, kept, per_shard)
-        finally:
-            self.ds.release(kept)
+        self.nfev += 1
+        key = f"{self._token}-{self.nfev}"
+        parts = self.ds.map_gather(score_pass, w, key)
+        t1 = time.perf_counter()
+        sp, op, lp = merge_class_runs([p[0] for p in parts])
+        sn, on, ln = merge_class_runs([p[1] for p in parts])
+        t2 = time.perf_counter()
+        gp, gn, risk, exact = self._kernel(sp, sn)
+        t3 = time.perf_counter()
+        per_shard = list(zip(_scatter(gp, op, lp), _scatter(gn, on, ln)))
+        grad = self.ds.map_reduce_each(gradient_pass, np.add, per_shard, w, key)
         t4 = time.perf_counter()
         reg = 0.5 * self.lam * float(w @ w)
-        self.nfev += 1
         self.last = {
             "J": exact + reg,
             "J_mu": risk + reg,

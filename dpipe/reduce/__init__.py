@@ -2,7 +2,7 @@
 
 from ._moments import ClassMoments, class_moments_of_shard, merge_moments, moments_reference, shard_moments
 from ._scores import shard_scores, shard_scores_labels, shard_sorted_scores
-from ._sorted import ShardScores, score_shard, sorted_scores, weighted_row_sum
+from ._sorted import ShardScores, gradient_pass, score_pass, score_shard, weighted_row_sum
 
 __all__ = [
     "ClassMoments",
@@ -15,6 +15,7 @@ __all__ = [
     "shard_sorted_scores",
     "ShardScores",
     "score_shard",
-    "sorted_scores",
+    "score_pass",
+    "gradient_pass",
     "weighted_row_sum",
 ]

@@ -2,25 +2,28 @@
 
 One evaluation of a smoothed rank objective is two passes:
 
-1. :func:`score_shard` computes ``s = X w`` (float64) and sorts each class; the
-   result stays on the worker, and only its scores (:func:`sorted_scores`, 8 bytes
-   per row) travel to the driver, which merges the shards' sorted runs;
+1. :func:`score_pass` computes ``s = X w`` (float64) and sorts each class; only the
+   sorted scores (8 bytes per row) travel to the driver, which merges the shards'
+   sorted runs, while the sort order stays in a small per-process memo;
 2. the driver sends every shard its own per-example weights (8 bytes per row, in
-   the shard's sorted order) and :func:`weighted_row_sum` returns ``X^T g``
-   (d floats), reusing the kept order so ``X w`` is not recomputed.
+   the shard's sorted order) and :func:`gradient_pass` returns ``X^T g`` (d floats),
+   taking the order from the memo so ``X w`` is not recomputed. On a miss (the
+   worker restarted, the task ran elsewhere) it recomputes the order from ``w``:
+   both functions stay pure functions of (shard, parameters).
 
 So one evaluation moves about 16 bytes per row plus 8 d bytes per shard.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import numpy as np
 
 from ._linalg import matvec, rmatvec
 
-__all__ = ["ShardScores", "score_shard", "sorted_scores", "weighted_row_sum"]
+__all__ = ["ShardScores", "score_shard", "weighted_row_sum", "score_pass", "gradient_pass"]
 
 
 @dataclasses.dataclass
@@ -51,14 +54,32 @@ def score_shard(shard, w: np.ndarray) -> ShardScores:
     return ShardScores(sp[op], sn[on], pos_rows[op], neg_rows[on])
 
 
-def sorted_scores(kept: ShardScores) -> tuple[np.ndarray, np.ndarray]:
-    """The part of a :class:`ShardScores` the driver needs."""
-    return kept.pos, kept.neg
-
-
 def weighted_row_sum(shard, kept: ShardScores, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:
     """``X^T g`` where row ``kept.pos_rows[k]`` has weight ``g_pos[k]`` (likewise negatives)."""
     g = np.zeros(shard.n_rows)
     g[kept.pos_rows] = g_pos
     g[kept.neg_rows] = g_neg
     return rmatvec(shard.X, g) if shard.n_rows else np.zeros(shard.X.shape[1])
+
+
+#: (evaluation key, shard number) -> ShardScores of the latest score passes in this process.
+_MEMO: collections.OrderedDict[tuple[str, int], ShardScores] = collections.OrderedDict()
+_MEMO_SIZE = 512
+
+
+def score_pass(shard, w: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted positive and negative scores of a shard; remembers the order under ``key``."""
+    sc = score_shard(shard, w)
+    _MEMO[(key, shard.index)] = sc
+    _MEMO.move_to_end((key, shard.index))
+    while len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return sc.pos, sc.neg
+
+
+def gradient_pass(shard, w: np.ndarray, key: str, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:
+    """``X^T g`` for the weights of the score pass ``key`` (recomputed from ``w`` if forgotten)."""
+    sc = _MEMO.pop((key, shard.index), None)
+    if sc is None:
+        sc = score_shard(shard, w)
+    return weighted_row_sum(shard, sc, g_pos, g_neg)
