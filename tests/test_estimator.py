@@ -50,3 +50,19 @@ def test_to_model_scores_like_the_estimator():
     X, y = classification_data(500, 5)
     c = DPipeClassifier().fit(X, y)
     np.testing.assert_allclose(c.to_model().decision_function(X), c.decision_function(X))
+
+
+def test_smoothed_objectives_on_numpy_match_train_on_a_store(tmp_path):
+    import dpipe
+    from dpipe.testing import write_store
+
+    X, y = classification_data(1200, 5, seed=9, scales=False)
+    path = write_store(tmp_path / "s.zarr", X, y, [500, 700])
+    for objective in ("auc-smooth", "prbep-smooth"):
+        est = DPipeClassifier(objective).fit(X, y)
+        model = dpipe.train(path, objective, engine="local")
+        scale = np.abs(model.coef).max()  # the shards split the sums differently: rounding-level differences
+        assert np.abs(est.coef_[0] - model.coef).max() <= 1e-6 * scale
+        assert abs(est.intercept_[0] - model.intercept) <= 1e-6 * scale
+    with pytest.raises(ParameterError, match="takes NumPy input"):
+        DPipeClassifier("auc-smooth").fit(da.from_array(X, chunks=600), da.from_array(y, chunks=600))
