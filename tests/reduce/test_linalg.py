@@ -1,0 +1,28 @@
+"""The float64-accumulating shard products against their NumPy references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpipe.reduce._linalg import matvec, matvec_reference, rmatvec, rmatvec_reference
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (37, 5), (1000, 118)])
+def test_products_match_references(shape):
+    rng = np.random.default_rng(shape[0])
+    X = (rng.standard_normal(shape) * np.logspace(-3, 3, shape[1])).astype(np.float32)
+    w, g = rng.standard_normal(shape[1]), rng.standard_normal(shape[0])
+    ref_s, ref_g = matvec_reference(X, w), rmatvec_reference(X, g)
+    np.testing.assert_allclose(matvec(X, w), ref_s, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(ref_s).max(initial=0)))
+    np.testing.assert_allclose(rmatvec(X, g), ref_g, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(ref_g).max(initial=0)))
+
+
+def test_split_rows_sum_to_the_whole():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((500, 7)).astype(np.float32)
+    g = rng.standard_normal(500)
+    whole = rmatvec(X, g)
+    parts = rmatvec(X[:123], g[:123]) + rmatvec(X[123:], g[123:])
+    np.testing.assert_allclose(parts, whole, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(np.concatenate([matvec(X[:123], np.ones(7)), matvec(X[123:], np.ones(7))]), matvec(X, np.ones(7)))
