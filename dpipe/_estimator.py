@@ -47,7 +47,7 @@ class DPipeClassifier:
         NumPy input only).
     solver : str, optional
         Solver for the objective (default: the objective's first).
-    lam, ridge, max_iter, tol, memory, smoothing, epsilon, mu_scale, continuation, calibrate
+    lam, ridge, max_iter, tol, memory, smoothing, epsilon, mu_scale, continuation, standardize, calibrate
         As in :func:`dpipe.train`.
 
     Attributes
@@ -79,6 +79,7 @@ class DPipeClassifier:
         epsilon: float = 1e-3,
         mu_scale: float = 1.0,
         continuation: bool = False,
+        standardize: bool = False,
         calibrate: bool = True,
     ) -> None:
         self.objective = objective
@@ -92,6 +93,7 @@ class DPipeClassifier:
         self.epsilon = epsilon
         self.mu_scale = mu_scale
         self.continuation = continuation
+        self.standardize = standardize
         self.calibrate = calibrate
 
     # -- scikit-learn protocol ---------------------------------------------------------
@@ -123,6 +125,7 @@ class DPipeClassifier:
         params = check_fit_params(
             self.objective, self.solver, "DPipeClassifier", lam=self.lam, ridge=self.ridge, max_iter=self.max_iter, tol=self.tol,
             memory=self.memory, smoothing=self.smoothing, epsilon=self.epsilon, mu_scale=self.mu_scale, continuation=self.continuation,
+            standardize=self.standardize,
         )
         if _is_dask(X) or _is_dask(y):
             import dask.array as da

@@ -1,7 +1,7 @@
 """Objectives: small objects with ``value_and_grad(w)``; they never know about dask."""
 
 from ._moment import AUCMomentObjective, ErrorMomentObjective, StandardizedMoments, closed_form_auc_direction
-from ._smooth import SmoothedAUCObjective, SmoothedPRBEPObjective
+from ._smooth import SmoothedAUCObjective, SmoothedPRBEPObjective, StandardizedObjective
 
 __all__ = [
     "StandardizedMoments",
@@ -10,4 +10,5 @@ __all__ = [
     "closed_form_auc_direction",
     "SmoothedAUCObjective",
     "SmoothedPRBEPObjective",
+    "StandardizedObjective",
 ]

@@ -29,7 +29,7 @@ from ..exceptions import DPipeError
 from ..reduce import gradient_pass, score_pass
 from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact
 
-__all__ = ["SmoothedAUCObjective", "SmoothedPRBEPObjective", "merge_class_runs"]
+__all__ = ["SmoothedAUCObjective", "SmoothedPRBEPObjective", "StandardizedObjective", "merge_class_runs"]
 
 
 def merge_class_runs(runs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -160,3 +160,39 @@ class SmoothedPRBEPObjective(_SmoothedRankObjective):
         bp, bn, value, _ = prbep_beta(sp, sn, self.n, self.mu)
         scale = 2.0 / self.n
         return -scale * bp, scale * bn, value, prbep_risk_exact(sp, sn, self.n)
+
+
+class StandardizedObjective:
+    """``lam/2 ||v||^2 + R(v / scale)``: a smoothed risk fitted on standardized features.
+
+    With ``z = (x - m) / scale`` the score ``v.z`` differs from ``(v / scale).x`` by a
+    constant, and both rank risks ignore constant shifts, so the inner objective is
+    evaluated on the raw shards at ``w = v / scale``; the ridge applies to ``v``. The
+    model on raw features is ``w = v / scale``.
+
+    Parameters
+    ----------
+    inner : SmoothedAUCObjective or SmoothedPRBEPObjective
+        Built with ``lam = 0``.
+    scale : ndarray of shape (d,)
+        Per-feature standard deviation (1 for constant features).
+    lam : float
+        Ridge on the standardized weights.
+    """
+
+    def __init__(self, inner: _SmoothedRankObjective, scale: np.ndarray, lam: float) -> None:
+        self.inner = inner
+        self.scale = np.asarray(scale, dtype=float)
+        self.lam = float(lam)
+        self.last: dict[str, Any] = {}
+
+    def value_and_grad(self, v: np.ndarray) -> tuple[float, np.ndarray]:
+        """Value and gradient with respect to the standardized weights ``v``."""
+        f, g = self.inner.value_and_grad(v / self.scale)
+        reg = 0.5 * self.lam * float(v @ v)
+        self.last = dict(self.inner.last, J=self.inner.last["J"] + reg, J_mu=self.inner.last["J_mu"] + reg)
+        return f + reg, g / self.scale + self.lam * v
+
+    def train_auc(self) -> float:
+        """Exact training ROC-AUC of the last evaluation."""
+        return self.inner.train_auc()

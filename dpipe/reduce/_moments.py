@@ -22,7 +22,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["ClassMoments", "shard_moments", "class_moments_of_shard", "merge_moments", "moments_reference", "BLOCK_ROWS"]
+__all__ = ["ClassMoments", "ColumnMoments", "column_moments_of_shard", "merge_column_moments", "shard_moments", "class_moments_of_shard", "merge_moments", "moments_reference", "BLOCK_ROWS"]
 
 #: Rows converted to float64 at a time; bounds the temporary memory of a shard pass.
 BLOCK_ROWS = 8192
@@ -170,3 +170,47 @@ def moments_reference(X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = 
 def class_moments_of_shard(shard) -> ClassMoments:
     """:func:`shard_moments` of a :class:`dpipe.io.Shard` (the task a moments pass runs)."""
     return shard_moments(shard.X, shard.y, shard.weight)
+
+
+@dataclasses.dataclass
+class ColumnMoments:
+    """Per-feature count, mean and centred sum of squares (both classes together).
+
+    Attributes
+    ----------
+    count : int
+    mean : ndarray of shape (d,)
+    m2 : ndarray of shape (d,)
+    """
+
+    count: int
+    mean: np.ndarray
+    m2: np.ndarray
+
+    @property
+    def std(self) -> np.ndarray:
+        """Population standard deviation per feature (0 for constant features)."""
+        return np.sqrt(np.clip(self.m2 / max(self.count, 1), 0.0, None))
+
+
+def column_moments_of_shard(shard, block_rows: int = BLOCK_ROWS) -> ColumnMoments:
+    """:class:`ColumnMoments` of one shard, in float64 blocks merged pairwise (Chan et al.)."""
+    X = shard.X
+    d = X.shape[1]
+    out = ColumnMoments(0, np.zeros(d), np.zeros(d))
+    for start in range(0, X.shape[0], block_rows):
+        B = np.asarray(X[start : start + block_rows], dtype=np.float64)
+        mean = B.mean(axis=0)
+        out = merge_column_moments(out, ColumnMoments(B.shape[0], mean, ((B - mean) ** 2).sum(axis=0)))
+    return out
+
+
+def merge_column_moments(a: ColumnMoments, b: ColumnMoments) -> ColumnMoments:
+    """Pairwise merge of two :class:`ColumnMoments`."""
+    if b.count == 0:
+        return a
+    if a.count == 0:
+        return b
+    n = a.count + b.count
+    delta = b.mean - a.mean
+    return ColumnMoments(n, a.mean + delta * (b.count / n), a.m2 + b.m2 + delta**2 * (a.count * b.count / n))

@@ -191,3 +191,43 @@ def test_train_smooth_with_validation_and_continuation(tmp_path):
     assert hist[-1]["validation_auc"] == pytest.approx(dpipe.evaluate(model, valid, engine="local")["roc_auc"], abs=1e-12)
     pr = dpipe.train(train, "prbep-smooth", engine="local", mu_scale=100)
     assert pr.params["mu_scale"] == 100 and pr.fit["info"]["smoothing"] == pytest.approx(2e-3 / 2000 * 100)
+
+
+def test_standardized_objective_equals_the_objective_on_standardized_features(small):
+    from dpipe.objectives import StandardizedObjective
+
+    X, y = small
+    X = X * np.array([1e-3, 1, 10, 1e3, 1e5, 1], dtype=np.float32)
+    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
+    m, s = X.astype(np.float64).mean(0), X.astype(np.float64).std(0)
+    Z = ((X - m) / s).astype(np.float64)
+    v = np.random.default_rng(5).standard_normal(6) * 0.3
+    wrapped = StandardizedObjective(SmoothedAUCObjective(_local(X, y, [700, 800]), 0.0, 0.2, n_pos, n_neg), s, 1e-3)
+    f, g = wrapped.value_and_grad(v)
+    bf, bg, bj = brute_auc(Z, y, v, 0.2, 1e-3)
+    assert abs(f - bf) <= 1e-7 * abs(bf)
+    assert rel(g, bg) <= 1e-6
+    assert abs(wrapped.last["J"] - bj) <= 1e-7 * abs(bj)
+
+
+def test_column_moments_merge_equals_numpy():
+    from dpipe.reduce import column_moments_of_shard, merge_column_moments
+
+    X, y = classification_data(3000, 6, seed=7)
+    parts = [column_moments_of_shard(Shard(X=X[a:b], y=y[a:b]), block_rows=250) for a, b in ((0, 1000), (1000, 1000), (1000, 3000))]
+    cm = merge_column_moments(merge_column_moments(parts[0], parts[1]), parts[2])
+    X64 = X.astype(np.float64)
+    np.testing.assert_allclose(cm.mean, X64.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(cm.std, X64.std(0), rtol=1e-10)
+
+
+def test_train_standardize_keeps_raw_feature_weights(tmp_path):
+    X, y = classification_data(2000, 6, seed=8)  # scales over six orders of magnitude
+    path = write_store(tmp_path / "s.zarr", X, y, [1000, 1000])
+    model = dpipe.train(path, "auc-smooth", engine="local", standardize=True, mu_scale=100)
+    assert model.params["standardize"] is True and model.fit["info"]["standardized"] is True
+    s = X.astype(np.float64) @ model.coef
+    from sklearn.metrics import roc_auc_score
+
+    assert model.metrics["train"]["roc_auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    assert model.fit["history"][-1]["train_auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-3)
