@@ -19,6 +19,7 @@ in shard order (used by evaluation and prediction, which need O(n) scores).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -201,7 +202,8 @@ class LocalDataset:
     def __init__(self, store: Store | str | list[Shard], cache: str | None = "memory") -> None:
         if isinstance(store, list):
             self.store = None
-            self._shards = store
+            # shard numbers identify shards within a pass (e.g. the score-order memo): make them unique
+            self._shards = [dataclasses.replace(sh, index=i) for i, sh in enumerate(store)]
             self.cache = "memory"
         else:
             self.store = store if isinstance(store, Store) else open_store(store)

@@ -231,3 +231,13 @@ def test_train_standardize_keeps_raw_feature_weights(tmp_path):
 
     assert model.metrics["train"]["roc_auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
     assert model.fit["history"][-1]["train_auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-3)
+
+
+def test_in_memory_shards_without_numbers_are_renumbered(small):
+    X, y = small
+    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
+    w = np.random.default_rng(6).standard_normal(6) * 0.3
+    unnumbered = LocalDataset([Shard(X=X[:600], y=y[:600]), Shard(X=X[600:], y=y[600:])])  # both index 0
+    f, g = SmoothedAUCObjective(unnumbered, 1e-3, 0.3, n_pos, n_neg).value_and_grad(w)
+    bf, bg, _ = brute_auc(X, y, w, 0.3, 1e-3)
+    assert abs(f - bf) <= 1e-9 * abs(bf) and rel(g, bg) <= 1e-9
