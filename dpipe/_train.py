@@ -205,6 +205,17 @@ def open_dataset(
             yield ds
 
 
+def _validator(vds: Any) -> Callable[[np.ndarray], dict[str, float]]:
+    """Per-iteration exact validation AUC and PRBEP on an opened dataset (one pass each)."""
+    from ._evaluate import evaluate_dataset
+
+    def validate(w: np.ndarray) -> dict[str, float]:
+        v = evaluate_dataset(vds, w, 0.0)
+        return {"validation_auc": v["roc_auc"], "validation_prbep": v["prbep"]}
+
+    return validate
+
+
 def train(
     store: str | os.PathLike | Store,
     objective: str = "auc-moment",
@@ -317,12 +328,7 @@ def train(
             validate = None
             if validation is not None:
                 vst = validation if isinstance(validation, Store) else open_store(validation)
-                vds = stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream"))
-
-                def validate(w: np.ndarray) -> dict[str, float]:
-                    v = evaluate_dataset(vds, w, 0.0)
-                    return {"validation_auc": v["roc_auc"], "validation_prbep": v["prbep"]}
-
+                validate = _validator(stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream")))
             log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
             coef, intercept, result = fit_smooth_on(ds, m.n_positive, m.n_negative, params, validate)
             result.time_data = getattr(ds, "load_seconds", 0.0)
