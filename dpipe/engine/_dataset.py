@@ -15,6 +15,15 @@ vector of d floats) travel with each task; nothing but the per-shard results com
 back. :meth:`map_reduce` merges results pairwise on the workers and moves one
 result to the driver; :meth:`map_gather` brings every shard's result to the driver
 in shard order (used by evaluation and prediction, which need O(n) scores).
+
+Iterative solvers call :meth:`map_gather` and :meth:`map_reduce_each` hundreds of
+times. With persisted shards these two go through one dask *actor* per worker
+(:class:`ShardHost`, holding that worker's shard futures): a call is one direct
+driver-to-worker message, about 5 ms here, where a fresh task per shard costs a
+scheduler round trip of 20-35 ms on this 2-core machine. Each host also merges
+the partial results of its own shards before replying. If a host's worker is lost
+the dataset drops the hosts, logs a warning and goes on with tasks (the scheduler
+reloads lost shards from the store).
 """
 
 from __future__ import annotations
@@ -28,12 +37,13 @@ from typing import Any
 from dask.sizeof import sizeof
 from threadpoolctl import threadpool_limits
 from distributed import Client
+from distributed.comm.core import CommClosedError
 
 from .._config import get_setting
 from .._validation import check_choice
 from ..io import Shard, Store, open_store, read_shard
 
-__all__ = ["ShardedDataset", "LocalDataset", "CACHE_MODES", "choose_cache"]
+__all__ = ["ShardedDataset", "ShardHost", "LocalDataset", "CACHE_MODES", "choose_cache"]
 
 log = logging.getLogger("dpipe.engine")
 
@@ -64,6 +74,31 @@ def choose_cache(cache: str, store_bytes: int, memory_total: int, headroom: floa
     return "memory" if store_bytes <= headroom * memory_total else "stream"
 
 
+class ShardHost:
+    """Actor that holds one worker's persisted shards and runs passes over them.
+
+    Parameters
+    ----------
+    *shards : Shard
+        The shards persisted on this worker (resolved from their futures).
+    """
+
+    def __init__(self, *shards: Shard) -> None:
+        self.shards = list(shards)
+
+    def map(self, fn: Callable, args: tuple) -> list:
+        """``[fn(shard, *args) for shard]`` in the order given at construction."""
+        return [fn(s, *args) for s in self.shards]
+
+    def reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], args: tuple) -> Any:
+        """``fn(shard, *args, *per_shard[i])`` merged pairwise over this host's shards."""
+        return _tree_local([fn(s, *args, *a) for s, a in zip(self.shards, per_shard)], combine)
+
+
+#: Errors that mean a host's worker (or the connection to it) is gone.
+_HOST_LOST = (CommClosedError, OSError)
+
+
 class ShardedDataset:
     """A store opened on a dask cluster.
 
@@ -85,6 +120,7 @@ class ShardedDataset:
         self.workers, memory_total = _worker_memory(client)
         self.cache = choose_cache(cache, self.store.nbytes, memory_total, float(get_setting("cache-headroom")))
         self._shards: list[Any] = []
+        self._hosts: list[tuple[list[int], Any, Any]] = []  # (shard positions, actor, its future)
         self.load_seconds = 0.0
         if self.cache == "memory":
             t0 = time.perf_counter()
@@ -101,6 +137,7 @@ class ShardedDataset:
             ]
             # Wait for the loads and re-raise a StoreError naming a bad shard, moving 8 bytes per shard.
             client.gather([client.submit(_n_rows, f, pure=False) for f in self._shards])
+            self._hosts = self._start_hosts()
             self.load_seconds = time.perf_counter() - t0
         log.info(
             "%s: %d shards, %.1f MB, cache=%s%s",
@@ -126,8 +163,48 @@ class ShardedDataset:
             return [self.client.submit(fn, s, *args, pure=False) for s in self._shards]
         return [self.client.submit(_apply_streamed, fn, self.store.shard_args(i), *args, pure=False) for i in range(self.n_shards)]
 
+    def _start_hosts(self) -> list[tuple[list[int], Any, Any]]:
+        """One :class:`ShardHost` actor per worker, over the shards persisted there."""
+        placed: dict[str, list[int]] = {}
+        who = self.client.who_has(self._shards)
+        for pos, f in enumerate(self._shards):
+            holders = who.get(f.key) or ()
+            if not holders:
+                return []
+            placed.setdefault(sorted(holders)[0], []).append(pos)
+        hosts = []
+        for address in sorted(placed):
+            positions = placed[address]
+            fut = self.client.submit(
+                ShardHost, *[self._shards[p] for p in positions], workers=[address], allow_other_workers=False, actor=True, pure=False,
+            )
+            hosts.append((positions, fut.result(), fut))
+        return hosts
+
+    def _drop_hosts(self, error: BaseException) -> None:
+        log.warning("a shard host was lost (%s: %s); continuing with one task per shard", type(error).__name__, error)
+        for _, _, fut in self._hosts:
+            fut.release()
+        self._hosts = []
+
+    def _hosts_alive(self) -> bool:
+        if self._hosts and any(fut.status != "finished" for _, _, fut in self._hosts):
+            self._drop_hosts(RuntimeError("the worker holding it left the cluster"))
+        return bool(self._hosts)
+
     def map_gather(self, fn: Callable, *args: Any) -> list:
         """``[fn(shard, *args) for shard]`` evaluated on the workers, in shard order."""
+        if self._hosts_alive():
+            try:
+                with self.client.as_current():  # actor proxies bind to the current client
+                    calls = [(positions, host.map(fn, args)) for positions, host, _ in self._hosts]
+                out: list[Any] = [None] * self.n_shards
+                for positions, call in calls:
+                    for p, r in zip(positions, call.result()):
+                        out[p] = r
+                return out
+            except _HOST_LOST as e:
+                self._drop_hosts(e)
         return self.client.gather(self._submit_map(fn, args))
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
@@ -144,7 +221,18 @@ class ShardedDataset:
         return result
 
     def map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], *args: Any) -> Any:
-        """Merge ``fn(shard, *args, *per_shard[i])`` over the shards pairwise with ``combine``."""
+        """Merge ``fn(shard, *args, *per_shard[i])`` over the shards pairwise with ``combine``.
+
+        With shard hosts each worker merges its own shards' results and the driver
+        merges one partial result per worker.
+        """
+        if self._hosts_alive():
+            try:
+                with self.client.as_current():
+                    calls = [host.reduce_each(fn, combine, [per_shard[p] for p in positions], args) for positions, host, _ in self._hosts]
+                return _tree_local([c.result() for c in calls], combine)
+            except _HOST_LOST as e:
+                self._drop_hosts(e)
         if self.cache == "memory":
             futures = [self.client.submit(fn, s, *args, *a, pure=False) for s, a in zip(self._shards, per_shard)]
         else:
@@ -167,7 +255,10 @@ class ShardedDataset:
         return _tree_local(self.client.gather(futures), combine)
 
     def close(self) -> None:
-        """Release the persisted shards."""
+        """Release the shard hosts and the persisted shards."""
+        for _, _, fut in self._hosts:
+            fut.release()
+        self._hosts = []
         for f in self._shards:
             f.release()
         self._shards = []

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..exceptions import DPipeError
 from ..reduce import gradient_pass, score_pass
-from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact
+from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact, sorted_auc
 
 __all__ = ["SmoothedAUCObjective", "SmoothedPRBEPObjective", "StandardizedObjective", "merge_class_runs"]
 
@@ -98,10 +98,7 @@ class _SmoothedRankObjective:
 
     def train_auc(self) -> float:
         """Exact ROC-AUC (ties count half) of the last evaluated scores."""
-        sp, sn = self.last["sp"], self.last["sn"]
-        below = np.searchsorted(sn, sp, side="left").sum()
-        ties = (np.searchsorted(sn, sp, side="right") - np.searchsorted(sn, sp, side="left")).sum()
-        return float((below + 0.5 * ties) / (sp.size * sn.size))
+        return sorted_auc(self.last["sp"], self.last["sn"])
 
 
 class SmoothedAUCObjective(_SmoothedRankObjective):

@@ -80,6 +80,7 @@ def fit_smooth(
     w = np.asarray(w0, dtype=float)
     history: list[dict[str, Any]] = []
     nit = nfev = 0
+    solver_seconds = monitor_seconds = 0.0  # over the finished stages
     result: FitResult | None = None
     for stage, width in enumerate(widths):
         obj = make_objective(width)
@@ -94,14 +95,17 @@ def fit_smooth(
                 rec.update(validate(x))
             return rec
 
-        stage_start = time.perf_counter() - t0
         result = minimize_lbfgs(
             obj, w, memory=memory, max_iter=max(1, max_iter - nit), tol=tol if last_stage else 100 * tol, monitor=monitor, log_every=1,
             name=f"{name}[t={width:.3g}] " if continuation else name,
         )
-        for h in result.history:
+        stage_monitor = result.history[-1].get("seconds_monitor", 0.0) if result.history else 0.0
+        for h in result.history:  # continue the clocks of the earlier stages
             h["iteration"] += nit
-            h["seconds"] += stage_start
+            h["seconds"] += solver_seconds
+            h["seconds_monitor"] = h.get("seconds_monitor", 0.0) + monitor_seconds
+        solver_seconds += result.time_solve - stage_monitor
+        monitor_seconds += stage_monitor
         history.extend(result.history)
         nit += result.nit
         nfev += result.nfev

@@ -56,3 +56,60 @@ def test_a_damaged_shard_is_named(tmp_path, client):
         with LocalDataset(path) as ds:
             ds.map_reduce(class_moments_of_shard, merge_moments)
     shutil.rmtree(tmp_path / "p")
+
+
+def _row_sums(shard, w):
+    return shard.X @ w
+
+
+def _row_sum_total(shard, w, scale):
+    return scale * (shard.X @ w).sum(keepdims=True)
+
+
+def _fail_on_shard(shard, bad):
+    if shard.index == bad:
+        raise ValueError(f"shard {shard.index} refused")
+    return shard.index
+
+
+def test_shard_hosts_cover_every_shard_in_order(tmp_path, client):
+    X, y = classification_data(1000, 4)
+    path = write_store(tmp_path / "s.zarr", X, y, [200, 0, 300, 100, 400])
+    w = np.arange(1.0, 5.0)
+    with ShardedDataset(path, client, cache="memory") as ds, LocalDataset(path) as local:
+        positions = sorted(p for ps, _, _ in ds._hosts for p in ps)
+        assert positions == list(range(5)) and len(ds._hosts) == 2  # one actor per worker
+        for got, want in zip(ds.map_gather(_row_sums, w), local.map_gather(_row_sums, w)):
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+        scales = [(float(i),) for i in range(5)]
+        np.testing.assert_allclose(
+            ds.map_reduce_each(_row_sum_total, np.add, scales, w), local.map_reduce_each(_row_sum_total, np.add, scales, w), rtol=1e-12
+        )
+        with pytest.raises(ValueError, match="shard 3 refused"):  # the function's own error, not a lost host
+            ds.map_gather(_fail_on_shard, 3)
+        assert len(ds._hosts) == 2
+    with ShardedDataset(path, client, cache="stream") as ds:
+        assert ds._hosts == []  # streamed shards: one task per shard per pass
+
+
+def test_a_lost_shard_host_falls_back_to_tasks(tmp_path, caplog):
+    import os
+    import signal
+
+    from distributed import Client, LocalCluster
+
+    X, y = classification_data(800, 4)
+    path = write_store(tmp_path / "s.zarr", X, y, [200] * 4)
+    w = np.arange(1.0, 5.0)
+    expected = LocalDataset(path).map_gather(_row_sums, w)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster) as c:
+        with ShardedDataset(path, c, cache="memory") as ds:
+            pids = c.run(os.getpid)
+            os.kill(pids[sorted(pids)[0]], signal.SIGKILL)
+            with caplog.at_level("WARNING", logger="dpipe.engine"):
+                for _ in range(3):  # the first call may still find the host's future "finished"
+                    got = ds.map_gather(_row_sums, w)
+            assert ds._hosts == []
+            assert "a shard host was lost" in caplog.text
+            for a, b in zip(got, expected):
+                np.testing.assert_allclose(a, b, rtol=1e-12)

@@ -15,7 +15,7 @@ from dpipe.engine import LocalDataset, ShardedDataset
 from dpipe.exceptions import DPipeError
 from dpipe.io import Shard
 from dpipe.objectives import SmoothedAUCObjective, SmoothedPRBEPObjective
-from dpipe.objectives._rank_kernels import auc_gamma, auc_gamma_reference, prbep_beta, prbep_risk_exact
+from dpipe.objectives._rank_kernels import auc_gamma, auc_gamma_reference, prbep_beta, prbep_risk_exact, sorted_auc, sorted_auc_reference
 from dpipe.objectives._smooth import merge_class_runs
 from dpipe.testing import classification_data, write_store
 
@@ -55,6 +55,19 @@ def test_auc_kernel_equals_pairwise_brute_force(sp, sn, t):
     ref = auc_gamma_reference(sp, sn, t)
     np.testing.assert_allclose(ref[0], gp, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(ref[1], gn, rtol=1e-12, atol=1e-9)
+
+
+@settings(max_examples=80, deadline=None)
+@given(scores, scores)
+def test_sorted_auc_equals_pairwise_count_and_scikit_learn(sp, sn):
+    from sklearn.metrics import roc_auc_score
+
+    sp, sn = np.sort(sp), np.sort(sn)
+    pairs = (sp[:, None] > sn[None, :]).mean() + 0.5 * (sp[:, None] == sn[None, :]).mean()
+    assert sorted_auc(sp, sn) == pytest.approx(pairs, abs=1e-12)
+    assert sorted_auc_reference(sp, sn) == pytest.approx(pairs, abs=1e-12)
+    y = np.r_[np.ones(sp.size), np.zeros(sn.size)]
+    assert sorted_auc(sp, sn) == pytest.approx(roc_auc_score(y, np.r_[sp, sn]), abs=1e-12)
 
 
 @settings(max_examples=60, deadline=None)
