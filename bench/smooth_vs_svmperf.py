@@ -1,17 +1,31 @@
-"""Smoothed ROCArea / PRBEP by L-BFGS against SVM-perf's reference times on this machine.
+"""Smoothed ROCArea / PRBEP by L-BFGS against SVM-perf, auc-moment and logistic regression.
 
 Usage::
 
     python bench/smooth_vs_svmperf.py [--datasets a9a,w8a,kdd99,kdd99-rare] [--objectives auc-smooth,prbep-smooth]
-                                      [--standardize] [--mu-scale 1] [--work bench/work]
+                                      [--variants raw,standardize] [--mu-scale 1] [--part race,table] [--work bench/work]
 
-Every dataset's training file is split 80/20 (seed 0) as in the SVM-perf runs of
-DESIGN.md; each objective is trained on a 2-worker LocalCluster at lam = 1e-4 (SVM-perf's
-C = 100) with the exact test AUC / PRBEP measured after every iteration. Reported: the
-seconds (from the ingested store, the cluster already up, shards loading included) until
-the test metric first reaches SVM-perf's, the final test metric, iterations, and the
-median seconds of each part of an evaluation. The per-iteration test pass is not counted
-in the time to target. Writes ``bench/results/smooth_vs_svmperf.{json,md}``.
+Two parts, each on a 2-worker LocalCluster (one thread per worker), lam = 1e-4
+(SVM-perf's C = 100), ``--no-calibrate``:
+
+``race``
+    kdd99 and kdd99-rare: the training file is split 80/20 (seed 0), as in the SVM-perf
+    runs of DESIGN.md; a9a and w8a: the whole training file and the official test file
+    (the protocol that reproduces SVM-perf's reference figures, see ``RACE_TEST``).
+    Each objective is trained with the exact test metric (AUC for auc-smooth, PRBEP
+    for prbep-smooth) measured after every iteration. *Time to SVM-perf's metric* = loading the shards (plus the
+    column-scale pass with ``standardize``) + the solver's wall time up to the first
+    iteration whose test metric reaches SVM-perf's. The per-iteration test pass is
+    timed apart and left out (the solver's clock stops during it); the cluster is
+    already up and has run a warm-up fit on a tiny store (imports, numba kernels).
+``table``
+    Train on the whole training file, test on the official test file (kdd99:
+    ``corrected.gz``): test AUC and PRBEP of auc-smooth, prbep-smooth, auc-moment and
+    scikit-learn's LogisticRegression (lbfgs, standardized features), with iterations,
+    wall time and the median per-evaluation breakdown.
+
+Writes ``bench/results/smooth_vs_svmperf.{json,md}`` (and ``_table``) and a
+convergence plot per dataset (test metric against seconds) as PNG.
 """
 
 from __future__ import annotations
@@ -25,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 from datasets import default_data_dir, ingest_pair  # noqa: E402
 
 #: SVM-perf V3.00, C = 100, single thread, 80/20 split (seed 0) of each training file (DESIGN.md).
@@ -37,6 +52,140 @@ SVMPERF = {
     ("a9a", "prbep-smooth"): (44.0, 0.6708),
     ("kdd99-rare", "prbep-smooth"): (94.0, 0.873),
 }
+#: Test data of the race. DESIGN.md says 80/20 split for all four, but the a9a and w8a
+#: reference AUCs are what the full training file scores on the official test file
+#: (a pairwise hinge ranker at lam 1e-4 / 1e-3: w8a 0.97816, a9a 0.90230), and out of
+#: reach on our seed-0 80/20 split (best of LR, linear SVM and an exact pairwise ranker:
+#: w8a 0.9607, a9a 0.9046 — the a9a target is then trivially low). kdd99's 0.99972 is
+#: what the 80/20 split allows (official test: about 0.95).
+RACE_TEST = {"kdd99": "split", "kdd99-rare": "split", "a9a": "official", "w8a": "official"}
+PARTS = ("seconds_score", "seconds_merge", "seconds_kernel", "seconds_gradient")
+METRIC = {"auc-smooth": "validation_auc", "prbep-smooth": "validation_prbep"}
+
+
+def warm_up(dpipe, client, work: Path) -> None:
+    """Train both objectives once on a tiny store: imports and numba kernels loaded in every process.
+
+    SVM-perf is a compiled binary; without this the first timed run would also pay
+    for importing dpipe on the workers and loading (or, after an edit, compiling)
+    the numba kernels, about 1-9 s here.
+    """
+    path = work / "warm-up.zarr"
+    if not path.exists():
+        dpipe.make_data(str(path), rows=4000, features=8, seed=0, shard_rows=1000)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for objective in ("auc-smooth", "prbep-smooth"):
+            dpipe.train(str(path), objective, client=client, validation=str(path), max_iter=3, calibrate=False)
+    print(f"warm-up: {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+def _breakdown(history: list[dict]) -> dict[str, float]:
+    return {p: float(np.median([h[p] for h in history])) * 1000 for p in PARTS if history and p in history[0]}
+
+
+def race(dpipe, client, name: str, objective: str, variant: str, a) -> dict:
+    """Train on the 80 % split with the test metric after every iteration."""
+    full, official_test = ingest_pair(name, a.data_dir, a.work)
+    if RACE_TEST[name] == "official":
+        train, test = Path(full), Path(official_test)
+    else:
+        train, test = a.work / f"{name}-80.zarr", a.work / f"{name}-20.zarr"
+        if not train.exists():
+            dpipe.io.split_store(full, str(train), str(test), test_fraction=0.2, seed=0, overwrite=True)
+    ref_seconds, ref_metric = SVMPERF.get((name, objective), (float("nan"), float("nan")))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        model = dpipe.train(str(train), objective, client=client, validation=str(test), standardize=variant == "standardize",
+                            mu_scale=a.mu_scale, continuation=a.continuation, max_iter=a.max_iter, calibrate=False, train_metrics=False)
+        wall = time.perf_counter() - t0
+    fit = model.fit
+    hist = fit["history"]
+    key = METRIC[objective]
+    first = next((h for h in hist if h[key] >= ref_metric), None)
+    to_target = None if first is None else fit["time_data"] + first["seconds"]
+    return {
+        "dataset": name, "test": RACE_TEST[name], "objective": objective, "variant": variant, "mu_scale": a.mu_scale, "continuation": a.continuation,
+        "svmperf_seconds": ref_seconds, "svmperf_metric": ref_metric,
+        "seconds_to_svmperf_metric": to_target, "iteration_at_target": None if first is None else first["iteration"],
+        "speedup": None if to_target is None else ref_seconds / to_target,
+        "best_metric": max(h[key] for h in hist), "final_metric": hist[-1][key], "J": hist[-1]["J"],
+        "nit": fit["nit"], "nfev": fit["nfev"], "time_data": fit["time_data"], "solver_seconds": hist[-1]["seconds"],
+        "wall_seconds_with_test_passes": wall, "median_ms": _breakdown(hist), "message": fit["message"],
+        "warnings": [str(w.message) for w in caught],
+        "trace": [(fit["time_data"] + h["seconds"], h[key]) for h in hist],
+    }
+
+
+def logistic(X, y, Xt, yt) -> dict:
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from dpipe.metrics import prbep_score
+
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        model.fit(X, y)
+    seconds = time.perf_counter() - t0
+    s = model.decision_function(Xt)
+    return {"auc": float(roc_auc_score(yt, s)), "prbep": float(prbep_score(yt, s)), "seconds": seconds, "nit": int(model[-1].n_iter_[0]),
+            "converged": not caught}
+
+
+def table(dpipe, client, name: str, variant: str, a) -> dict:
+    """Official train / test files: the smoothed objectives next to auc-moment and LR."""
+    train, test = ingest_pair(name, a.data_dir, a.work)
+    row: dict = {"dataset": name, "variant": variant}
+    for objective in ("auc-smooth", "prbep-smooth", "auc-moment"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            t0 = time.perf_counter()
+            extra = {} if objective == "auc-moment" else dict(standardize=variant == "standardize", mu_scale=a.mu_scale, max_iter=a.max_iter)
+            model = dpipe.train(train, objective, client=client, calibrate=False, train_metrics=False, **extra)
+            wall = time.perf_counter() - t0
+        ev = dpipe.evaluate(model, test, client=client)
+        fit = model.fit
+        row[objective] = {"auc": ev["roc_auc"], "prbep": ev["prbep"], "nit": fit["nit"], "nfev": fit["nfev"], "seconds": wall,
+                          "median_ms": _breakdown(fit["history"]), "message": fit["message"], "warnings": [str(w.message) for w in caught]}
+    st, stt = dpipe.open_store(train), dpipe.open_store(test)
+    tr, te = st.read_all(), stt.read_all()
+    row["logreg"] = logistic(tr.X, tr.y, te.X, te.y)
+    return row
+
+
+def _plot(rows: list[dict], dest: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted({(r["dataset"], r["objective"]) for r in rows})
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
+    for ax, (name, objective) in zip(axes[0], names):
+        for r in rows:
+            if (r["dataset"], r["objective"]) == (name, objective):
+                t, v = zip(*r["trace"])
+                ax.plot(t, v, label=r["variant"])
+        ref_s, ref_m = SVMPERF.get((name, objective), (None, None))
+        if ref_s:
+            ax.axhline(ref_m, color="gray", ls="--", lw=0.8)
+            ax.axvline(ref_s, color="gray", ls=":", lw=0.8)
+            ax.set_ylim(ref_m - 3 * (1 - ref_m), min(1.0, ref_m + 1.5 * (1 - ref_m)))
+        ax.set_xscale("log")
+        ax.set_title(f"{name} {objective}", fontsize=9)
+        ax.set_xlabel("seconds (test passes excluded)")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("test metric (dashed: SVM-perf, dotted: its time)")
+    fig.tight_layout()
+    fig.savefig(dest, dpi=90)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -45,62 +194,67 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", type=Path, default=default_data_dir())
-    ap.add_argument("--work", type=Path, default=Path(__file__).resolve().parent / "work")
+    ap.add_argument("--work", type=Path, default=HERE / "work")
     ap.add_argument("--datasets", default="a9a,w8a,kdd99,kdd99-rare")
     ap.add_argument("--objectives", default="auc-smooth,prbep-smooth")
-    ap.add_argument("--standardize", action="store_true")
+    ap.add_argument("--variants", default="raw,standardize")
+    ap.add_argument("--part", default="race,table")
     ap.add_argument("--mu-scale", type=float, default=1.0)
+    ap.add_argument("--continuation", action="store_true")
     ap.add_argument("--max-iter", type=int, default=500)
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "smooth_vs_svmperf")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "smooth_vs_svmperf")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
-    rows = []
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster) as client:
-        for name in a.datasets.split(","):
-            full, _ = ingest_pair(name, a.data_dir, a.work)
-            train, test = a.work / f"{name}-80.zarr", a.work / f"{name}-20.zarr"
-            if not train.exists():
-                dpipe.io.split_store(full, str(train), str(test), test_fraction=0.2, seed=0, overwrite=True)
-            for objective in a.objectives.split(","):
-                key = "validation_auc" if objective == "auc-smooth" else "validation_prbep"
-                ref_seconds, ref_metric = SVMPERF.get((name, objective), (float("nan"), float("nan")))
-                with warnings.catch_warnings(record=True):
-                    warnings.simplefilter("always")
-                    t0 = time.perf_counter()
-                    model = dpipe.train(str(train), objective, client=client, validation=str(test), standardize=a.standardize,
-                                        mu_scale=a.mu_scale, max_iter=a.max_iter, calibrate=False, train_metrics=False)
-                    total = time.perf_counter() - t0
-                hist = model.fit["history"]
-                # time without the per-iteration test pass: the sum of the evaluation parts up to each iteration
-                spent, target_at = 0.0, None
-                parts = ("seconds_score", "seconds_merge", "seconds_kernel", "seconds_gradient")
-                evals_before = 0
-                for h in hist:
-                    spent += sum(h.get(p, 0.0) for p in parts) * max(1, h["nfev"] - evals_before)
-                    evals_before = h["nfev"]
-                    if target_at is None and h[key] >= ref_metric:
-                        target_at = spent + model.fit["time_data"]
-                med = {p: float(np.median([h[p] for h in hist])) * 1000 for p in parts}
-                row = {"dataset": name, "objective": objective, "standardize": a.standardize, "mu_scale": a.mu_scale,
-                       "svmperf_seconds": ref_seconds, "svmperf_metric": ref_metric, "seconds_to_svmperf_metric": target_at,
-                       "final_metric": hist[-1][key], "J": hist[-1]["J"], "nit": model.fit["nit"], "nfev": model.fit["nfev"],
-                       "wall_seconds_with_test_passes": total, "median_ms": med, "message": model.fit["message"]}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(a.out.with_suffix(".json"), "w") as f:
-        json.dump(rows, f, indent=1)
-    lines = ["| dataset | objective | SVM-perf s / metric | dpipe s to that metric | speed-up | final test metric | iterations | median ms score / merge / kernel / gradient |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        t = r["seconds_to_svmperf_metric"]
-        sp = f"{r['svmperf_seconds'] / t:.1f}x" if t else "not reached"
-        m = r["median_ms"]
-        lines.append(f"| {r['dataset']} | {r['objective']} | {r['svmperf_seconds']} / {r['svmperf_metric']} | {t if t is None else round(t, 2)} | {sp} | "
-                     f"{r['final_metric']:.5f} | {r['nit']} | {m['seconds_score']:.0f} / {m['seconds_merge']:.0f} / {m['seconds_kernel']:.0f} / {m['seconds_gradient']:.0f} |")
-    with open(a.out.with_suffix(".md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    parts = a.part.split(",")
+    races, tables = [], []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster) as client:
+        warm_up(dpipe, client, a.work)
+        for name in a.datasets.split(","):
+            for variant in a.variants.split(","):
+                if "race" in parts:
+                    for objective in a.objectives.split(","):
+                        if (name, objective) not in SVMPERF:
+                            continue
+                        r = race(dpipe, client, name, objective, variant, a)
+                        races.append(r)
+                        print(json.dumps({k: v for k, v in r.items() if k != "trace"}), flush=True)
+                if "table" in parts:
+                    r = table(dpipe, client, name, variant, a)
+                    tables.append(r)
+                    print(json.dumps(r), flush=True)
+    if races:
+        with open(a.out.with_suffix(".json"), "w") as f:
+            json.dump(races, f, indent=1)
+        lines = ["| dataset (test) | objective | features | SVM-perf s / test metric | dpipe s to that metric (iteration) | speed-up | best / final test metric | iterations (evals) | solver s | median ms score / merge / kernel / gradient |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in races:
+            t = r["seconds_to_svmperf_metric"]
+            m = r["median_ms"]
+            lines.append(
+                f"| {r['dataset']} ({r['test']}) | {r['objective']} | {r['variant']} | {r['svmperf_seconds']} / {r['svmperf_metric']} | "
+                + ("not reached" if t is None else f"{t:.2f} ({r['iteration_at_target']})")
+                + " | " + ("-" if t is None else f"{r['speedup']:.1f}x") + f" | {r['best_metric']:.5f} / {r['final_metric']:.5f} | {r['nit']} ({r['nfev']}) | "
+                f"{r['solver_seconds']:.1f} | " + " / ".join(f"{m[p]:.0f}" for p in PARTS) + " |"
+            )
+        with open(a.out.with_suffix(".md"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        _plot(races, a.out.with_suffix(".png"))
+    if tables:
+        dest = a.out.with_name(a.out.name + "_table")
+        with open(dest.with_suffix(".json"), "w") as f:
+            json.dump(tables, f, indent=1)
+        lines = ["| dataset | features | model | test AUC | test PRBEP | iterations | wall s | median ms score / merge / kernel / gradient |", "|---|---|---|---|---|---|---|---|"]
+        for r in tables:
+            for key in ("auc-smooth", "prbep-smooth", "auc-moment", "logreg"):
+                e = r[key]
+                m = e.get("median_ms") or {}
+                br = " / ".join(f"{m[p]:.0f}" for p in PARTS) if m else "-"
+                lines.append(f"| {r['dataset']} | {r['variant']} | {key} | {e['auc']:.5f} | {e['prbep']:.5f} | {e['nit']} | {e['seconds']:.2f} | {br} |")
+        with open(dest.with_suffix(".md"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ from ._tabular import (
     resolve_column,
     split_csv_line,
 )
-from ._writer import STORE_FORMATS, ShardWriter, default_shard_rows, prepare_destination
+from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows_for
 
 __all__ = ["ingest", "SOURCE_FORMATS", "detect_source_format"]
 
@@ -846,7 +846,8 @@ def ingest(
         ``encoding["unseen_counts"]`` and reported by one :class:`DataWarning`.
         Unseen group values are always errors.
     shard_rows : int, optional
-        Rows per shard. Default: about ``dpipe.shard-bytes`` of float32 features.
+        Rows per shard. Default: about ``dpipe.shard-bytes`` of float32 features, and
+        at least ``dpipe.min-shards`` shards (of at least 8192 rows each).
     read_rows : int, optional
         Rows per piece read from the source (``dpipe.read-rows``).
     overwrite : bool
@@ -942,7 +943,7 @@ def ingest(
 
     d = job.n_features
     # a source smaller than one default shard becomes one shard of exactly its rows
-    rows_per_shard = shard_rows or min(default_shard_rows(d, int(get_setting("shard-bytes"))), job.n_rows)
+    rows_per_shard = shard_rows or shard_rows_for(job.n_rows, d)
     groups = getattr(job, "groups", None)
     with_group = groups is not None
     options = {

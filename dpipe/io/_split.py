@@ -9,7 +9,7 @@ import numpy as np
 from .._validation import check_number
 from ._manifest import Manifest
 from ._store import Store, open_store
-from ._writer import ShardWriter
+from ._writer import ShardWriter, shard_rows_for
 
 __all__ = ["split_store"]
 
@@ -38,9 +38,13 @@ def split_store(
     test_fraction = check_number(test_fraction, "test_fraction", "split_store", 0.0, 1.0)
     st = store if isinstance(store, Store) else open_store(store)
     m = st.manifest
-    kw = dict(n_features=m.n_features, feature_names=m.feature_names, shard_rows=max(1, max((b - a for a, b in m.shard_bounds), default=1)),
-              format=m.format, with_group=m.groups is not None, with_weight=m.has_weight, overwrite=overwrite)
-    with ShardWriter(train_dest, **kw) as tr, ShardWriter(test_dest, **kw) as te:
+    kw = dict(n_features=m.n_features, feature_names=m.feature_names, format=m.format, with_group=m.groups is not None,
+              with_weight=m.has_weight, overwrite=overwrite)
+    # shard sizes from the expected part sizes plus six standard deviations (no stray tail shard)
+    slack = 6.0 * (m.n_rows * test_fraction * (1.0 - test_fraction)) ** 0.5 + 1.0
+    n_test, n_train = test_fraction * m.n_rows + slack, (1.0 - test_fraction) * m.n_rows + slack
+    with ShardWriter(train_dest, shard_rows=shard_rows_for(min(m.n_rows, int(n_train)), m.n_features), **kw) as tr, \
+            ShardWriter(test_dest, shard_rows=shard_rows_for(min(m.n_rows, int(n_test)), m.n_features), **kw) as te:
         for shard in st.iter_shards():
             rng = np.random.default_rng([seed, shard.index])
             to_test = rng.random(shard.n_rows) < test_fraction

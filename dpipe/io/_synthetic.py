@@ -54,11 +54,10 @@ from typing import Any
 import numpy as np
 from scipy.special import expit, ndtri
 
-from .._config import get_setting
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import ParameterError
 from ._manifest import Manifest
-from ._writer import STORE_FORMATS, ShardWriter, default_shard_rows, prepare_destination
+from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows_for
 
 __all__ = ["make_data"]
 
@@ -357,7 +356,8 @@ def make_data(
     n_groups : int, default=2
         Number of groups ``g0 ..`` in the ``group`` column (0: no group column).
     shard_rows : int, optional
-        Rows per shard; default from the ``dpipe.shard-bytes`` setting.
+        Rows per shard; default from the ``dpipe.shard-bytes`` and ``dpipe.min-shards``
+        settings.
     format : {"zarr", "parquet"}, default="zarr"
         Storage format.
     overwrite : bool, default=False
@@ -395,7 +395,7 @@ def make_data(
     model_seed = check_int(model_seed, "model_seed", _OWNER, low=0)
     n_groups = check_int(n_groups, "n_groups", _OWNER, low=0, high=32767)
     if shard_rows is None:
-        shard_rows = default_shard_rows(features, int(get_setting("shard-bytes")))
+        shard_rows = shard_rows_for(rows, features)
     shard_rows = check_int(shard_rows, "shard_rows", _OWNER, low=1)
     format = check_choice(format, "format", _OWNER, STORE_FORMATS)
     chunk_rows = check_int(chunk_rows, "chunk_rows", _OWNER, low=1)

@@ -17,10 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zarr
 
+from .._config import get_setting
 from ..exceptions import ParameterError, StoreError
 from ._manifest import Manifest, write_manifest
 
-__all__ = ["ShardWriter", "STORE_FORMATS", "default_shard_rows", "prepare_destination"]
+__all__ = ["ShardWriter", "STORE_FORMATS", "default_shard_rows", "shard_rows_for", "prepare_destination"]
 
 STORE_FORMATS = ("zarr", "parquet")
 
@@ -28,6 +29,20 @@ STORE_FORMATS = ("zarr", "parquet")
 def default_shard_rows(n_features: int, target_bytes: int) -> int:
     """Rows per shard so that a shard of float32 features is about ``target_bytes``."""
     return max(1024, int(target_bytes // max(1, 4 * n_features)))
+
+
+#: Splitting a small store for ``dpipe.min-shards`` never makes shards below this many rows.
+MIN_SPREAD_ROWS = 8192
+
+
+def shard_rows_for(n_rows: int, n_features: int) -> int:
+    """Default rows per shard for a store of ``n_rows``: about ``dpipe.shard-bytes`` per
+    shard, and at least ``dpipe.min-shards`` shards when every shard keeps at least
+    8192 rows, so that a small store still gives every worker of a small cluster work.
+    """
+    by_bytes = default_shard_rows(n_features, int(get_setting("shard-bytes")))
+    spread = max(MIN_SPREAD_ROWS, -(-n_rows // max(1, int(get_setting("min-shards")))))
+    return max(1, min(by_bytes, spread, n_rows))
 
 
 def prepare_destination(dest: str, overwrite: bool) -> None:

@@ -34,7 +34,9 @@ class FitResult:
         One entry per iteration (``iteration``, ``fun``, ``grad_norm``, ``seconds`` and
         objective-specific values).
     time_data : float
-        Seconds spent in data passes before the solve (for moment objectives: the moments pass).
+        Seconds spent loading shards and in data passes before the solve (moment
+        objectives: the moments pass; smoothed objectives with ``standardize``: the
+        column-scale pass).
     time_solve : float
         Seconds in the solver.
     info : dict

@@ -192,3 +192,21 @@ def test_invalid_parameters(tmp_path, kw, name):
     with pytest.raises(ParameterError, match=f"'{name}' parameter of make_data"):
         make_data(tmp_path / "s", **args)
     assert not (tmp_path / "s").exists()
+
+
+def test_default_shard_size_spreads_small_stores_over_min_shards(tmp_path):
+    import dask
+
+    import dpipe
+    from dpipe.io import split_store
+    from dpipe.io._writer import shard_rows_for
+
+    assert shard_rows_for(100, 10) == 100  # below 4 x 8192 rows: one shard
+    assert shard_rows_for(50_000, 300) == 12_500  # 4 shards, not one of 60 MB
+    assert shard_rows_for(10**7, 120) == 133_333  # big stores: about dpipe.shard-bytes each
+    m = dpipe.make_data(tmp_path / "a.zarr", rows=40_000, features=5)
+    assert m.n_shards == 4 and {b - a for a, b in m.shard_bounds} == {10_000}
+    with dask.config.set({"dpipe.min-shards": 1}):
+        assert dpipe.make_data(tmp_path / "b.zarr", rows=40_000, features=5).n_shards == 1
+    train, test = split_store(tmp_path / "a.zarr", tmp_path / "tr.zarr", tmp_path / "te.zarr", test_fraction=0.2, seed=0)
+    assert train.n_shards == 4 and test.n_shards == 1 and train.n_rows + test.n_rows == 40_000

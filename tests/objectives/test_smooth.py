@@ -201,6 +201,9 @@ def test_train_smooth_with_validation_and_continuation(tmp_path):
     assert hist and all("validation_auc" in h and "J" in h and "train_auc" in h for h in hist)
     assert [h["iteration"] for h in hist] == list(range(1, len(hist) + 1))
     assert model.fit["info"]["stages"] == pytest.approx([2.0, 0.2, 0.02, 0.002])
+    for key in ("seconds", "seconds_monitor"):  # the clocks run on across the stages
+        clock = [h[key] for h in hist]
+        assert clock == sorted(clock)
     assert hist[-1]["validation_auc"] == pytest.approx(dpipe.evaluate(model, valid, engine="local")["roc_auc"], abs=1e-12)
     pr = dpipe.train(train, "prbep-smooth", engine="local", mu_scale=100)
     assert pr.params["mu_scale"] == 100 and pr.fit["info"]["smoothing"] == pytest.approx(2e-3 / 2000 * 100)

@@ -39,3 +39,18 @@ def test_iteration_limit_warns():
     with pytest.warns(ConvergenceWarning, match="iteration limit"):
         res = minimize_lbfgs(Quadratic(20), np.zeros(20), max_iter=2, tol=1e-12)
     assert res.status == 1 and not res.success
+
+
+def test_monitor_time_is_left_out_of_the_solver_clock():
+    import time
+
+    def slow_monitor(w):
+        time.sleep(0.05)
+        return {}
+
+    res = minimize_lbfgs(Quadratic(), np.zeros(5), tol=1e-10, monitor=slow_monitor)
+    assert res.nit >= 3
+    monitor = [h["seconds_monitor"] for h in res.history]
+    assert monitor == sorted(monitor) and monitor[-1] >= 0.05 * res.nit  # cumulative, every call counted
+    # the solver clock stays below the wall time minus the monitor's time (sleeps cannot be shortened)
+    assert res.history[-1]["seconds"] <= res.time_solve - 0.05 * (res.nit - 1)
