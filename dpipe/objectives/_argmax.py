@@ -1,0 +1,620 @@
+"""Loss-augmented argmax oracles of the multivariate SVM (SVM-perf, Joachims 2005).
+
+The 1-slack cutting-plane solver needs, at the current ``w``, the most violated
+constraint ``ybar = argmax_{y'} [Delta(y, y') + w.(Psi(x, y') - Psi(x, y))]`` over the
+admissible labelings ``y'``. The maximum depends on the data only through the scores
+``s = X w``, which the driver holds per class, sorted increasing: ``sp`` (the ``n+``
+positives) and ``sn`` (the ``n-`` negatives); ``n = n+ + n-``, ``m = n+ n-``.
+
+Every oracle returns a :class:`MostViolated` record:
+
+``loss``
+    ``Delta(y, ybar)`` as a fraction in ``[0, 1]``.
+``coef_pos``, ``coef_neg``
+    ``Psi(x, ybar) - Psi(x, y) = sum_i coef_i x_i`` with the coefficients in the
+    order of ``sp`` and ``sn`` (the caller scatters them back to rows). This is the
+    subgradient of ``max_{y'} [Delta + w.(Psi(x, y') - Psi(x, y))]`` in ``w``, i.e. the
+    linear term of the cutting plane ``xi >= loss + w.(sum_i coef_i x_i)``.
+``value``
+    The maximum itself, ``loss + sum_i coef_i s_i``, computed from the scores (sums
+    in a different order from that dot product, so the two agree to rounding).
+
+Conventions (normalisations)
+----------------------------
+Contingency-table losses (error rate, F1, PRBEP, Prec@k, Rec@k). The paper's joint
+feature map is ``Psi(x, y') = sum_i y'_i x_i`` with ``y' in {-1, +1}^n``; dpipe uses it
+scaled by ``1 / (2n)``::
+
+    Psi(x, y') = (1 / (2n)) sum_i y'_i x_i,   coef_i = (ybar_i - y_i) / (2n),
+
+so ``coef = -1/n`` on positives that ``ybar`` labels negative (false negatives),
+``+1/n`` on negatives that ``ybar`` labels positive (false positives), ``0`` elsewhere.
+With this scale the error-rate oracle's ``value`` is the mean hinge
+``(1/n) sum_i max(0, 1 - y_i s_i)``: the paper's Theorem 3 (``Err = 2 (b + c)``, unscaled
+``Psi``) divided by ``2n``, and SVM-perf's documented equivalence with SVM-light
+(``C_light = C_perf * 100 / n`` for the error-rate loss). The same scale is used for
+every contingency-table loss. (The smoothed PRBEP objective of ``_rank_kernels``
+follows Zhang et al., whose ``c_i`` carry ``2 s_i / n``: the same risk with ``w``
+doubled.) A different scale ``alpha`` of ``Psi`` is equivalent to training ``alpha w``
+with the regulariser divided by ``alpha^2``: it moves ``C``, not the set of solutions.
+
+ROCArea. Each positive/negative pair ``(i, j)`` gets ``ybar_ij in {-1, +1}``; dpipe
+writes ``z_ij = (1 - ybar_ij) / 2 in {0, 1}`` ("pair ordered wrongly") and uses
+
+    Delta = (1/m) sum_ij z_ij,    Psi(x, ybar) - Psi(x, y) = -(1/m) sum_ij z_ij (x_i - x_j),
+
+i.e. the paper's pairwise ``Psi`` scaled by ``1 / (2m)``. The pairs decouple, so the
+maximum is the mean pairwise hinge ``(1/m) sum_ij max(0, 1 - (s_i - s_j))`` -- the
+SVM-perf ROCArea objective of DESIGN.md -- and ``coef`` is ``-(#violated pairs of i) / m``
+on a positive, ``+(#violated pairs of j) / m`` on a negative. (The paper's Algorithm 3
+shifts the scores by ``-+1/4`` because its unscaled ``Psi`` puts a factor 2 on ``w``.)
+
+Percent. SVM-perf reports every loss in percent (``100 Delta``) and its ``C`` multiplies
+the slack in those units, so its objective ``(1/2)||w||^2 + C xi_perf`` is
+``(1/2)||w||^2 + 100 C value`` here: ``lambda = 1 / (100 C)`` in
+``lambda/2 ||w||^2 + value``, and its epsilon (in percent) is ``100 x`` the epsilon on
+``value``. The oracles never multiply by 100.
+
+Tie rules. Where two labelings give the same value, an example or pair is flipped only
+when that strictly increases the value (a ROCArea pair with ``s_j > s_i - 1``, an
+error-rate positive with ``s < 1`` or negative with ``s > -1``), and the scans over
+contingency tables keep the smallest count that attains the maximum. Among tied scores
+the flipped examples are the first (positives) or last (negatives) in the given order.
+
+Losses and admissible labelings (``a`` = TP, ``b`` = FP, ``c`` = FN, ``d`` = TN of
+``ybar``):
+
+error rate   ``(b + c) / n``, all labelings; decomposes per example.
+F1           ``1 - 2a / (2a + b + c)``, all labelings. With ``n+ >= 1`` the
+             denominator is ``>= n+ > 0``; ``a = 0`` gives F1 = 0 (loss 1), including
+             the all-negative labeling whose precision is 0/0 -- as SVM-perf and as
+             :func:`dpipe.metrics.f1_score` (zero division gives 0). ``n+ = 0`` is
+             rejected.
+PRBEP        ``1 - a / n+`` over labelings with exactly ``n+`` predicted positives
+             (``a + b = a + c``, precision = recall), i.e. ``#FP = #FN = k`` and the
+             loss is ``k / n+``.
+Prec@k       ``1 - a / k`` over labelings with exactly ``k`` predicted positives,
+             ``1 <= k <= n``.
+Rec@k        ``1 - a / n+`` over labelings with exactly ``k`` predicted positives,
+             ``1 <= k <= n``. SVM-perf's default ``k`` is ``n+ / 2`` for Prec@k and
+             ``2 n+`` for Rec@k (the paper's Rec@2p); the oracles take ``k`` as given.
+             The restricted maximum can be negative when ``k != n+``; the solver's
+             slack is ``max(0, value)``.
+
+Algorithms. For fixed ``(a, b)`` the best labeling flips the ``c = n+ - a``
+lowest-scoring positives and the ``b`` highest-scoring negatives, so
+``H(a, b) = Delta(a, b) + (T(b) - B(c)) / n`` with ``T(b)`` the sum of the ``b`` largest
+negative scores (concave in ``b``) and ``B(c)`` the sum of the ``c`` smallest positive
+scores (convex in ``c``). Prec@k, Rec@k and PRBEP fix ``a + b`` and are concave along
+that line: a binary search on the (exactly non-increasing, see below) increments finds
+the best count. F1 is concave in ``b`` for each ``a`` (``Delta = 1 - 2a / (b + n+ + a)``
+is concave increasing in ``b``): one binary search per ``a``, ``O(n+ log n-)``. The
+increments are computed in closed form from monotone pieces, and correctly rounded
+arithmetic is monotone, so the computed increments are non-increasing too and the
+binary searches are exact for them. ROCArea is Algorithm 3 without its sort (the
+inputs are sorted): one merge sweep, ``O(n)``.
+
+Each kernel has a plain NumPy reference: the pairwise ``O(m)`` form for ROCArea, the
+per-example form for the error rate, and Algorithm 2 over all ``O(n+ n-)`` contingency
+tables (:func:`contingency_argmax_reference`) for the others. Data moved: the two
+sorted score arrays in, two coefficient arrays of the same sizes out (8 bytes per row
+each way).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from .._validation import check_int
+from ..exceptions import ParameterError
+
+__all__ = [
+    "MostViolated",
+    "rocarea_argmax",
+    "rocarea_argmax_reference",
+    "error_rate_argmax",
+    "error_rate_argmax_reference",
+    "prbep_argmax",
+    "prbep_argmax_reference",
+    "prec_at_k_argmax",
+    "prec_at_k_argmax_reference",
+    "rec_at_k_argmax",
+    "rec_at_k_argmax_reference",
+    "f1_argmax",
+    "f1_argmax_reference",
+    "contingency_argmax_reference",
+    "TABLE_LOSSES",
+]
+
+TABLE_LOSSES = ("error", "f1", "prbep", "prec@k", "rec@k")
+"""Names of the contingency-table losses known to :func:`contingency_argmax_reference`."""
+
+
+class MostViolated(NamedTuple):
+    """The most violated constraint at the current scores.
+
+    Attributes
+    ----------
+    loss : float
+        ``Delta(y, ybar)``, a fraction in ``[0, 1]`` (SVM-perf prints ``100 * loss``).
+    value : float
+        ``max_{y'} [Delta(y, y') + w.(Psi(x, y') - Psi(x, y))]``; equals
+        ``loss + coef_pos @ sp + coef_neg @ sn`` up to rounding.
+    coef_pos : ndarray of shape (n+,)
+        Coefficients of ``Psi(x, ybar) - Psi(x, y)`` on the positives, in the order of
+        ``sp`` (all ``<= 0``).
+    coef_neg : ndarray of shape (n-,)
+        The same on the negatives, in the order of ``sn`` (all ``>= 0``).
+    """
+
+    loss: float
+    value: float
+    coef_pos: np.ndarray
+    coef_neg: np.ndarray
+
+
+# ---------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------
+@numba.njit(nogil=True, cache=True)
+def _sorted_finite(x):
+    n = x.shape[0]
+    if n == 0:
+        return True
+    if not (np.isfinite(x[0]) and np.isfinite(x[n - 1])):
+        return False
+    for i in range(n - 1):
+        if not (x[i] <= x[i + 1]):  # also catches NaN
+            return False
+    return True
+
+
+def _scores(x: np.ndarray, name: str, owner: str) -> np.ndarray:
+    arr = np.ascontiguousarray(x, dtype=np.float64)
+    if arr.ndim != 1 or not _sorted_finite(arr):
+        raise ParameterError(
+            f"The {name!r} parameter of {owner} must be a 1-d array of finite scores sorted in increasing order. "
+            f"Got an array of shape {arr.shape} that is not."
+        )
+    return arr
+
+
+def _check_classes(sp: np.ndarray, sn: np.ndarray, owner: str, need_pos: bool, need_neg: bool) -> None:
+    if (need_pos and sp.size == 0) or (need_neg and sn.size == 0) or sp.size + sn.size == 0:
+        need = "both classes" if need_pos and need_neg else ("a positive" if need_pos else "an example")
+        raise ParameterError(f"{owner} needs {need}; got {sp.size} positive and {sn.size} negative scores")
+
+
+# ---------------------------------------------------------------------------
+# ROCArea
+# ---------------------------------------------------------------------------
+@numba.njit(nogil=True, cache=True)
+def _rocarea_argmax(sp, sn):
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    m = float(n_pos) * float(n_neg)
+    suf = np.zeros(n_neg + 1)  # suf[j] = sum sn[j:]
+    for j in range(n_neg - 1, -1, -1):
+        suf[j] = suf[j + 1] + sn[j]
+    coef_pos = np.empty(n_pos)
+    coef_neg = np.empty(n_neg)
+    # pair (i, j) is violated iff sn[j] > sp[i] - 1: a suffix of sn for each positive,
+    # a prefix of sp for each negative; both boundaries move monotonically
+    lo = 0
+    swapped = 0
+    total = 0.0
+    for i in range(n_pos):
+        t = sp[i] - 1.0
+        while lo < n_neg and not (sn[lo] > t):
+            lo += 1
+        cnt = n_neg - lo
+        swapped += cnt
+        coef_pos[i] = -cnt / m
+        total += cnt * (1.0 - sp[i]) + suf[lo]
+    p = 0
+    for j in range(n_neg):
+        b = sn[j]
+        while p < n_pos and sp[p] - 1.0 < b:
+            p += 1
+        coef_neg[j] = p / m
+    return swapped / m, total / m, coef_pos, coef_neg
+
+
+def rocarea_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+    """Most violated constraint of the ROCArea loss (Algorithm 3), one O(n) sweep.
+
+    The pairs decouple: pair ``(i, j)`` is labelled wrongly (``z_ij = 1``) iff that
+    adds ``(1 - (s_i - s_j)) / m > 0``, computed as ``s_j > s_i - 1``. For sorted inputs
+    the violated negatives of a positive are a suffix of ``sn`` and the violated
+    positives of a negative a prefix of ``sp``, found by two monotone pointers (the
+    merge that Algorithm 3 does after its sort).
+
+    Parameters
+    ----------
+    sp, sn : ndarray, float64, sorted increasing, finite
+        Scores of the positives and of the negatives (both non-empty).
+
+    Returns
+    -------
+    MostViolated
+        ``loss`` is the fraction of pairs with ``s_i - s_j < 1``; ``value`` the mean
+        pairwise hinge ``(1/m) sum_ij max(0, 1 - s_i + s_j)`` (sums of suffix sums);
+        ``coef_pos[i] = -#{j : s_j > s_i - 1} / m``,
+        ``coef_neg[j] = #{i : s_i - 1 < s_j} / m``.
+    """
+    owner = "rocarea_argmax"
+    sp, sn = _scores(sp, "sp", owner), _scores(sn, "sn", owner)
+    _check_classes(sp, sn, owner, True, True)
+    loss, value, cp, cn = _rocarea_argmax(sp, sn)
+    return MostViolated(float(loss), float(value), cp, cn)
+
+
+def rocarea_argmax_reference(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+    """NumPy reference of :func:`rocarea_argmax`: the ``n+ x n-`` pair matrix.
+
+    Each pair is maximized on its own: ``z_ij = 1`` iff ``s_j > s_i - 1`` (the same
+    predicate as the kernel), ``value = (1/m) sum_ij z_ij (1 - s_i + s_j)``.
+    """
+    sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
+    m = sp.size * sn.size
+    z = sn[None, :] > (sp[:, None] - 1.0)
+    value = float(np.sum(np.where(z, 1.0 - sp[:, None] + sn[None, :], 0.0)) / m)
+    return MostViolated(float(z.sum() / m), value, -z.sum(axis=1) / m, z.sum(axis=0) / m)
+
+
+# ---------------------------------------------------------------------------
+# contingency tables: shared pieces
+# ---------------------------------------------------------------------------
+@numba.njit(nogil=True, cache=True)
+def _table_result(sp, sn, b, c, loss):
+    # flip the c lowest positives and the b highest negatives; value from the scores
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    n = float(n_pos + n_neg)
+    coef_pos = np.zeros(n_pos)
+    coef_neg = np.zeros(n_neg)
+    sum_fn = 0.0
+    for i in range(c):
+        coef_pos[i] = -1.0 / n
+        sum_fn += sp[i]
+    sum_fp = 0.0
+    for j in range(n_neg - 1, n_neg - 1 - b, -1):
+        coef_neg[j] = 1.0 / n
+        sum_fp += sn[j]
+    return loss, loss + (sum_fp - sum_fn) / n, coef_pos, coef_neg
+
+
+def _coef_from_table(n_pos: int, n_neg: int, b: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+    n = n_pos + n_neg
+    cp = np.zeros(n_pos)
+    cp[:c] = -1.0 / n
+    cn = np.zeros(n_neg)
+    cn[n_neg - b :] = 1.0 / n
+    return cp, cn
+
+
+# ---------------------------------------------------------------------------
+# error rate
+# ---------------------------------------------------------------------------
+@numba.njit(nogil=True, cache=True)
+def _error_rate_argmax(sp, sn):
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    c = 0
+    while c < n_pos and sp[c] < 1.0:  # 1 - s > 0
+        c += 1
+    b = 0
+    while b < n_neg and sn[n_neg - 1 - b] > -1.0:  # 1 + s > 0
+        b += 1
+    n = float(n_pos + n_neg)
+    coef_pos = np.zeros(n_pos)
+    coef_neg = np.zeros(n_neg)
+    total = 0.0
+    for i in range(c):
+        coef_pos[i] = -1.0 / n
+        total += 1.0 - sp[i]
+    for j in range(n_neg - b, n_neg):
+        coef_neg[j] = 1.0 / n
+        total += 1.0 + sn[j]
+    return (b + c) / n, total / n, coef_pos, coef_neg
+
+
+def error_rate_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+    """Most violated constraint of the error-rate loss ``(FP + FN) / n``.
+
+    The loss and ``Psi`` decompose over examples: a positive is flipped iff
+    ``1 - s_i > 0``, a negative iff ``1 + s_j > 0``, and ``value`` is the mean hinge
+    ``(1/n) sum_i max(0, 1 - y_i s_i)`` (the classical SVM objective term).
+
+    Parameters
+    ----------
+    sp, sn : ndarray, float64, sorted increasing, finite
+        Scores of the positives and of the negatives (``n+ + n- >= 1``).
+
+    Returns
+    -------
+    MostViolated
+        ``coef`` is ``-1/n`` on positives with ``s < 1``, ``+1/n`` on negatives with
+        ``s > -1``, ``0`` elsewhere.
+    """
+    owner = "error_rate_argmax"
+    sp, sn = _scores(sp, "sp", owner), _scores(sn, "sn", owner)
+    _check_classes(sp, sn, owner, False, False)
+    loss, value, cp, cn = _error_rate_argmax(sp, sn)
+    return MostViolated(float(loss), float(value), cp, cn)
+
+
+def error_rate_argmax_reference(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+    """NumPy reference of :func:`error_rate_argmax`: the per-example hinge."""
+    sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
+    n = sp.size + sn.size
+    hp, hn = 1.0 - sp, 1.0 + sn
+    fp, fn = hn > 0, hp > 0
+    value = float((np.sum(np.where(fn, hp, 0.0)) + np.sum(np.where(fp, hn, 0.0))) / n)
+    return MostViolated(float((fp.sum() + fn.sum()) / n), value, np.where(fn, -1.0 / n, 0.0), np.where(fp, 1.0 / n, 0.0))
+
+
+# ---------------------------------------------------------------------------
+# fixed number of predicted positives: Prec@k, Rec@k, PRBEP
+# ---------------------------------------------------------------------------
+@numba.njit(nogil=True, cache=True)
+def _fixed_count_argmax(sp, sn, k, recall):
+    # exactly k predicted positives; b = FP, a = k - b, c = FN = n+ - k + b.
+    # Delta = b / k (precision) or c / n+ (recall); both step by a constant in b.
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    n = float(n_pos + n_neg)
+    step = 1.0 / n_pos if recall else 1.0 / k
+    c0 = n_pos - k
+    lo = max(0, k - n_pos)
+    hi = min(k, n_neg)
+    # H(b + 1) - H(b) = step + (sn[n- - 1 - b] - sp[c0 + b]) / n is non-increasing in
+    # b: count the positive increments by bisection
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if step + (sn[n_neg - 1 - mid] - sp[c0 + mid]) / n > 0.0:
+            lo = mid + 1
+        else:
+            hi = mid
+    b = lo
+    c = c0 + b
+    loss = c / n_pos if recall else b / k
+    return _table_result(sp, sn, b, c, loss)
+
+
+def _fixed_count(sp, sn, k, recall: bool, owner: str) -> MostViolated:
+    sp, sn = _scores(sp, "sp", owner), _scores(sn, "sn", owner)
+    _check_classes(sp, sn, owner, recall, False)
+    k = check_int(k, "k", owner, low=1, high=sp.size + sn.size)
+    loss, value, cp, cn = _fixed_count_argmax(sp, sn, k, recall)
+    return MostViolated(float(loss), float(value), cp, cn)
+
+
+def prbep_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+    """Most violated constraint of the PRBEP loss: exactly ``n+`` predicted positives.
+
+    Precision equals recall iff ``#FP = #FN = k``; the loss is ``k / n+`` and
+    ``H(k) = k / n+ + (sum of the k largest sn - sum of the k smallest sp) / n`` is
+    concave in ``k`` (one scan of SVM-perf's ``n+ x n-`` loop suffices; here a
+    bisection on its increments, then an O(k) sum).
+
+    Parameters
+    ----------
+    sp, sn : ndarray, float64, sorted increasing, finite
+        Scores of the positives (non-empty) and of the negatives.
+
+    Returns
+    -------
+    MostViolated
+        ``coef = -1/n`` on the ``k`` lowest positives, ``+1/n`` on the ``k`` highest
+        negatives (``k`` the smallest maximizer).
+    """
+    owner = "prbep_argmax"
+    sp, sn = _scores(sp, "sp", owner), _scores(sn, "sn", owner)
+    _check_classes(sp, sn, owner, True, False)
+    loss, value, cp, cn = _fixed_count_argmax(sp, sn, sp.size, False)
+    return MostViolated(float(loss), float(value), cp, cn)
+
+
+def prec_at_k_argmax(sp: np.ndarray, sn: np.ndarray, k: int) -> MostViolated:
+    """Most violated constraint of the Prec@k loss ``1 - TP / k``, exactly ``k`` predicted positives.
+
+    With ``b`` false positives, ``TP = k - b`` and ``FN = n+ - k + b``; the value
+    ``b / k + (sum of the b largest sn - sum of the FN smallest sp) / n`` is concave in
+    ``b`` on ``[max(0, k - n+), min(k, n-)]``: bisection on its increments.
+
+    Parameters
+    ----------
+    sp, sn : ndarray, float64, sorted increasing, finite
+        Scores of the positives and of the negatives.
+    k : int
+        Number of predicted positives, ``1 <= k <= n``.
+
+    Returns
+    -------
+    MostViolated
+        ``coef = -1/n`` on the ``FN`` lowest positives, ``+1/n`` on the ``b`` highest
+        negatives (``b`` the smallest maximizer).
+    """
+    return _fixed_count(sp, sn, k, False, "prec_at_k_argmax")
+
+
+def rec_at_k_argmax(sp: np.ndarray, sn: np.ndarray, k: int) -> MostViolated:
+    """Most violated constraint of the Rec@k loss ``1 - TP / n+``, exactly ``k`` predicted positives.
+
+    As :func:`prec_at_k_argmax` with the loss ``FN / n+`` (concave in ``b`` likewise).
+
+    Parameters
+    ----------
+    sp, sn : ndarray, float64, sorted increasing, finite
+        Scores of the positives (non-empty) and of the negatives.
+    k : int
+        Number of predicted positives, ``1 <= k <= n`` (SVM-perf's Rec@2p: ``2 n+``).
+
+    Returns
+    -------
+    MostViolated
+        As for :func:`prec_at_k_argmax`.
+    """
+    return _fixed_count(sp, sn, k, True, "rec_at_k_argmax")
+
+
+# ---------------------------------------------------------------------------
+# F1
+# ---------------------------------------------------------------------------
+@numba.njit(nogil=True, cache=True)
+def _f1_argmax(sp, sn):
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    n = float(n_pos + n_neg)
+    bot = np.zeros(n_pos + 1)  # bot[c] = sum of the c smallest sp
+    for i in range(n_pos):
+        bot[i + 1] = bot[i] + sp[i]
+    top = np.zeros(n_neg + 1)  # top[b] = sum of the b largest sn
+    for j in range(n_neg):
+        top[j + 1] = top[j] + sn[n_neg - 1 - j]
+    best = -np.inf
+    best_b = 0
+    best_c = n_pos
+    best_loss = 1.0
+    for a in range(n_pos + 1):
+        c = n_pos - a
+        base = n_pos + a  # 2a + c; Delta(b) = (b + c) / (b + base)
+        two_a = 2.0 * a
+        # H(a, b + 1) - H(a, b) = 2a / ((b + base)(b + base + 1)) + sn[n- - 1 - b] / n,
+        # non-increasing in b: the first b with a non-positive increment maximizes
+        lo = 0
+        hi = n_neg
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            q = float(mid + base)
+            if two_a / (q * (q + 1.0)) + sn[n_neg - 1 - mid] / n > 0.0:
+                lo = mid + 1
+            else:
+                hi = mid
+        b = lo
+        loss = (b + c) / float(b + base)
+        v = loss + (top[b] - bot[c]) / n
+        if v > best:
+            best = v
+            best_b = b
+            best_c = c
+            best_loss = loss
+    loss, _, coef_pos, coef_neg = _table_result(sp, sn, best_b, best_c, best_loss)
+    return loss, best, coef_pos, coef_neg
+
+
+def f1_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+    """Most violated constraint of the F1 loss ``1 - 2TP / (2TP + FP + FN)``, O(n+ log n-).
+
+    Algorithm 2 visits every contingency table ``(a, b)`` (``a`` = TP, ``b`` = FP). For
+    fixed ``a`` the loss ``1 - 2a / (b + n+ + a)`` is concave and non-decreasing in
+    ``b`` and the sum of the ``b`` largest negative scores is concave, so
+    ``H(a, .)`` is concave: its maximizer is the first ``b`` whose increment is not
+    positive, found by bisection. The best of the ``n+ + 1`` row maxima is the answer
+    (the smallest ``a``, then the smallest ``b``, among exact ties).
+
+    Parameters
+    ----------
+    sp, sn : ndarray, float64, sorted increasing, finite
+        Scores of the positives (non-empty) and of the negatives.
+
+    Returns
+    -------
+    MostViolated
+        ``coef = -1/n`` on the ``n+ - a`` lowest positives, ``+1/n`` on the ``b``
+        highest negatives.
+
+    Notes
+    -----
+    ``a = 0`` makes F1 = 0 (loss 1) whatever ``b`` is, also for ``b = 0`` where the
+    precision is 0/0 (SVM-perf's and :func:`dpipe.metrics.f1_score`'s convention).
+    """
+    owner = "f1_argmax"
+    sp, sn = _scores(sp, "sp", owner), _scores(sn, "sn", owner)
+    _check_classes(sp, sn, owner, True, False)
+    loss, value, cp, cn = _f1_argmax(sp, sn)
+    return MostViolated(float(loss), float(value), cp, cn)
+
+
+# ---------------------------------------------------------------------------
+# Algorithm 2: the naive reference over all contingency tables
+# ---------------------------------------------------------------------------
+def _table_loss(loss: str, a: int, b: np.ndarray, n_pos: int, n_neg: int, k: int | None) -> np.ndarray:
+    """Delta for the tables ``(a, b, n+ - a, n- - b)``; NaN where ``y'`` is not admissible."""
+    c = n_pos - a
+    n = n_pos + n_neg
+    b = b.astype(np.float64)
+    if loss == "error":
+        return (b + c) / n
+    if loss == "f1":
+        den = 2.0 * a + b + c
+        return 1.0 - np.divide(2.0 * a, den, out=np.zeros_like(b), where=den > 0)
+    if loss == "prbep":
+        return np.where(a + b == n_pos, 1.0 - a / n_pos, np.nan)
+    if loss == "prec@k":
+        return np.where(a + b == k, 1.0 - a / k, np.nan)
+    if loss == "rec@k":
+        return np.where(a + b == k, 1.0 - a / n_pos, np.nan)
+    raise ParameterError(f"The 'loss' parameter of contingency_argmax_reference must be one of {TABLE_LOSSES}. Got {loss!r} instead.")
+
+
+def contingency_argmax_reference(sp: np.ndarray, sn: np.ndarray, loss: str, k: int | None = None) -> MostViolated:
+    """Algorithm 2 (Joachims 2005): the best labeling of every contingency table.
+
+    For each ``a`` (TP) and ``b`` (FP), the best labeling in that table flips the
+    ``n+ - a`` lowest positives and the ``b`` highest negatives; its value is
+    ``Delta(a, b, c, d) + (sum of those negatives - sum of those positives) / n``
+    (cumulative sums, the paper's ``O(n^2)`` rewrite). All ``(n+ + 1)(n- + 1)`` tables
+    are evaluated, rows (``a``) in a loop and columns (``b``) as a vector; the first
+    maximum in (``a``, ``b``) order is kept.
+
+    Parameters
+    ----------
+    sp, sn : ndarray, float64, sorted increasing
+        Scores of the positives and of the negatives.
+    loss : {"error", "f1", "prbep", "prec@k", "rec@k"}
+        The contingency-table loss (see the module docstring).
+    k : int, optional
+        Number of predicted positives, for ``"prec@k"`` and ``"rec@k"``.
+
+    Returns
+    -------
+    MostViolated
+    """
+    sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
+    n_pos, n_neg = sp.size, sn.size
+    n = n_pos + n_neg
+    bot = np.concatenate([[0.0], np.cumsum(sp)])
+    top = np.concatenate([[0.0], np.cumsum(sn[::-1])])
+    bs = np.arange(n_neg + 1)
+    best, best_a, best_b, best_loss = -np.inf, -1, -1, np.nan
+    for a in range(n_pos + 1):
+        delta = _table_loss(loss, a, bs, n_pos, n_neg, k)
+        vals = delta + (top - bot[n_pos - a]) / n
+        vals = np.where(np.isnan(delta), -np.inf, vals)
+        j = int(np.argmax(vals))
+        if vals[j] > best:
+            best, best_a, best_b, best_loss = float(vals[j]), a, j, float(delta[j])
+    if best_a < 0:
+        raise ParameterError(f"no admissible labeling for loss {loss!r} with k={k!r}, n+={n_pos}, n-={n_neg}")
+    cp, cn = _coef_from_table(n_pos, n_neg, best_b, n_pos - best_a)
+    return MostViolated(best_loss, best, cp, cn)
+
+
+def prbep_argmax_reference(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+    """Algorithm 2 reference of :func:`prbep_argmax`."""
+    return contingency_argmax_reference(sp, sn, "prbep")
+
+
+def prec_at_k_argmax_reference(sp: np.ndarray, sn: np.ndarray, k: int) -> MostViolated:
+    """Algorithm 2 reference of :func:`prec_at_k_argmax`."""
+    return contingency_argmax_reference(sp, sn, "prec@k", k)
+
+
+def rec_at_k_argmax_reference(sp: np.ndarray, sn: np.ndarray, k: int) -> MostViolated:
+    """Algorithm 2 reference of :func:`rec_at_k_argmax`."""
+    return contingency_argmax_reference(sp, sn, "rec@k", k)
+
+
+def f1_argmax_reference(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+    """Algorithm 2 reference of :func:`f1_argmax`: all ``O(n+ n-)`` tables."""
+    return contingency_argmax_reference(sp, sn, "f1")
