@@ -125,7 +125,7 @@ def main() -> None:
             print(f"made {path.name} in {time.perf_counter() - t0:.1f} s", flush=True)
         paths.append(path)
     rows = []
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster) as client:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster, direct_to_workers=True) as client:
         for path in paths:
             row = measure(path, client, a.evals)
             rows.append(row)

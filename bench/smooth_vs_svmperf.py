@@ -208,7 +208,7 @@ def main() -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     parts = a.part.split(",")
     races, tables = [], []
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster) as client:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster, direct_to_workers=True) as client:
         warm_up(dpipe, client, a.work)
         for name in a.datasets.split(","):
             for variant in a.variants.split(","):

@@ -47,7 +47,7 @@ class DPipeClassifier:
         NumPy input only).
     solver : str, optional
         Solver for the objective (default: the objective's first).
-    lam, ridge, max_iter, tol, memory, smoothing, epsilon, mu_scale, continuation, standardize, calibrate
+    lam, ridge, max_iter, tol, memory, smoothing, epsilon, mu_scale, continuation, standardize, precondition, calibrate
         As in :func:`dpipe.train`.
 
     Attributes
@@ -80,6 +80,7 @@ class DPipeClassifier:
         mu_scale: float = 1.0,
         continuation: bool = False,
         standardize: bool = False,
+        precondition: bool = False,
         calibrate: bool = True,
     ) -> None:
         self.objective = objective
@@ -94,6 +95,7 @@ class DPipeClassifier:
         self.mu_scale = mu_scale
         self.continuation = continuation
         self.standardize = standardize
+        self.precondition = precondition
         self.calibrate = calibrate
 
     # -- scikit-learn protocol ---------------------------------------------------------
@@ -125,7 +127,7 @@ class DPipeClassifier:
         params = check_fit_params(
             self.objective, self.solver, "DPipeClassifier", lam=self.lam, ridge=self.ridge, max_iter=self.max_iter, tol=self.tol,
             memory=self.memory, smoothing=self.smoothing, epsilon=self.epsilon, mu_scale=self.mu_scale, continuation=self.continuation,
-            standardize=self.standardize,
+            standardize=self.standardize, precondition=self.precondition,
         )
         if _is_dask(X) or _is_dask(y):
             import dask.array as da

@@ -72,6 +72,7 @@ def check_fit_params(
     mu_scale: float = 1.0,
     continuation: bool = False,
     standardize: bool = False,
+    precondition: bool = False,
 ) -> dict[str, Any]:
     """Validate the hyper-parameters of a fit; returns them with the family defaults filled in."""
     solver = _check_objective_solver(objective, solver, owner)
@@ -92,6 +93,12 @@ def check_fit_params(
         params["mu_scale"] = check_number(mu_scale, "mu_scale", owner, 0.0, np.inf)
         params["continuation"] = bool(continuation)
         params["standardize"] = bool(standardize)
+        params["precondition"] = bool(precondition)
+        if params["standardize"] and params["precondition"]:
+            raise ParameterError(
+                f"The 'standardize' and 'precondition' parameters of {owner} exclude each other: standardize changes the objective "
+                "(ridge on scaled weights), precondition keeps it and only rescales the solver's coordinates. Choose one."
+            )
     return params
 
 
@@ -167,13 +174,16 @@ def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, A
     cls = SmoothedAUCObjective if objective == "auc-smooth" else SmoothedPRBEPObjective
     scale = np.ones(ds.n_features)
     t_standardize = 0.0
-    if params.get("standardize"):
+    if params.get("standardize") or params.get("precondition"):
         t0 = time.perf_counter()
         std = ds.map_reduce(column_moments_of_shard, merge_column_moments).std
         scale = np.where(std > 0, std, 1.0)
         t_standardize = time.perf_counter() - t0
-        log.info("standardizing: per-feature scales from one pass (%.3f s)", t_standardize)
+        log.info("per-feature scales from one pass (%.3f s)", t_standardize)
+    if params.get("standardize"):
         make = lambda width: StandardizedObjective(cls(ds, 0.0, width, n_positive, n_negative), scale, params["lam"])  # noqa: E731
+    elif params.get("precondition"):  # the same objective in the coordinates v = scale * w
+        make = lambda width: StandardizedObjective(cls(ds, params["lam"], width, n_positive, n_negative), scale, 0.0)  # noqa: E731
     else:
         make = lambda width: cls(ds, params["lam"], width, n_positive, n_negative)  # noqa: E731
     w_validate = None if validate is None else (lambda v: validate(v / scale))
@@ -181,7 +191,7 @@ def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, A
         make, np.zeros(ds.n_features), width, memory=params["memory"], max_iter=params["max_iter"], tol=params["tol"],
         continuation=params["continuation"], validate=w_validate, name=f"{objective}: ",
     )
-    result.info.update(standardized=bool(params.get("standardize")), time_standardize=t_standardize)
+    result.info.update(standardized=bool(params.get("standardize")), preconditioned=bool(params.get("precondition")), time_standardize=t_standardize)
     return result.x / scale, 0.0, result
 
 
@@ -233,6 +243,7 @@ def train(
     mu_scale: float = 1.0,
     continuation: bool = False,
     standardize: bool = False,
+    precondition: bool = False,
     validation: str | os.PathLike | Store | None = None,
     engine: str = "dask",
     client: Any = None,
@@ -282,6 +293,11 @@ def train(
         extra pass; the ridge then applies to the scaled weights, so the objective is
         not SVM-perf's on raw features). The model keeps raw-feature weights. Helps
         much when raw columns differ in scale by orders of magnitude (kdd99).
+    precondition : bool
+        Smoothed objectives: keep the objective (SVM-perf's, ridge on the raw
+        weights) but run L-BFGS in the coordinates ``v = s * w`` with ``s`` the
+        per-feature standard deviations (one extra pass). A diagonal preconditioner:
+        same minimizer, far fewer iterations when raw scales differ widely.
     validation : str or Store, optional
         Smoothed objectives: measure the exact validation AUC and PRBEP after every
         iteration (one more pass each).
@@ -310,6 +326,7 @@ def train(
     params = check_fit_params(
         objective, solver, "train", lam=lam, ridge=ridge, max_iter=max_iter, tol=tol, memory=memory,
         smoothing=smoothing, epsilon=epsilon, mu_scale=mu_scale, continuation=continuation, standardize=standardize,
+        precondition=precondition,
     )
     st = store if isinstance(store, Store) else open_store(store)
     m = st.manifest

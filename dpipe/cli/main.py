@@ -123,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--mu-scale", dest="mu_scale", type=float, default=1.0, help="multiply the default smoothing (the paper studies 1, 100, 1000)")
     g.add_argument("--continuation", action="store_true", help="start 1000x smoother and shrink tenfold per stage, warm-starting")
     g.add_argument("--standardize", action="store_true", help="fit on features scaled to unit variance (ridge on the scaled weights; weights saved for raw features)")
+    g.add_argument("--precondition", action="store_true", help="same objective, solved in per-feature-scaled coordinates (a diagonal preconditioner; one extra pass)")
     g.add_argument("--validation", help="store whose exact AUC and PRBEP are measured after every iteration")
     p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="do not keep training metrics in the model")
     p.add_argument("--no-calibrate", dest="calibrate", action="store_false", help="keep the moment model's own threshold (no threshold pass on the training data)")
@@ -200,7 +201,7 @@ def _cmd_train(a: argparse.Namespace) -> None:
 
     model = train(
         a.store, a.objective, solver=a.solver, lam=a.lam, ridge=a.ridge, max_iter=a.max_iter, tol=a.tol, memory=a.memory,
-        smoothing=a.smoothing, epsilon=a.epsilon, mu_scale=a.mu_scale, continuation=a.continuation, standardize=a.standardize,
+        smoothing=a.smoothing, epsilon=a.epsilon, mu_scale=a.mu_scale, continuation=a.continuation, standardize=a.standardize, precondition=a.precondition,
         validation=a.validation,
         out=a.out, train_metrics=a.train_metrics, calibrate=a.calibrate, **_cluster_kwargs(a),
     )

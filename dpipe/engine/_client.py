@@ -89,7 +89,10 @@ def cluster_client(
         dashboard_address=":0",
         host="127.0.0.1",
     )
-    c = Client(cluster, set_as_default=False)
+    # direct_to_workers: results and actor calls go straight between the driver and the
+    # workers (all on this host) instead of through the scheduler, which would relay -
+    # and so send twice - the O(n) scores of every evaluation.
+    c = Client(cluster, set_as_default=False, direct_to_workers=True)
     log.info("started local cluster: %d worker processes x %d thread(s), memory limit %s", n, threads, mem)
     try:
         yield c

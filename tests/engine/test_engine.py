@@ -93,6 +93,7 @@ def test_shard_hosts_cover_every_shard_in_order(tmp_path, client):
 
 
 def test_a_lost_shard_host_falls_back_to_tasks(tmp_path, caplog):
+    import logging
     import os
     import signal
 
@@ -106,9 +107,14 @@ def test_a_lost_shard_host_falls_back_to_tasks(tmp_path, caplog):
         with ShardedDataset(path, c, cache="memory") as ds:
             pids = c.run(os.getpid)
             os.kill(pids[sorted(pids)[0]], signal.SIGKILL)
-            with caplog.at_level("WARNING", logger="dpipe.engine"):
-                for _ in range(3):  # the first call may still find the host's future "finished"
-                    got = ds.map_gather(_row_sums, w)
+            engine_log = logging.getLogger("dpipe.engine")
+            engine_log.addHandler(caplog.handler)  # the CLI tests may have stopped dpipe's logs propagating
+            try:
+                with caplog.at_level("WARNING", logger="dpipe.engine"):
+                    for _ in range(3):  # the first call may still find the host's future "finished"
+                        got = ds.map_gather(_row_sums, w)
+            finally:
+                engine_log.removeHandler(caplog.handler)
             assert ds._hosts == []
             assert "a shard host was lost" in caplog.text
             for a, b in zip(got, expected):

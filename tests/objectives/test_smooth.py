@@ -257,3 +257,18 @@ def test_in_memory_shards_without_numbers_are_renumbered(small):
     f, g = SmoothedAUCObjective(unnumbered, 1e-3, 0.3, n_pos, n_neg).value_and_grad(w)
     bf, bg, _ = brute_auc(X, y, w, 0.3, 1e-3)
     assert abs(f - bf) <= 1e-9 * abs(bf) and rel(g, bg) <= 1e-9
+
+
+def test_precondition_keeps_the_objective_and_its_minimizer(tmp_path):
+    X, y = classification_data(1500, 5, seed=9, scales=False)
+    X = X * np.array([1.0, 30.0, 0.05, 1.0, 4.0], dtype=np.float32)
+    path = write_store(tmp_path / "s.zarr", X, y, [700, 800])
+    kw = dict(engine="local", mu_scale=100, lam=1e-2, tol=1e-10, max_iter=2000, calibrate=False)
+    plain = dpipe.train(path, "auc-smooth", **kw)
+    pre = dpipe.train(path, "auc-smooth", precondition=True, **kw)
+    assert pre.fit["info"]["preconditioned"] is True and pre.params["precondition"] is True
+    # the same strongly convex objective: the same minimizer and value
+    assert pre.fit["fun"] == pytest.approx(plain.fit["fun"], rel=1e-9)
+    np.testing.assert_allclose(pre.coef, plain.coef, rtol=1e-4, atol=1e-6 * np.abs(plain.coef).max())
+    with pytest.raises(dpipe.exceptions.ParameterError, match="'standardize' and 'precondition'"):
+        dpipe.train(path, "auc-smooth", engine="local", standardize=True, precondition=True)
