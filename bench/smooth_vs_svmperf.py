@@ -99,7 +99,7 @@ def race(dpipe, client, name: str, objective: str, variant: str, a) -> dict:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
         model = dpipe.train(str(train), objective, client=client, validation=str(test), standardize=variant == "standardize",
-                            mu_scale=a.mu_scale, continuation=a.continuation, max_iter=a.max_iter, calibrate=False, train_metrics=False)
+                            precondition=variant == "precondition", mu_scale=a.mu_scale, continuation=a.continuation, max_iter=a.max_iter, calibrate=False, train_metrics=False)
         wall = time.perf_counter() - t0
     fit = model.fit
     hist = fit["history"]
@@ -147,7 +147,8 @@ def table(dpipe, client, name: str, variant: str, a) -> dict:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             t0 = time.perf_counter()
-            extra = {} if objective == "auc-moment" else dict(standardize=variant == "standardize", mu_scale=a.mu_scale, max_iter=a.max_iter)
+            extra = {} if objective == "auc-moment" else dict(standardize=variant == "standardize", precondition=variant == "precondition",
+                                                              mu_scale=a.mu_scale, max_iter=a.max_iter)
             model = dpipe.train(train, objective, client=client, calibrate=False, train_metrics=False, **extra)
             wall = time.perf_counter() - t0
         ev = dpipe.evaluate(model, test, client=client)
@@ -197,7 +198,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=HERE / "work")
     ap.add_argument("--datasets", default="a9a,w8a,kdd99,kdd99-rare")
     ap.add_argument("--objectives", default="auc-smooth,prbep-smooth")
-    ap.add_argument("--variants", default="raw,standardize")
+    ap.add_argument("--variants", default="raw,standardize", help="comma-separated: raw, standardize, precondition")
     ap.add_argument("--part", default="race,table")
     ap.add_argument("--mu-scale", type=float, default=1.0)
     ap.add_argument("--continuation", action="store_true")
