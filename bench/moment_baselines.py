@@ -41,7 +41,10 @@ def logistic(X, y, Xt, yt, scale: bool) -> dict:
         model.fit(X, y)
     seconds = time.perf_counter() - t0
     s = model.decision_function(Xt)
-    return {"auc": roc_auc_score(yt, s), "accuracy": float(np.mean(np.where(s > 0, 1, -1) == yt)), "seconds": seconds, "converged": not caught}
+    from dpipe.metrics import prbep_score
+
+    return {"auc": roc_auc_score(yt, s), "accuracy": float(np.mean(np.where(s > 0, 1, -1) == yt)), "prbep": float(prbep_score(yt, s)),
+            "seconds": seconds, "nit": int(lr.n_iter_[0]), "converged": not caught}
 
 
 def main() -> None:

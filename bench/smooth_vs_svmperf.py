@@ -42,6 +42,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from datasets import default_data_dir, ingest_pair  # noqa: E402
+from moment_baselines import logistic  # noqa: E402
 
 #: SVM-perf V3.00, C = 100, single thread, 80/20 split (seed 0) of each training file (DESIGN.md).
 SVMPERF = {
@@ -119,26 +120,6 @@ def race(dpipe, client, name: str, objective: str, variant: str, a) -> dict:
     }
 
 
-def logistic(X, y, Xt, yt) -> dict:
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import roc_auc_score
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    from dpipe.metrics import prbep_score
-
-    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
-    t0 = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        model.fit(X, y)
-    seconds = time.perf_counter() - t0
-    s = model.decision_function(Xt)
-    return {"auc": float(roc_auc_score(yt, s)), "prbep": float(prbep_score(yt, s)), "seconds": seconds, "nit": int(model[-1].n_iter_[0]),
-            "converged": not caught}
-
-
 def table(dpipe, client, name: str, variant: str, a) -> dict:
     """Official train / test files: the smoothed objectives next to auc-moment and LR."""
     train, test = ingest_pair(name, a.data_dir, a.work)
@@ -157,7 +138,7 @@ def table(dpipe, client, name: str, variant: str, a) -> dict:
                           "median_ms": _breakdown(fit["history"]), "message": fit["message"], "warnings": [str(w.message) for w in caught]}
     st, stt = dpipe.open_store(train), dpipe.open_store(test)
     tr, te = st.read_all(), stt.read_all()
-    row["logreg"] = logistic(tr.X, tr.y, te.X, te.y)
+    row["logreg"] = logistic(tr.X, tr.y, te.X, te.y, scale=True)
     return row
 
 
