@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ._train import MOMENT_OBJECTIVES, calibrate_threshold, check_fit_params, fit_moments, fit_smooth_on
+from ._train import MOMENT_OBJECTIVES, calibrate_threshold, check_fit_params, fit_moments, fit_on_dataset
 from .engine import LocalDataset
 from .io import Shard
 from .exceptions import ParameterError
@@ -42,12 +42,14 @@ class DPipeClassifier:
 
     Parameters
     ----------
-    objective : {"auc-moment", "error-moment", "auc-smooth", "prbep-smooth"}
-        What to optimize (see :func:`dpipe.train`; the smoothed objectives take
-        NumPy input only).
+    objective : str
+        What to optimize: "auc-moment", "error-moment", "auc-smooth",
+        "prbep-smooth", or SVM-perf's "rocarea", "prbep", "f1", "prec@k", "rec@k",
+        "error" (see :func:`dpipe.train`; all but the moment objectives take NumPy
+        input only).
     solver : str, optional
         Solver for the objective (default: the objective's first).
-    lam, ridge, max_iter, tol, memory, smoothing, epsilon, mu_scale, continuation, standardize, precondition, calibrate
+    lam, C, ridge, max_iter, tol, memory, smoothing, epsilon, mu_scale, continuation, standardize, precondition, eps, k, k_fraction, bias, calibrate
         As in :func:`dpipe.train`.
 
     Attributes
@@ -71,8 +73,9 @@ class DPipeClassifier:
         *,
         solver: str | None = None,
         lam: float | None = None,
+        C: float | None = None,
         ridge: float = 1e-6,
-        max_iter: int = 500,
+        max_iter: int | None = None,
         tol: float | None = None,
         memory: int | None = None,
         smoothing: float | None = None,
@@ -81,11 +84,16 @@ class DPipeClassifier:
         continuation: bool = False,
         standardize: bool = False,
         precondition: bool = False,
-        calibrate: bool = True,
+        eps: float = 1e-3,
+        k: int | None = None,
+        k_fraction: float | None = None,
+        bias: float = 1.0,
+        calibrate: bool | None = None,
     ) -> None:
         self.objective = objective
         self.solver = solver
         self.lam = lam
+        self.C = C
         self.ridge = ridge
         self.max_iter = max_iter
         self.tol = tol
@@ -96,6 +104,10 @@ class DPipeClassifier:
         self.continuation = continuation
         self.standardize = standardize
         self.precondition = precondition
+        self.eps = eps
+        self.k = k
+        self.k_fraction = k_fraction
+        self.bias = bias
         self.calibrate = calibrate
 
     # -- scikit-learn protocol ---------------------------------------------------------
@@ -125,9 +137,10 @@ class DPipeClassifier:
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> DPipeClassifier:
         """Fit on features ``X`` (n, d) and two-valued labels ``y`` (n,)."""
         params = check_fit_params(
-            self.objective, self.solver, "DPipeClassifier", lam=self.lam, ridge=self.ridge, max_iter=self.max_iter, tol=self.tol,
+            self.objective, self.solver, "DPipeClassifier", lam=self.lam, C=self.C, ridge=self.ridge, max_iter=self.max_iter, tol=self.tol,
             memory=self.memory, smoothing=self.smoothing, epsilon=self.epsilon, mu_scale=self.mu_scale, continuation=self.continuation,
-            standardize=self.standardize, precondition=self.precondition,
+            standardize=self.standardize, precondition=self.precondition, eps=self.eps, k=self.k, k_fraction=self.k_fraction, bias=self.bias,
+            calibrate=self.calibrate,
         )
         if _is_dask(X) or _is_dask(y):
             import dask.array as da
@@ -148,7 +161,7 @@ class DPipeClassifier:
                 raise ParameterError(f"DPipeClassifier.fit: objective {params['objective']!r} takes NumPy input; use dpipe.train on a store for out-of-core data")
             y_pm = np.where(y == classes[1], 1, -1).astype(np.int8)
             ds = LocalDataset([Shard(X=np.ascontiguousarray(X, dtype=np.float32), y=y_pm)])
-            coef, intercept, result = fit_smooth_on(ds, int((y_pm > 0).sum()), int((y_pm < 0).sum()), params)
+            coef, intercept, result = fit_on_dataset(ds, int((y_pm > 0).sum()), int((y_pm < 0).sum()), params)
         else:
             if _is_dask(X):
                 y_pm = (2 * (y == classes[1]) - 1).astype(np.int8)
@@ -159,7 +172,7 @@ class DPipeClassifier:
                 with threadpool_limits(limits=1, user_api="blas"):  # bitwise equal to a dask worker's result
                     moments = shard_moments(X, y_pm, w)
             coef, intercept, result = fit_moments(moments, params)
-        if self.calibrate:
+        if params["calibrate"]:
             if _is_dask(X):
                 y_np = np.asarray(y_pm.compute())
                 summarise = lambda w, b: RankSummary.from_scores(y_np, np.asarray((X @ w + b).compute()))  # noqa: E731

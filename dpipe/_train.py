@@ -18,10 +18,10 @@ from .io import Store, open_store
 from .metrics import RankSummary
 from .model import LinearModel
 from .reduce import ClassMoments, class_moments_of_shard, column_moments_of_shard, merge_column_moments, merge_moments
-from .objectives import SmoothedAUCObjective, SmoothedPRBEPObjective, StandardizedObjective
-from .solvers import FitResult, default_smoothing, fit_auc_moment, fit_error_moment, fit_smooth
+from .objectives import STRUCTURAL_LOSSES, SmoothedAUCObjective, SmoothedPRBEPObjective, StandardizedObjective, StructuralRisk
+from .solvers import FitResult, default_smoothing, fit_auc_moment, fit_cutting_plane, fit_error_moment, fit_smooth
 
-__all__ = ["train", "fit_moments", "calibrate_threshold", "OBJECTIVES", "open_dataset"]
+__all__ = ["train", "fit_moments", "fit_smooth_on", "fit_structural_on", "fit_on_dataset", "calibrate_threshold", "OBJECTIVES", "open_dataset"]
 
 log = logging.getLogger("dpipe.train")
 
@@ -31,17 +31,31 @@ OBJECTIVES: dict[str, tuple[str, ...]] = {
     "error-moment": ("lbfgs",),
     "auc-smooth": ("lbfgs",),
     "prbep-smooth": ("lbfgs",),
+    # SVM-perf's multivariate losses (Joachims 2005), by 1-slack cutting planes
+    **{loss: ("cutting-plane",) for loss in STRUCTURAL_LOSSES},
 }
 
 MOMENT_OBJECTIVES = ("auc-moment", "error-moment")
+SMOOTH_OBJECTIVES = ("auc-smooth", "prbep-smooth")
+STRUCTURAL_OBJECTIVES = tuple(STRUCTURAL_LOSSES)
+#: structural losses that come with their own decision threshold (the bias feature);
+#: the others rank, so their threshold is calibrated on the training data by default
+THRESHOLD_LOSSES = ("error", "f1")
 
 #: Defaults that differ by family: moment objectives follow Ghanbari et al. (penalty
 #: weight, L-BFGS memory 20, gradient tolerance 1e-4), smoothed ones Zhang et al.
 #: (lam = 1e-4, i.e. SVM-perf's C = 100, L-BFGS memory 6).
 FAMILY_DEFAULTS = {
-    "moment": {"lam": 1e-3, "memory": 20, "tol": 1e-4},
-    "smooth": {"lam": 1e-4, "memory": 6, "tol": 1e-6},
+    "moment": {"lam": 1e-3, "memory": 20, "tol": 1e-4, "max_iter": 500},
+    "smooth": {"lam": 1e-4, "memory": 6, "tol": 1e-6, "max_iter": 500},
+    "structural": {"lam": 1e-4, "memory": 6, "tol": 1e-6, "max_iter": 1000},
 }
+
+
+def family(objective: str) -> str:
+    """``"moment"``, ``"smooth"`` or ``"structural"``."""
+    return "moment" if objective in MOMENT_OBJECTIVES else "structural" if objective in STRUCTURAL_OBJECTIVES else "smooth"
+
 
 ENGINES = ("dask", "local")
 
@@ -63,8 +77,9 @@ def check_fit_params(
     owner: str,
     *,
     lam: float | None = None,
+    C: float | None = None,
     ridge: float = 1e-6,
-    max_iter: int = 500,
+    max_iter: int | None = None,
     tol: float | None = None,
     memory: int | None = None,
     smoothing: float | None = None,
@@ -73,20 +88,46 @@ def check_fit_params(
     continuation: bool = False,
     standardize: bool = False,
     precondition: bool = False,
+    eps: float = 1e-3,
+    k: int | None = None,
+    k_fraction: float | None = None,
+    bias: float = 1.0,
+    calibrate: bool | None = None,
 ) -> dict[str, Any]:
     """Validate the hyper-parameters of a fit; returns them with the family defaults filled in."""
     solver = _check_objective_solver(objective, solver, owner)
-    defaults = FAMILY_DEFAULTS["moment" if objective in MOMENT_OBJECTIVES else "smooth"]
+    fam = family(objective)
+    defaults = FAMILY_DEFAULTS[fam]
+    if C is not None:
+        if fam != "structural" and objective not in SMOOTH_OBJECTIVES:
+            raise ParameterError(f"The 'C' parameter of {owner} applies to the SVM-perf objectives (lam = 1 / (100 C)), not to {objective!r}; use lam.")
+        if lam is not None:
+            raise ParameterError(f"The 'C' and 'lam' parameters of {owner} are two names for one weight (lam = 1 / (100 C)); give one.")
+        lam = 1.0 / (100.0 * check_number(C, "C", owner, 0.0, np.inf))
     params = {
         "objective": objective,
         "solver": solver,
-        "lam": check_number(defaults["lam"] if lam is None else lam, "lam", owner, 0.0, np.inf, closed="left"),
-        "max_iter": check_int(max_iter, "max_iter", owner, low=1),
+        "lam": check_number(defaults["lam"] if lam is None else lam, "lam", owner, 0.0, np.inf, closed="neither" if fam == "structural" else "left"),
+        "max_iter": check_int(defaults["max_iter"] if max_iter is None else max_iter, "max_iter", owner, low=1),
         "tol": check_number(defaults["tol"] if tol is None else tol, "tol", owner, 0.0, np.inf),
         "memory": check_int(defaults["memory"] if memory is None else memory, "memory", owner, low=1),
     }
-    if objective in MOMENT_OBJECTIVES:
+    params["calibrate"] = (objective not in THRESHOLD_LOSSES) if calibrate is None else bool(calibrate)
+    if fam == "moment":
         params["ridge"] = check_number(ridge, "ridge", owner, 0.0, np.inf, closed="left")
+    elif fam == "structural":
+        params["eps"] = check_number(eps, "eps", owner, 0.0, np.inf)
+        params["standardize"] = bool(standardize)
+        if precondition:
+            raise ParameterError(f"The 'precondition' parameter of {owner} applies to the L-BFGS solver; the cutting-plane solver's dual QP does not need it (use standardize to change the objective's scaling).")
+        takes_k = objective in ("prec@k", "rec@k")
+        if (k is not None or k_fraction is not None) and not takes_k:
+            raise ParameterError(f"The 'k' and 'k_fraction' parameters of {owner} apply to prec@k and rec@k, not to {objective!r}.")
+        if k is not None and k_fraction is not None:
+            raise ParameterError(f"The 'k' and 'k_fraction' parameters of {owner} exclude each other: give the count or the fraction of positives.")
+        params["k"] = None if k is None else check_int(k, "k", owner, low=1)
+        params["k_fraction"] = None if k_fraction is None else check_number(k_fraction, "k_fraction", owner, 0.0, np.inf)
+        params["bias"] = check_number(bias, "bias", owner, 0.0, np.inf, closed="left")
     else:
         params["smoothing"] = None if smoothing is None else check_number(smoothing, "smoothing", owner, 0.0, np.inf)
         params["epsilon"] = check_number(epsilon, "epsilon", owner, 0.0, np.inf)
@@ -100,6 +141,24 @@ def check_fit_params(
                 "(ridge on scaled weights), precondition keeps it and only rescales the solver's coordinates. Choose one."
             )
     return params
+
+
+def resolve_k(params: dict[str, Any], n_positive: int, n_rows: int, owner: str = "train") -> int | None:
+    """The number of predicted positives for prec@k / rec@k (SVM-perf's ``--p`` convention).
+
+    ``k`` as given; else ``k_fraction`` times the number of positives; else SVM-perf's
+    defaults, half the positives for prec@k and twice the positives for rec@k.
+    """
+    if params["objective"] not in ("prec@k", "rec@k"):
+        return None
+    if params.get("k") is not None:
+        k = int(params["k"])
+    else:
+        fraction = params.get("k_fraction") or (0.5 if params["objective"] == "prec@k" else 2.0)
+        k = max(1, int(round(fraction * n_positive)))
+    if k > n_rows:
+        raise ParameterError(f"The 'k' of {owner} must be at most the number of training rows ({n_rows}); got {k}.")
+    return k
 
 
 def calibrate_threshold(
@@ -165,6 +224,15 @@ def fit_moments(moments: ClassMoments, params: dict[str, Any]) -> tuple[np.ndarr
     return fit_error_moment(moments, **common)
 
 
+def feature_scales(ds: Any) -> tuple[np.ndarray, float]:
+    """Per-feature standard deviations from one pass (1 for constant columns), and its seconds."""
+    t0 = time.perf_counter()
+    std = ds.map_reduce(column_moments_of_shard, merge_column_moments).std
+    seconds = time.perf_counter() - t0
+    log.info("per-feature scales from one pass (%.3f s)", seconds)
+    return np.where(std > 0, std, 1.0), seconds
+
+
 def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, Any], validate: Callable | None = None) -> tuple[np.ndarray, float, FitResult]:
     """Fit a smoothed rank objective on an opened dataset (two passes per evaluation)."""
     objective = params["objective"]
@@ -172,14 +240,9 @@ def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, A
     if width is None:
         width = default_smoothing(objective, n_positive, n_negative, params["epsilon"], params["mu_scale"])
     cls = SmoothedAUCObjective if objective == "auc-smooth" else SmoothedPRBEPObjective
-    scale = np.ones(ds.n_features)
-    t_standardize = 0.0
+    scale, t_standardize = np.ones(ds.n_features), 0.0
     if params.get("standardize") or params.get("precondition"):
-        t0 = time.perf_counter()
-        std = ds.map_reduce(column_moments_of_shard, merge_column_moments).std
-        scale = np.where(std > 0, std, 1.0)
-        t_standardize = time.perf_counter() - t0
-        log.info("per-feature scales from one pass (%.3f s)", t_standardize)
+        scale, t_standardize = feature_scales(ds)
     if params.get("standardize"):
         make = lambda width: StandardizedObjective(cls(ds, 0.0, width, n_positive, n_negative), scale, params["lam"])  # noqa: E731
     elif params.get("precondition"):  # the same objective in the coordinates v = scale * w
@@ -193,6 +256,38 @@ def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, A
     )
     result.info.update(standardized=bool(params.get("standardize")), preconditioned=bool(params.get("precondition")), time_standardize=t_standardize)
     return result.x / scale, 0.0, result
+
+
+def fit_structural_on(
+    ds: Any, n_positive: int, n_negative: int, params: dict[str, Any], validate: Callable | None = None
+) -> tuple[np.ndarray, float, FitResult]:
+    """Fit an SVM-perf loss by 1-slack cutting planes on an opened dataset (two passes per iteration).
+
+    The bias feature (``params["bias"]``, SVM-perf's ``--b``) is used for the losses
+    that set a threshold (error, F1); for the ranking losses its weight decouples
+    from the others (the planes' bias coefficients are equal or zero), so it is left
+    out and the threshold is calibrated instead.
+    """
+    objective = params["objective"]
+    scale, t_standardize = (feature_scales(ds) if params.get("standardize") else (None, 0.0))
+    bias = params["bias"] if objective in THRESHOLD_LOSSES else 0.0
+    k = resolve_k(params, n_positive, n_positive + n_negative)
+    risk = StructuralRisk(ds, objective, n_positive, n_negative, k=k, bias=bias, scale=scale)
+    v_validate = None if validate is None else (lambda v: validate(*risk.split(v)))
+    result = fit_cutting_plane(
+        risk, risk.n_features, params["lam"], eps=params["eps"], max_iter=params["max_iter"], validate=v_validate, name=f"{objective}: "
+    )
+    coef, intercept = risk.split(result.x)
+    result.info.update(standardized=scale is not None, time_standardize=t_standardize, k=k, bias=bias, C=1.0 / (100.0 * params["lam"]))
+    return coef, intercept, result
+
+
+def fit_on_dataset(
+    ds: Any, n_positive: int, n_negative: int, params: dict[str, Any], validate: Callable | None = None
+) -> tuple[np.ndarray, float, FitResult]:
+    """Fit a smoothed (L-BFGS) or structural (cutting-plane) objective on an opened dataset."""
+    fit = fit_structural_on if params["objective"] in STRUCTURAL_OBJECTIVES else fit_smooth_on
+    return fit(ds, n_positive, n_negative, params, validate)
 
 
 @contextlib.contextmanager
@@ -221,8 +316,8 @@ def _validator(vds: Any) -> Callable[[np.ndarray], dict[str, float]]:
     """Per-iteration exact validation AUC and PRBEP on an opened dataset (one pass each)."""
     from ._evaluate import evaluate_dataset
 
-    def validate(w: np.ndarray) -> dict[str, float]:
-        v = evaluate_dataset(vds, w, 0.0)
+    def validate(w: np.ndarray, intercept: float = 0.0) -> dict[str, float]:
+        v = evaluate_dataset(vds, w, intercept)
         return {"validation_auc": v["roc_auc"], "validation_prbep": v["prbep"]}
 
     return validate
@@ -234,8 +329,9 @@ def train(
     *,
     solver: str | None = None,
     lam: float | None = None,
+    C: float | None = None,
     ridge: float = 1e-6,
-    max_iter: int = 500,
+    max_iter: int | None = None,
     tol: float | None = None,
     memory: int | None = None,
     smoothing: float | None = None,
@@ -244,6 +340,10 @@ def train(
     continuation: bool = False,
     standardize: bool = False,
     precondition: bool = False,
+    eps: float = 1e-3,
+    k: int | None = None,
+    k_fraction: float | None = None,
+    bias: float = 1.0,
     validation: str | os.PathLike | Store | None = None,
     engine: str = "dask",
     client: Any = None,
@@ -253,7 +353,7 @@ def train(
     cache: str | None = None,
     out: str | os.PathLike | None = None,
     train_metrics: bool = True,
-    calibrate: bool = True,
+    calibrate: bool | None = None,
 ) -> LinearModel:
     """Train a linear model on a store for the given objective.
 
@@ -261,24 +361,33 @@ def train(
     ----------
     store : str or Store
         Training store (Zarr or Parquet).
-    objective : {"auc-moment", "error-moment", "auc-smooth", "prbep-smooth"}
+    objective : str
         ``auc-moment`` minimizes the moment ranking loss (1 - AUC under the normal
         model); ``error-moment`` the moment expected 0-1 error with a bias (one data
         pass, Ghanbari et al.). ``auc-smooth`` / ``prbep-smooth`` minimize
         ``lam/2 ||w||^2`` plus the smoothed ROCArea / PRBEP risk of SVM-perf (Zhang
-        et al.; two passes per evaluation).
+        et al.; two passes per evaluation). ``rocarea``, ``prbep``, ``f1``,
+        ``prec@k``, ``rec@k``, ``error``: SVM-perf's multivariate losses (Joachims
+        2005), ``lam/2 ||w||^2`` plus the structural risk, by 1-slack cutting planes
+        (two passes per iteration).
     solver : str, optional
         ``auc-moment``: "closed-form" (default) or "lbfgs" (the paper's route);
-        the others: "lbfgs".
+        the other moment and smoothed objectives: "lbfgs"; SVM-perf's losses:
+        "cutting-plane". A pair not in :data:`OBJECTIVES` is an error listing the
+        valid pairs.
     lam : float, optional
         Moment objectives: weight of the unit-norm penalty ``lam (1 - ||w||^2)^2``
-        (default 1e-3). Smoothed objectives: the ridge ``lam/2 ||w||^2`` (default
-        1e-4, SVM-perf's C = 100; ``lam = 1 / (100 C)``).
+        (default 1e-3). Smoothed objectives and SVM-perf's losses: the ridge
+        ``lam/2 ||w||^2`` (default 1e-4, SVM-perf's C = 100).
+    C : float, optional
+        SVM-perf's ``-c`` instead of ``lam``: ``lam = 1 / (100 C)`` (SVM-perf's
+        losses are in percent).
     ridge : float
         Ridge added to the standardized covariance of the closed form.
     max_iter, tol, memory : int, float, int
-        L-BFGS iteration limit, gradient tolerance and memory (defaults: 500, and
-        1e-4 / 20 for moment objectives, 1e-6 / 6 for smoothed ones).
+        Iteration limit (default 500; 1000 cutting-plane iterations), L-BFGS
+        gradient tolerance and memory (1e-4 / 20 for moment objectives, 1e-6 / 6
+        for smoothed ones).
     smoothing : float, optional
         Smoothed objectives: the Huber width t (auc-smooth) or mu (prbep-smooth);
         default the paper's ``mu = epsilon / D`` times ``mu_scale``.
@@ -298,8 +407,19 @@ def train(
         weights) but run L-BFGS in the coordinates ``v = s * w`` with ``s`` the
         per-feature standard deviations (one extra pass). A diagonal preconditioner:
         same minimizer, far fewer iterations when raw scales differ widely.
+    eps : float
+        Cutting plane: stop when the best ``J`` is within ``eps`` of the lower bound
+        (default 1e-3 = SVM-perf's default ``-e 0.1``, which is in percent).
+    k, k_fraction : int, float, optional
+        ``prec@k`` / ``rec@k``: the number of predicted positives, or it as a
+        fraction of the training positives (SVM-perf's ``--p``); default half the
+        positives for prec@k and twice the positives for rec@k, as SVM-perf.
+    bias : float
+        Cutting plane, ``error`` and ``f1``: SVM-perf's ``--b``, the value of a
+        regularized constant feature (default 1, as SVM-perf; 0: none, the
+        decision threshold is then 0).
     validation : str or Store, optional
-        Smoothed objectives: measure the exact validation AUC and PRBEP after every
+        Smoothed and SVM-perf objectives: measure the exact validation AUC and PRBEP after every
         iteration (one more pass each).
     engine : {"dask", "local"}
         Run the passes on a dask cluster (default) or in this process.
@@ -311,12 +431,14 @@ def train(
         Save the model there (JSON).
     train_metrics : bool
         Keep the model's exact metrics on the training store in the model.
-    calibrate : bool
+    calibrate : bool, optional
         Set the intercept to the threshold with the fewest training errors, and for
         ``error-moment`` keep, among both L-BFGS fits and the ``auc-moment``
         direction, the one with the fewest training errors (one score pass per
         candidate; see :func:`calibrate_threshold`). ``False`` keeps the fit's own
-        intercept (the moment model's threshold; 0 for smoothed objectives).
+        intercept (the moment model's threshold; 0 for smoothed objectives and the
+        ranking losses; ``bias * w_bias`` for ``error`` and ``f1``). Default: on,
+        except for ``error`` and ``f1``, whose bias feature sets their threshold.
 
     Returns
     -------
@@ -324,10 +446,11 @@ def train(
     """
     check_choice(engine, "engine", "train", ENGINES)
     params = check_fit_params(
-        objective, solver, "train", lam=lam, ridge=ridge, max_iter=max_iter, tol=tol, memory=memory,
+        objective, solver, "train", lam=lam, C=C, ridge=ridge, max_iter=max_iter, tol=tol, memory=memory,
         smoothing=smoothing, epsilon=epsilon, mu_scale=mu_scale, continuation=continuation, standardize=standardize,
-        precondition=precondition,
+        precondition=precondition, eps=eps, k=k, k_fraction=k_fraction, bias=bias, calibrate=calibrate,
     )
+    calibrate = params["calibrate"]
     st = store if isinstance(store, Store) else open_store(store)
     m = st.manifest
     from ._evaluate import evaluate_dataset, rank_summary
@@ -349,7 +472,7 @@ def train(
                 vst = validation if isinstance(validation, Store) else open_store(validation)
                 validate = _validator(stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream")))
             log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
-            coef, intercept, result = fit_smooth_on(ds, m.n_positive, m.n_negative, params, validate)
+            coef, intercept, result = fit_on_dataset(ds, m.n_positive, m.n_negative, params, validate)
             result.time_data = getattr(ds, "load_seconds", 0.0) + result.info["time_standardize"]
         log.info("%s fit: %.3f s, objective %.8g", objective, result.time_solve, result.fun)
         metrics = {}
@@ -368,7 +491,7 @@ def train(
         intercept,
         feature_names=m.feature_names,
         objective=objective,
-        params=dict(params, calibrate=calibrate),
+        params=params,
         encoding=m.encoding,
         training={
             "store": st.path,

@@ -32,8 +32,8 @@ def test_params_protocol():
     c.set_params(solver="lbfgs")
     assert c.solver == "lbfgs"
     assert "lam=0.1" in repr(c)
-    with pytest.raises(ParameterError, match="Invalid parameter 'C'"):
-        c.set_params(C=1)
+    with pytest.raises(ParameterError, match="Invalid parameter 'gamma'"):
+        c.set_params(gamma=1)
 
 
 def test_errors():

@@ -112,9 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--objective", choices=list(OBJECTIVES), default="auc-moment")
     p.add_argument("--solver", help="solver for the objective: " + "; ".join(f"{o}: {', '.join(s)}" for o, s in OBJECTIVES.items()))
     p.add_argument("--out", required=True, help="model file to write (JSON)")
-    p.add_argument("--lam", type=float, help="moment objectives: weight of the unit-norm penalty (default 1e-3); smoothed: ridge lam/2 ||w||^2 (default 1e-4 = SVM-perf's C 100; lam = 1/(100 C))")
+    p.add_argument("--lam", type=float, help="moment objectives: weight of the unit-norm penalty (default 1e-3); smoothed and SVM-perf losses: ridge lam/2 ||w||^2 (default 1e-4 = SVM-perf's C 100)")
+    p.add_argument("--C", dest="C", type=float, help="SVM-perf's -c instead of --lam: lam = 1/(100 C)")
     p.add_argument("--ridge", type=float, default=1e-6, help="ridge of the auc-moment closed form (standardized units, default 1e-6)")
-    p.add_argument("--max-iter", dest="max_iter", type=int, default=500)
+    p.add_argument("--max-iter", dest="max_iter", type=int, help="iteration limit (default 500; cutting plane 1000)")
     p.add_argument("--tol", type=float, help="gradient tolerance (default 1e-4 moment, 1e-6 smoothed)")
     p.add_argument("--memory", type=int, help="L-BFGS memory (default 20 moment, 6 smoothed)")
     g = p.add_argument_group("smoothed objectives (auc-smooth, prbep-smooth)")
@@ -122,11 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--epsilon", type=float, default=1e-3, help="the paper's accuracy epsilon (default 1e-3): mu = epsilon / D")
     g.add_argument("--mu-scale", dest="mu_scale", type=float, default=1.0, help="multiply the default smoothing (the paper studies 1, 100, 1000)")
     g.add_argument("--continuation", action="store_true", help="start 1000x smoother and shrink tenfold per stage, warm-starting")
-    g.add_argument("--standardize", action="store_true", help="fit on features scaled to unit variance (ridge on the scaled weights; weights saved for raw features)")
+    g.add_argument("--standardize", action="store_true", help="(also cutting plane) fit on features scaled to unit variance (ridge on the scaled weights; weights saved for raw features)")
     g.add_argument("--precondition", action="store_true", help="same objective, solved in per-feature-scaled coordinates (a diagonal preconditioner; one extra pass)")
-    g.add_argument("--validation", help="store whose exact AUC and PRBEP are measured after every iteration")
+    g.add_argument("--validation", help="(also cutting plane) store whose exact AUC and PRBEP are measured after every iteration")
+    g = p.add_argument_group("SVM-perf losses (rocarea, prbep, f1, prec@k, rec@k, error; --solver cutting-plane)")
+    g.add_argument("--eps", type=float, default=1e-3, help="stop when J is within eps of the cutting-plane lower bound (default 1e-3 = SVM-perf's -e 0.1, which is in percent)")
+    g.add_argument("--k", type=int, help="prec@k / rec@k: number of predicted positives")
+    g.add_argument("--k-fraction", dest="k_fraction", type=float, help="prec@k / rec@k: k as a fraction of the training positives (SVM-perf's --p; default 0.5 for prec@k, 2 for rec@k)")
+    g.add_argument("--bias", type=float, default=1.0, help="error / f1: value of the regularized constant feature (SVM-perf's --b, default 1; 0: none)")
     p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="do not keep training metrics in the model")
-    p.add_argument("--no-calibrate", dest="calibrate", action="store_false", help="keep the moment model's own threshold (no threshold pass on the training data)")
+    p.add_argument("--no-calibrate", dest="calibrate", action="store_false", default=None, help="keep the fit's own threshold (no threshold pass on the training data; already the default for error and f1)")
     _add_cluster(p)
 
     p = sub.add_parser("evaluate", help="exact ROC-AUC, PRBEP, accuracy, precision, recall, F1, Prec@k, Rec@k of a model on a store")
@@ -202,14 +208,16 @@ def _cmd_train(a: argparse.Namespace) -> None:
     model = train(
         a.store, a.objective, solver=a.solver, lam=a.lam, ridge=a.ridge, max_iter=a.max_iter, tol=a.tol, memory=a.memory,
         smoothing=a.smoothing, epsilon=a.epsilon, mu_scale=a.mu_scale, continuation=a.continuation, standardize=a.standardize, precondition=a.precondition,
-        validation=a.validation,
+        C=a.C, eps=a.eps, k=a.k, k_fraction=a.k_fraction, bias=a.bias, validation=a.validation,
         out=a.out, train_metrics=a.train_metrics, calibrate=a.calibrate, **_cluster_kwargs(a),
     )
     fit = model.fit
     print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, data loading/moments {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {a.out}")
+    if "gap" in fit.get("info", {}):
+        print(f"cutting plane: lower bound {fit['info']['lower_bound']:.8g}, gap {fit['info']['gap']:.3g} (eps {a.eps:g})")
     if model.metrics.get("train"):
         t = model.metrics["train"]
-        print(f"training ROC-AUC {t['roc_auc']:.6f}, accuracy {t['accuracy']:.6f}")
+        print(f"training ROC-AUC {t['roc_auc']:.6f}, PRBEP {t['prbep']:.6f}, F1 {t['f1']:.6f}, accuracy {t['accuracy']:.6f}")
 
 
 def _cmd_evaluate(a: argparse.Namespace) -> None:

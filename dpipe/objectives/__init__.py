@@ -2,6 +2,7 @@
 
 from ._moment import AUCMomentObjective, ErrorMomentObjective, StandardizedMoments, closed_form_auc_direction
 from ._smooth import SmoothedAUCObjective, SmoothedPRBEPObjective, StandardizedObjective
+from ._structural import STRUCTURAL_LOSSES, StructuralRisk
 
 __all__ = [
     "StandardizedMoments",
@@ -11,4 +12,6 @@ __all__ = [
     "SmoothedAUCObjective",
     "SmoothedPRBEPObjective",
     "StandardizedObjective",
+    "StructuralRisk",
+    "STRUCTURAL_LOSSES",
 ]
