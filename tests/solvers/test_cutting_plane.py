@@ -138,3 +138,73 @@ def test_iteration_limit_warns_and_history_has_the_gap():
         fit = fit_cutting_plane(StructuralRisk(ds, "f1", int((y > 0).sum()), int((y < 0).sum())), 4, 1e-4, eps=1e-12, max_iter=3)
     assert fit.nit == 3 and fit.status == 1
     assert {"J", "lower_bound", "gap", "loss", "seconds_oracle"} <= set(fit.history[-1])
+
+
+def _contingency_loss(loss, a, b, c, n, n_pos, k):
+    """Delta of a labeling with a true positives, b false positives and c false negatives (a fraction)."""
+    return {
+        "error": (b + c) / n,
+        "f1": 1.0 if a == 0 else 1.0 - 2 * a / (2 * a + b + c),
+        "prbep": 1.0 - a / n_pos,
+        "prec@k": 1.0 - a / (k or 1),
+        "rec@k": 1.0 - a / n_pos,
+    }[loss]
+
+
+def _enumerated_structural_svm(X, y, loss, lam, k=None):
+    """The structural SVM with every admissible labeling as a constraint (n <= 10), by SLSQP in (w, xi)."""
+    n, d = X.shape
+    n_pos = int((y > 0).sum())
+    rows = [(0.0, np.zeros(d))]  # xi >= 0 (the true labeling, where admissible; always in SVM-perf's problem)
+    for bits in range(2 ** n):
+        yp = np.where((bits >> np.arange(n)) & 1, 1, -1)
+        npred = int((yp > 0).sum())
+        if (loss == "prbep" and npred != n_pos) or (loss in ("prec@k", "rec@k") and npred != k):
+            continue
+        a, b, c = int(((yp > 0) & (y > 0)).sum()), int(((yp > 0) & (y < 0)).sum()), int(((yp < 0) & (y > 0)).sum())
+        delta = _contingency_loss(loss, a, b, c, n, n_pos, k)
+        rows.append((delta, ((yp - y) / (2 * n)) @ X))
+    deltas, psi = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+    cons = ({"type": "ineq", "fun": lambda z: z[d] - deltas - psi @ z[:d], "jac": lambda z: np.hstack([-psi, np.ones((len(rows), 1))])},)
+    best = np.inf
+    for start in (np.zeros(d + 1), np.concatenate([np.zeros(d), [1.0]])):
+        r = so.minimize(lambda z: 0.5 * lam * z[:d] @ z[:d] + z[d], start, jac=lambda z: np.concatenate([lam * z[:d], [1.0]]),
+                        constraints=cons, method="SLSQP", options={"ftol": 1e-14, "maxiter": 1000})
+        if r.success:
+            best = min(best, r.fun)
+    return best
+
+
+@pytest.mark.parametrize("loss,k", [("error", None), ("f1", None), ("prbep", None), ("prec@k", 3), ("rec@k", 4)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_full_solver_equals_the_structural_svm_over_all_labelings(loss, k, seed):
+    """On n = 10 every admissible labeling is a constraint: the exact structural SVM, bias feature included."""
+    rng = np.random.default_rng(seed)
+    y = rng.permutation(np.array([1] * 4 + [-1] * 6, dtype=np.int8))
+    X = (rng.normal(size=(10, 3)) + 0.7 * y[:, None]).astype(np.float32)
+    ds = LocalDataset([Shard(X=X[:4], y=y[:4]), Shard(X=X[4:], y=y[4:])])
+    lam = 0.05
+    bias = 1.0 if loss in ("error", "f1") else 0.0
+    risk = StructuralRisk(ds, loss, int((y > 0).sum()), int((y < 0).sum()), k=k, bias=bias)
+    fit = fit_cutting_plane(risk, risk.n_features, lam, eps=1e-10, max_iter=500)
+    Xb = np.hstack([X.astype(np.float64), np.ones((10, 1))]) if bias else X.astype(np.float64)
+    assert fit.success and fit.fun == pytest.approx(_enumerated_structural_svm(Xb, y, loss, lam, k), rel=1e-6, abs=1e-8)
+
+
+def test_bias_feature_and_standardized_coordinates_map_back_to_the_raw_model():
+    X, y = classification_data(300, 4, seed=2, scales=True)
+    ds = LocalDataset([Shard(X=X, y=y)])
+    scale = X.astype(np.float64).std(axis=0)
+    risk = StructuralRisk(ds, "error", int((y > 0).sum()), int((y < 0).sum()), bias=2.0, scale=scale)
+    v = np.array([0.3, -1.0, 0.5, 2.0, 0.25])
+    coef, intercept = risk.split(v)
+    np.testing.assert_allclose(coef, v[:4] / scale)
+    assert intercept == 0.5
+    R, _, a = risk.plane(v)
+    s = X.astype(np.float64) @ coef + intercept  # the error-rate risk is the mean hinge of the raw model
+    assert R == pytest.approx(np.maximum(0.0, 1.0 - y * s).mean(), rel=1e-12)
+    eps = 1e-6  # and the plane's slope is its subgradient in v (the hinge is linear near a generic v)
+    for j in range(5):
+        e = np.zeros(5)
+        e[j] = eps
+        assert (risk.plane(v + e)[0] - risk.plane(v - e)[0]) / (2 * eps) == pytest.approx(a[j], rel=1e-5, abs=1e-9)
