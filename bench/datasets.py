@@ -13,6 +13,7 @@ KDD = dict(label=41)
 #: name -> (train file, test file, ingest options, test-only options)
 DATASETS: dict[str, tuple[str, str, dict[str, Any], dict[str, Any]]] = {
     "kdd99": ("kddcup.data_10_percent.gz", "corrected.gz", dict(KDD, negative=["normal."]), {"unseen": "ignore"}),
+    "kdd99-normal": ("kddcup.data_10_percent.gz", "corrected.gz", dict(KDD, positive=["normal."]), {"unseen": "ignore"}),
     "kdd99-rare": ("kddcup.data_10_percent.gz", "corrected.gz", dict(KDD, negative=["normal.", "smurf.", "neptune."]), {"unseen": "ignore"}),
     "a9a": ("a9a.gz", "a9a.t.gz", dict(n_features=123), {}),
     "w8a": ("w8a.gz", "w8a.t.gz", dict(n_features=300), {}),

@@ -44,7 +44,8 @@ THRESHOLD_LOSSES = ("error", "f1")
 
 #: Defaults that differ by family: moment objectives follow Ghanbari et al. (penalty
 #: weight, L-BFGS memory 20, gradient tolerance 1e-4), smoothed ones Zhang et al.
-#: (lam = 1e-4, i.e. SVM-perf's C = 100, L-BFGS memory 6).
+#: (lam = 1e-4, i.e. SVM-perf's C = 100, L-BFGS memory 6), SVM-perf's losses the same
+#: lam with up to 1000 cutting-plane iterations (memory and tol are unused there).
 FAMILY_DEFAULTS = {
     "moment": {"lam": 1e-3, "memory": 20, "tol": 1e-4, "max_iter": 500},
     "smooth": {"lam": 1e-4, "memory": 6, "tol": 1e-6, "max_iter": 500},
@@ -100,7 +101,7 @@ def check_fit_params(
     defaults = FAMILY_DEFAULTS[fam]
     if C is not None:
         if fam != "structural" and objective not in SMOOTH_OBJECTIVES:
-            raise ParameterError(f"The 'C' parameter of {owner} applies to the SVM-perf objectives (lam = 1 / (100 C)), not to {objective!r}; use lam.")
+            raise ParameterError(f"The 'C' parameter of {owner} applies to the smoothed and SVM-perf objectives (lam = 1 / (100 C)), not to {objective!r}; use lam.")
         if lam is not None:
             raise ParameterError(f"The 'C' and 'lam' parameters of {owner} are two names for one weight (lam = 1 / (100 C)); give one.")
         lam = 1.0 / (100.0 * check_number(C, "C", owner, 0.0, np.inf))

@@ -91,7 +91,7 @@ def test_parameter_errors_name_the_parameter(data):
         dpipe.train(path, "auc-smooth", solver="cutting-plane", engine="local")
     with pytest.raises(ParameterError, match="'C' and 'lam'"):
         dpipe.train(path, "rocarea", C=1.0, lam=1e-3, engine="local")
-    with pytest.raises(ParameterError, match="'C' parameter of train applies to the SVM-perf objectives"):
+    with pytest.raises(ParameterError, match="'C' parameter of train applies to the smoothed and SVM-perf objectives"):
         dpipe.train(path, "auc-moment", C=1.0, engine="local")
     with pytest.raises(ParameterError, match="'k' and 'k_fraction' parameters of train apply to prec@k and rec@k"):
         dpipe.train(path, "rocarea", k=5, engine="local")

@@ -14,6 +14,20 @@ from ._writer import ShardWriter, shard_rows_for
 __all__ = ["split_store"]
 
 
+#: rows per random-number block of :func:`split_store` (row r uses block r // SPLIT_BLOCK)
+SPLIT_BLOCK = 65536
+
+
+def _uniforms(seed: int, start: int, n: int) -> np.ndarray:
+    """Uniform draws for global rows ``start .. start + n``, whatever the shard boundaries."""
+    if n == 0:
+        return np.zeros(0)
+    first, last = start // SPLIT_BLOCK, (start + n - 1) // SPLIT_BLOCK
+    draws = np.concatenate([np.random.default_rng([seed, b]).random(SPLIT_BLOCK) for b in range(first, last + 1)])
+    offset = start - first * SPLIT_BLOCK
+    return draws[offset:offset + n]
+
+
 def split_store(
     store: str | os.PathLike | Store,
     train_dest: str,
@@ -26,9 +40,10 @@ def split_store(
     """Randomly split the rows of ``store`` into two new stores of the same format.
 
     Every row goes to the test store with probability ``test_fraction``
-    (independently, from a generator seeded by ``seed`` and the shard number), so
-    the split is reproducible and needs one shard in memory at a time. Row order
-    is kept within each part; manifests keep the source's encoding, so models
+    (independently, from generators seeded by ``seed`` and fixed blocks of
+    ``SPLIT_BLOCK`` global row numbers), so the split is reproducible, does not
+    depend on how the store is sharded, and needs one shard in memory at a time.
+    Row order is kept within each part; manifests keep the source's encoding, so models
     trained on one part score the other.
 
     Returns
@@ -45,9 +60,10 @@ def split_store(
     n_test, n_train = test_fraction * m.n_rows + slack, (1.0 - test_fraction) * m.n_rows + slack
     with ShardWriter(train_dest, shard_rows=shard_rows_for(min(m.n_rows, int(n_train)), m.n_features), **kw) as tr, \
             ShardWriter(test_dest, shard_rows=shard_rows_for(min(m.n_rows, int(n_test)), m.n_features), **kw) as te:
+        start = 0
         for shard in st.iter_shards():
-            rng = np.random.default_rng([seed, shard.index])
-            to_test = rng.random(shard.n_rows) < test_fraction
+            to_test = _uniforms(seed, start, shard.n_rows) < test_fraction
+            start += shard.n_rows
             for writer, mask in ((tr, ~to_test), (te, to_test)):
                 writer.append(
                     shard.X[mask], shard.y[mask],

@@ -15,6 +15,12 @@ each way, as for the smoothed objectives.
 Conventions are those of the oracles: ROCArea's risk is the mean pairwise hinge (the
 ``t -> 0`` limit of ``auc-smooth``), the contingency losses use ``Psi`` scaled by
 ``1 / (2n)``; ``lam = 1 / (100 C)`` for SVM-perf's ``C``.
+
+SVM-perf's bias feature (``--b``) is not stored: a constant ``bias`` appended to every
+row shifts all scores by ``bias * w_b``, which keeps their order, so it is added to the
+merged scores on the driver and its plane coefficient is ``bias * sum(coef)``.
+Standardized coordinates (``scale``) likewise need no copy of the data: the workers
+score with ``v / scale`` and the plane's slope is divided by ``scale``.
 """
 
 from __future__ import annotations
