@@ -33,7 +33,6 @@ Writes ``bench/results/cutting_plane_vs_smooth.{json,md}`` and a convergence plo
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -44,7 +43,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from datasets import default_data_dir, ingest_pair  # noqa: E402
+from datasets import bench_client, bench_parser, ingest_pair  # noqa: E402
 from smooth_vs_svmperf import warm_up  # noqa: E402
 
 LAM = 1e-4
@@ -200,23 +199,16 @@ def _markdown(race_rows: list[dict], table_rows: list[dict]) -> str:
 
 def main() -> None:
     import dpipe
-    from distributed import Client, LocalCluster
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=default_data_dir())
-    ap.add_argument("--work", type=Path, default=HERE / "work")
-    ap.add_argument("--datasets", default="a9a,kdd99")
+    ap = bench_parser(__doc__, "a9a,kdd99", "cutting_plane_vs_smooth")
     ap.add_argument("--part", default="race,table")
     ap.add_argument("--eps", type=float, help="cutting-plane eps (default: EPS per dataset in the race, 1e-4 in the table)")
     ap.add_argument("--cp-max-iter", type=int, default=1000)
     ap.add_argument("--lbfgs-max-iter", type=int, default=600)
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "cutting_plane_vs_smooth")
     a = ap.parse_args()
-    a.work.mkdir(parents=True, exist_ok=True)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
     parts = a.part.split(",")
     race_rows, table_rows = [], []
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster, direct_to_workers=True) as client:
+    with bench_client(a) as client:
         warm_up(dpipe, client, a.work)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

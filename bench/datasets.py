@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DATASETS", "default_data_dir", "ingest_pair"]
+__all__ = ["DATASETS", "default_data_dir", "ingest_pair", "bench_parser", "bench_client"]
 
 KDD = dict(label=41)
 
@@ -37,3 +40,26 @@ def ingest_pair(name: str, data_dir: Path, work: Path, overwrite: bool = False) 
     if overwrite or not test.exists():
         dpipe.ingest(str(data_dir / test_file), str(test), overwrite=True, like=str(train), **test_opts)
     return str(train), str(test)
+
+
+def bench_parser(doc: str, datasets: str, out: str) -> argparse.ArgumentParser:
+    """The options every dataset bench takes: --data-dir, --work, --datasets and --out."""
+    here = Path(__file__).resolve().parent
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--data-dir", type=Path, default=default_data_dir())
+    ap.add_argument("--work", type=Path, default=here / "work")
+    ap.add_argument("--datasets", default=datasets)
+    ap.add_argument("--out", type=Path, default=here / "results" / out)
+    return ap
+
+
+@contextlib.contextmanager
+def bench_client(a: argparse.Namespace) -> Iterator[Any]:
+    """Create ``--work`` and the results folder; yield a client of a 2-worker, 1-thread LocalCluster."""
+    from distributed import Client, LocalCluster
+
+    a.work.mkdir(parents=True, exist_ok=True)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster, direct_to_workers=True) as client:
+        yield client

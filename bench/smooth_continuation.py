@@ -16,7 +16,6 @@ the final J, iterations and evaluations. Writes
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import warnings
@@ -24,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from datasets import default_data_dir, ingest_pair  # noqa: E402
+from datasets import bench_client, bench_parser, ingest_pair  # noqa: E402
 
 STANDARDIZE = {"kdd99": True, "kdd99-rare": True}
 
@@ -36,19 +35,13 @@ def seconds_to(history: list[dict], level: float) -> float | None:
 
 def main() -> None:
     import dpipe
-    from distributed import Client, LocalCluster
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=default_data_dir())
-    ap.add_argument("--work", type=Path, default=HERE / "work")
-    ap.add_argument("--datasets", default="a9a,w8a,kdd99")
+    ap = bench_parser(__doc__, "a9a,w8a,kdd99", "smooth_continuation")
     ap.add_argument("--objectives", default="auc-smooth,prbep-smooth")
     ap.add_argument("--max-iter", type=int, default=500)
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "smooth_continuation")
     a = ap.parse_args()
-    a.work.mkdir(parents=True, exist_ok=True)
     rows = []
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster, direct_to_workers=True) as client:
+    with bench_client(a) as client:
         for name in a.datasets.split(","):
             train, _ = ingest_pair(name, a.data_dir, a.work)
             for objective in a.objectives.split(","):
@@ -68,7 +61,6 @@ def main() -> None:
                            "seconds_to_0.1pct": seconds_to(hist, best * 1.001), "stages": fit["info"].get("stages"), "warnings": warned}
                     rows.append(row)
                     print(json.dumps(row), flush=True)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
     with open(a.out.with_suffix(".json"), "w") as f:
         json.dump(rows, f, indent=1)
 

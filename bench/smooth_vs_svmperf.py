@@ -30,7 +30,6 @@ convergence plot per dataset (test metric against seconds) as PNG.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -41,7 +40,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from datasets import default_data_dir, ingest_pair  # noqa: E402
+from datasets import bench_client, bench_parser, ingest_pair  # noqa: E402
 from moment_baselines import logistic  # noqa: E402
 
 #: SVM-perf V3.00, C = 100, single thread, 80/20 split (seed 0) of each training file (DESIGN.md).
@@ -172,25 +171,18 @@ def _plot(rows: list[dict], dest: Path) -> None:
 
 def main() -> None:
     import dpipe
-    from distributed import Client, LocalCluster
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=default_data_dir())
-    ap.add_argument("--work", type=Path, default=HERE / "work")
-    ap.add_argument("--datasets", default="a9a,w8a,kdd99,kdd99-rare")
+    ap = bench_parser(__doc__, "a9a,w8a,kdd99,kdd99-rare", "smooth_vs_svmperf")
     ap.add_argument("--objectives", default="auc-smooth,prbep-smooth")
     ap.add_argument("--variants", default="raw,standardize", help="comma-separated: raw, standardize, precondition")
     ap.add_argument("--part", default="race,table")
     ap.add_argument("--mu-scale", type=float, default=1.0)
     ap.add_argument("--continuation", action="store_true")
     ap.add_argument("--max-iter", type=int, default=500)
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "smooth_vs_svmperf")
     a = ap.parse_args()
-    a.work.mkdir(parents=True, exist_ok=True)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
     parts = a.part.split(",")
     races, tables = [], []
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster, direct_to_workers=True) as client:
+    with bench_client(a) as client:
         warm_up(dpipe, client, a.work)
         for name in a.datasets.split(","):
             for variant in a.variants.split(","):
