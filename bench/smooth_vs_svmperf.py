@@ -40,6 +40,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from bench import _harness  # noqa: E402
 from datasets import bench_client, bench_parser, ingest_pair  # noqa: E402
 from moment_baselines import logistic  # noqa: E402
 
@@ -64,21 +66,13 @@ METRIC = {"auc-smooth": "validation_auc", "prbep-smooth": "validation_prbep"}
 
 
 def warm_up(dpipe, client, work: Path) -> None:
-    """Train both objectives once on a tiny store: imports and numba kernels loaded in every process.
+    """Train every objective once on a tiny store (imports and numba kernels loaded in every process).
 
     SVM-perf is a compiled binary; without this the first timed run would also pay
     for importing dpipe on the workers and loading (or, after an edit, compiling)
     the numba kernels, about 1-9 s here.
     """
-    path = work / "warm-up.zarr"
-    if not path.exists():
-        dpipe.make_data(str(path), rows=4000, features=8, seed=0, shard_rows=1000)
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for objective in ("auc-smooth", "prbep-smooth"):
-            dpipe.train(str(path), objective, client=client, validation=str(path), max_iter=3, calibrate=False)
-    print(f"warm-up: {time.perf_counter() - t0:.1f} s", flush=True)
+    print(f"warm-up: {_harness.warm_up(dpipe, client, work):.1f} s", flush=True)
 
 
 def _breakdown(history: list[dict]) -> dict[str, float]:

@@ -68,15 +68,19 @@ def weighted_row_sum(shard, kept: ShardScores, g_pos: np.ndarray, g_neg: np.ndar
     return rmatvec(shard.X, g) if shard.n_rows else np.zeros(shard.X.shape[1])
 
 
-#: (evaluation key, shard number) -> ShardScores of the latest score passes in this process.
+#: (evaluation key, shard number) -> the row order of the latest score passes in this process.
+#: Only the order is kept (the scores went to the driver), as int32 rows within the shard:
+#: 4 bytes per row of worker memory between the two passes, where the full ShardScores took 16.
 _MEMO: collections.OrderedDict[tuple[str, int], ShardScores] = collections.OrderedDict()
 _MEMO_SIZE = 512
+_EMPTY = np.zeros(0)
 
 
 def score_pass(shard, w: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
     """Sorted positive and negative scores of a shard; remembers the order under ``key``."""
     sc = score_shard(shard, w)
-    _MEMO[(key, shard.index)] = sc
+    small = np.int32 if shard.n_rows < 2**31 else np.int64
+    _MEMO[(key, shard.index)] = ShardScores(_EMPTY, _EMPTY, sc.pos_rows.astype(small), sc.neg_rows.astype(small))
     _MEMO.move_to_end((key, shard.index))
     while len(_MEMO) > _MEMO_SIZE:
         _MEMO.popitem(last=False)

@@ -1,0 +1,12 @@
+"""dpipe's benchmark suites: ``python -m bench SUITE [--quick]`` (see bench/README.md)."""
+
+__all__ = ["SUITES"]
+
+#: suite name -> module under ``bench.suites``
+SUITES = {
+    "convergence": "convergence",
+    "baselines": "baselines",
+    "scaling": "scaling",
+    "out-of-core": "out_of_core",
+    "workers": "workers",
+}

@@ -1,0 +1,195 @@
+"""What every suite shares: repeated timing, the local cluster, stores, and the results files."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "Config", "spread", "fmt_spread", "repeat", "local_cluster", "warm_cluster", "table_head", "warm_up", "synthetic_store", "machine",
+    "write_results", "pyplot", "save_figure", "quiet_train", "worker_peak_rss",
+]
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Config:
+    """Options of one ``python -m bench`` run, shared by every suite."""
+
+    quick: bool
+    repeats: int
+    data_dir: Path
+    work: Path
+    out_dir: Path
+
+
+def spread(values: Sequence[float]) -> dict[str, Any]:
+    """Median, min and max of repeated measurements, with the runs themselves."""
+    v = [float(x) for x in values]
+    return {"median": float(np.median(v)), "min": min(v), "max": max(v), "runs": v}
+
+
+def fmt_spread(s: dict[str, Any] | None, scale: float = 1.0, digits: int = 2) -> str:
+    """``median (min-max)`` of a :func:`spread`, times ``scale``; ``-`` when absent."""
+    if s is None:
+        return "-"
+    f = f"{{:.{digits}f}}"
+    if len(s["runs"]) == 1:
+        return f.format(s["median"] * scale)
+    return f"{f.format(s['median'] * scale)} ({f.format(s['min'] * scale)}-{f.format(s['max'] * scale)})"
+
+
+def repeat(fn: Callable[[], Any], repeats: int) -> tuple[dict[str, Any], list[Any]]:
+    """Run ``fn`` ``repeats`` times; the :func:`spread` of its wall times and its results."""
+    seconds, results = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        results.append(fn())
+        seconds.append(time.perf_counter() - t0)
+    return spread(seconds), results
+
+
+@contextlib.contextmanager
+def local_cluster(n_workers: int = 2, memory_limit: str | int = "auto") -> Iterator[Any]:
+    """A client of a LocalCluster of ``n_workers`` processes with one thread each."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=memory_limit, dashboard_address=":0") as cluster, \
+            Client(cluster, direct_to_workers=True) as client:
+        yield client
+
+
+@contextlib.contextmanager
+def warm_cluster(work: Path, n_workers: int = 2) -> Iterator[Any]:
+    """:func:`local_cluster` after :func:`warm_up` (its time printed)."""
+    import dpipe
+
+    with local_cluster(n_workers) as client:
+        print(f"  warm-up {warm_up(dpipe, client, work):.1f} s", flush=True)
+        yield client
+
+
+def table_head(columns: Sequence[str]) -> list[str]:
+    """The header and rule lines of a Markdown table."""
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
+def quiet_train(dpipe: Any, store: str, objective: str, **kw: Any) -> tuple[Any, list[str]]:
+    """``dpipe.train`` with its warnings (iteration limits) recorded, not raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = dpipe.train(store, objective, **kw)
+    return model, sorted({str(w.message) for w in caught})
+
+
+def warm_up(dpipe: Any, client: Any, work: Path) -> float:
+    """Train every objective once on a tiny store, so no timed run pays for imports or numba loading."""
+    path = work / "warm-up.zarr"
+    if not path.exists():
+        dpipe.make_data(str(path), rows=4000, features=8, seed=0, shard_rows=1000)
+    t0 = time.perf_counter()
+    for objective in ("auc-moment", "error-moment", "auc-smooth", "prbep-smooth", "rocarea", "prbep", "f1", "error"):
+        quiet_train(dpipe, str(path), objective, client=client, validation=str(path), max_iter=3, train_metrics=False)
+    return time.perf_counter() - t0
+
+
+def synthetic_store(work: Path, rows: int, features: int = 120, shard_rows: int | None = None) -> Path:
+    """``dpipe.make_data`` store of ``rows`` x ``features`` (seed 0) under ``work``, made once."""
+    import dpipe
+
+    path = work / (f"synthetic-{rows}x{features}" + (f"-s{shard_rows}" if shard_rows else "") + ".zarr")
+    if not path.exists():
+        work.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        dpipe.make_data(str(path), rows=rows, features=features, seed=0, shard_rows=shard_rows)
+        print(f"  made {path.name} in {time.perf_counter() - t0:.1f} s", flush=True)
+    return path
+
+
+def worker_peak_rss(client: Any) -> dict[str, int]:
+    """Peak resident set size (bytes, ``VmHWM``) of every worker process so far."""
+
+    def peak() -> int:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        return -1
+
+    return client.run(peak)
+
+
+def machine() -> dict[str, Any]:
+    """The machine and the library versions a result was measured with."""
+    import dask
+    import distributed
+    import numba
+    import psutil
+    import scipy
+    import zarr
+
+    import dpipe
+
+    return {
+        "cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
+        "numpy": np.__version__, "scipy": scipy.__version__, "dask": dask.__version__,
+        "distributed": distributed.__version__, "numba": numba.__version__, "zarr": zarr.__version__,
+        "dpipe": getattr(dpipe, "__version__", "?"),
+    }
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_results(cfg: Config, suite: str, payload: dict[str, Any], markdown: str) -> list[Path]:
+    """Write ``<suite>.json`` (``payload`` plus the machine) and ``<suite>.md`` into the results folder."""
+    payload = {"suite": suite, "quick": cfg.quick, "repeats": cfg.repeats, "machine": machine(), **payload}
+    js, md = cfg.out_dir / f"{suite}.json", cfg.out_dir / f"{suite}.md"
+    _atomic_write(js, json.dumps(payload, indent=1, default=float) + "\n")
+    _atomic_write(md, markdown.rstrip() + "\n")
+    return [js, md]
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, dest: Path) -> Path:
+    """Save ``fig`` as PNG through a temporary name and close it."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.stem}.tmp.png")
+    fig.tight_layout()
+    fig.savefig(tmp, dpi=100)
+    os.replace(tmp, dest)
+    pyplot().close(fig)
+    return dest

@@ -1,0 +1,1 @@
+"""One module a suite, each with ``run(cfg) -> (payload, markdown)`` and its plots."""

@@ -1,0 +1,78 @@
+"""workers: one against two worker processes on the same store (this machine has 2 cores).
+
+A generated store (d = 120) is trained by every objective family on a LocalCluster of
+one worker process and on one of two (one thread each, dask's default memory
+limit, shards persisted in worker memory). Each fit does a fixed amount of work:
+the moment objectives one pass, the smoothed objectives 20 L-BFGS iterations (5 with
+``--quick``), the cutting plane as many (eps small enough not to stop it). Reported: the fit's wall time (shard loading included), the solver's seconds
+per iteration, and the speed-up of two workers over one, per round, median (min-max).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from .._harness import Config, fmt_spread, quiet_train, spread, synthetic_store, table_head, warm_cluster
+
+ROWS, QUICK_ROWS = 5_000_000, 1_000_000
+FEATURES = 120
+#: iterations of the smoothed and cutting-plane fits (full, quick)
+ITERATIONS = (20, 5)
+OBJECTIVES = ("auc-moment", "error-moment", "auc-smooth", "prbep-smooth", "rocarea")
+
+
+def _options(objective: str, iterations: int) -> dict[str, Any]:
+    """Train options that fix the work: no early stop by tolerance."""
+    if objective.endswith("-moment"):
+        return {}
+    return {"max_iter": iterations, "eps": 1e-12} if objective == "rocarea" else {"max_iter": iterations, "tol": 1e-12}
+
+
+def _one(dpipe: Any, client: Any, store: str, objective: str, iterations: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    model, _ = quiet_train(dpipe, store, objective, client=client, cache="memory", train_metrics=False, calibrate=False, **_options(objective, iterations))
+    wall = time.perf_counter() - t0
+    hist = model.fit["history"]
+    # the moment objectives have no iterations over the data: their fit is one pass
+    per_iteration = hist[-1]["seconds"] / len(hist) if hist and objective not in ("auc-moment", "error-moment") else None
+    return {"wall": wall, "nit": model.fit["nit"], "per_iteration": per_iteration}
+
+
+def run(cfg: Config) -> tuple[dict[str, Any], str]:
+    import dpipe
+
+    store = str(synthetic_store(cfg.work, QUICK_ROWS if cfg.quick else ROWS, FEATURES))
+    iterations = ITERATIONS[cfg.quick]
+    runs: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    for n_workers in (1, 2):
+        with warm_cluster(cfg.work, n_workers) as client:
+            runs[n_workers] = {o: [_one(dpipe, client, store, o, iterations) for _ in range(cfg.repeats)] for o in OBJECTIVES}
+        print(f"  {n_workers} worker(s): " + ", ".join(f"{o} {np.median([r['wall'] for r in rs]):.2f} s" for o, rs in runs[n_workers].items()), flush=True)
+    rows = dpipe.open_store(store).manifest.n_rows
+    lines = [
+        f"{rows:,} rows x {FEATURES}; 1 thread per worker; {cfg.repeats} fits per cell, median (min-max). "
+        f"Smoothed and cutting-plane fits run {iterations} iterations. Speed-up: the one-worker time over the two-worker time, per round.",
+        "",
+        *table_head(["objective", "iterations", "fit s, 1 worker", "fit s, 2 workers", "speed-up (fit)", "s per iteration, 1 worker",
+                     "s per iteration, 2 workers", "speed-up (per iteration)"]),
+    ]
+    summary = {}
+    for o in OBJECTIVES:
+        one, two = runs[1][o], runs[2][o]
+        fit = spread([a["wall"] for a in one]), spread([b["wall"] for b in two])
+        per_it = one[0]["per_iteration"] is not None
+        it = (spread([a["per_iteration"] for a in one]), spread([b["per_iteration"] for b in two])) if per_it else (None, None)
+        summary[o] = {
+            "fit_seconds": {"1": fit[0], "2": fit[1]}, "per_iteration_seconds": {"1": it[0], "2": it[1]},
+            "speedup_fit": spread([a["wall"] / b["wall"] for a, b in zip(one, two)]),
+            "speedup_per_iteration": spread([a["per_iteration"] / b["per_iteration"] for a, b in zip(one, two)]) if per_it else None,
+            "nit": [one[0]["nit"], two[0]["nit"]],
+        }
+        s = summary[o]
+        lines.append(f"| {o} | {one[0]['nit']} / {two[0]['nit']} | {fmt_spread(fit[0])} | {fmt_spread(fit[1])} | {fmt_spread(s['speedup_fit'])}x | "
+                     f""
+                     + (f"{fmt_spread(it[0], 1e3, 0)} ms | {fmt_spread(it[1], 1e3, 0)} ms | {fmt_spread(s['speedup_per_iteration'])}x |" if per_it else "- | - | - |"))
+    return {"rows": rows, "features": FEATURES, "iterations": iterations, "summary": summary, "runs": {str(k): v for k, v in runs.items()}}, "\n".join(lines)
