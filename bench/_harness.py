@@ -9,7 +9,7 @@ import platform
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "Config", "spread", "fmt_spread", "repeat", "local_cluster", "warm_cluster", "table_head", "warm_up", "synthetic_store", "machine",
+    "Config", "spread", "fmt_spread", "local_cluster", "warm_cluster", "table_head", "warm_up", "synthetic_store", "machine",
     "write_results", "pyplot", "save_figure", "quiet_train", "worker_peak_rss",
 ]
 
@@ -49,16 +49,6 @@ def fmt_spread(s: dict[str, Any] | None, scale: float = 1.0, digits: int = 2) ->
     if len(s["runs"]) == 1:
         return f.format(s["median"] * scale)
     return f"{f.format(s['median'] * scale)} ({f.format(s['min'] * scale)}-{f.format(s['max'] * scale)})"
-
-
-def repeat(fn: Callable[[], Any], repeats: int) -> tuple[dict[str, Any], list[Any]]:
-    """Run ``fn`` ``repeats`` times; the :func:`spread` of its wall times and its results."""
-    seconds, results = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        results.append(fn())
-        seconds.append(time.perf_counter() - t0)
-    return spread(seconds), results
 
 
 @contextlib.contextmanager
@@ -94,13 +84,17 @@ def quiet_train(dpipe: Any, store: str, objective: str, **kw: Any) -> tuple[Any,
     return model, sorted({str(w.message) for w in caught})
 
 
-def warm_up(dpipe: Any, client: Any, work: Path) -> float:
-    """Train every objective once on a tiny store, so no timed run pays for imports or numba loading."""
+#: every objective the benchmarks train
+OBJECTIVES = ("auc-moment", "error-moment", "auc-smooth", "prbep-smooth", "rocarea", "prbep", "f1", "prec@k", "error")
+
+
+def warm_up(dpipe: Any, client: Any, work: Path, objectives: Sequence[str] = OBJECTIVES) -> float:
+    """Train each objective once on a tiny store, so no timed run pays for imports or numba loading."""
     path = work / "warm-up.zarr"
     if not path.exists():
         dpipe.make_data(str(path), rows=4000, features=8, seed=0, shard_rows=1000)
     t0 = time.perf_counter()
-    for objective in ("auc-moment", "error-moment", "auc-smooth", "prbep-smooth", "rocarea", "prbep", "f1", "error"):
+    for objective in objectives:
         quiet_train(dpipe, str(path), objective, client=client, validation=str(path), max_iter=3, train_metrics=False)
     return time.perf_counter() - t0
 

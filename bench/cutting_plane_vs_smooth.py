@@ -210,10 +210,6 @@ def main() -> None:
     race_rows, table_rows = [], []
     with bench_client(a) as client:
         warm_up(dpipe, client, a.work)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for objective in ("rocarea", "prbep", "f1", "prec@k"):
-                dpipe.train(str(a.work / "warm-up.zarr"), objective, client=client, max_iter=3, calibrate=False)
         if "race" in parts:
             for name in a.datasets.split(","):
                 race_rows += race(dpipe, client, name, a)

@@ -25,23 +25,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from bench.suites.scaling import _add, _plain_pass  # noqa: E402
+from bench.suites.scaling import exponent as fitted_exponent  # noqa: E402
+
 PARTS = ("seconds_score", "seconds_merge", "seconds_kernel", "seconds_gradient")
-
-
-def _plain_pass(shard, w):
-    from dpipe.reduce._linalg import matvec
-
-    return float(matvec(shard.X, w).sum()) if shard.n_rows else 0.0
-
-
-def _add(a, b):
-    return a + b
 
 
 def _loopback_bytes() -> float:
@@ -96,11 +91,6 @@ def measure(path: Path, client, evals: int, seed: int = 0) -> dict:
             row[name] = {"eval_s": float(np.median(totals)), **{p: float(x) for p, x in zip(PARTS, np.median(parts, axis=0))},
                          "bytes_moved": obj.last["bytes_moved"], "loopback_bytes_per_eval": sent}
     return row
-
-
-def fitted_exponent(rows: list[int], seconds: list[float]) -> float:
-    """Slope of log(seconds) against log(rows)."""
-    return float(np.polyfit(np.log(rows), np.log(seconds), 1)[0])
 
 
 def main() -> None:

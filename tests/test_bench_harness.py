@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench import SUITES
-from bench._harness import Config, fmt_spread, repeat, spread, write_results
+from bench._harness import Config, fmt_spread, spread, write_results
 from bench.suites import convergence, out_of_core, scaling
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,12 +24,6 @@ def test_spread_is_median_min_max_of_the_runs():
     assert fmt_spread(s) == "2.50 (1.00-10.00)"
     assert fmt_spread(spread([0.1234]), 1e3, 0) == "123"
     assert fmt_spread(None) == "-"
-
-
-def test_repeat_runs_the_function_each_time():
-    calls = []
-    s, results = repeat(lambda: calls.append(len(calls)) or len(calls), 3)
-    assert results == [1, 2, 3] and len(s["runs"]) == 3
 
 
 def test_write_results_writes_json_and_markdown_without_leftovers(tmp_path):

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 
-from .._harness import Config, fmt_spread, local_cluster, quiet_train, spread, synthetic_store, table_head, worker_peak_rss
+from .._harness import Config, fmt_spread, local_cluster, quiet_train, spread, synthetic_store, table_head, warm_up, worker_peak_rss
 
 #: per worker. A worker that has imported dpipe and loaded its numba kernels sits at about 275 MiB here;
 #: 600 MiB leaves room for one shard in flight and the 16 bytes per row (sorted order and scores)
@@ -31,6 +31,9 @@ FEATURES = 120
 #: rows per shard of the big store: 15 MiB shards (a shard in flight costs about three times its size)
 SHARD_ROWS = 32768
 SMALL_ROWS = 1_000_000
+#: the objectives trained here; only their code is loaded on the workers (the full warm-up would
+#: raise the workers' resting RSS)
+STREAMED = ("auc-moment", "auc-smooth")
 #: L-BFGS iterations of auc-smooth (full, quick); each costs about two evaluations of two passes
 SMOOTH_ITERATIONS = (5, 1)
 
@@ -43,7 +46,8 @@ def _rows_for(memory_limit: int, workers: int = 2, factor: float = 3.0) -> int:
 def _fits(dpipe: Any, client: Any, store: str, cache: str, repeats: int, iterations: int, smooth_repeats: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     pids = client.run(lambda: __import__("os").getpid())
-    for objective, opts in (("auc-moment", {}), ("auc-smooth", {"max_iter": iterations, "tol": 1e-12})):
+    for objective in STREAMED:
+        opts = {"max_iter": iterations, "tol": 1e-12} if objective == "auc-smooth" else {}
         seconds, last = [], None
         try:
             for _ in range(repeats if objective == "auc-moment" else smooth_repeats):
@@ -58,13 +62,6 @@ def _fits(dpipe: Any, client: Any, store: str, cache: str, repeats: int, iterati
     out["peak_rss"] = worker_peak_rss(client)
     out["workers_restarted"] = client.run(lambda: __import__("os").getpid()) != pids
     return out
-
-
-def _warm_up(dpipe: Any, client: Any, work: Any) -> None:
-    """Load only the two objectives' code on the workers (the full warm-up would raise their resting RSS)."""
-    tiny = str(synthetic_store(work, 4000, 8, 1000))
-    for objective in ("auc-moment", "auc-smooth"):
-        quiet_train(dpipe, tiny, objective, client=client, max_iter=2, train_metrics=False, calibrate=False)
 
 
 def run(cfg: Config) -> tuple[dict[str, Any], str]:
@@ -87,12 +84,12 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
     with dask.config.set({"distributed.worker.memory.spill": False, "distributed.worker.memory.target": False,
                           "distributed.worker.memory.pause": False}), \
             local_cluster(memory_limit=MEMORY_LIMIT) as client:
-        _warm_up(dpipe, client, cfg.work)
+        warm_up(dpipe, client, cfg.work, STREAMED)
         res["big"]["stream"] = _fits(dpipe, client, str(big), "stream", 1 if cfg.quick else cfg.repeats, iterations, 1 if cfg.quick else cfg.repeats)
         print(f"  {res['big']['rows']:,} rows streamed under {MEMORY_LIMIT / 2**20:.0f} MiB per worker: "
               f"peak RSS {max(res['big']['stream']['peak_rss'].values()) / 2**20:.0f} MiB", flush=True)
     with local_cluster() as client:
-        _warm_up(dpipe, client, cfg.work)
+        warm_up(dpipe, client, cfg.work, STREAMED)
         for cache in ("memory",) if cfg.quick else ("memory", "stream"):
             res["small"][cache] = _fits(dpipe, client, str(small), cache, cfg.repeats, iterations, cfg.repeats)
     lines = [
@@ -110,7 +107,7 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
             continue
         part = res[key][cache]
         rss = " / ".join(f"{v / 2**20:.0f}" for v in part["peak_rss"].values())
-        for objective in ("auc-moment", "auc-smooth"):
+        for objective in STREAMED:
             f = part.get(objective, {"failed": "not run: an earlier fit failed"})
             if "failed" in f:
                 lines.append(f"| {res[key]['rows']:,} rows | {cache} | {limit} | {objective} | FAILED: {f['failed'][:120]} | - | - | {rss} | "
@@ -122,7 +119,7 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
                          f"{'yes' if part['workers_restarted'] else 'no'} |")
     big_s, small_m = res["big"]["stream"], res["small"]["memory"]
     peak = max(big_s["peak_rss"].values())
-    completed = all("failed" not in big_s.get(o, {"failed": 1}) for o in ("auc-moment", "auc-smooth"))
+    completed = all("failed" not in big_s.get(o, {"failed": 1}) for o in STREAMED)
     res["completed"] = completed
     res["peak_rss_under_limit"] = bool(peak < MEMORY_LIMIT and not big_s["workers_restarted"])
     if not completed:
@@ -131,6 +128,6 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
     lines += ["", f"Peak worker RSS while streaming the big store: {peak / 2**20:.0f} MiB of the {MEMORY_LIMIT / 2**20:.0f} MiB limit "
               f"({'under' if res['peak_rss_under_limit'] else 'NOT under'} it). Streaming the big store costs "
               + ", ".join(f"{o} {big_s[o]['seconds_per_pass_per_million_rows'] / small_m[o]['seconds_per_pass_per_million_rows']:.1f}x"
-                          for o in ("auc-moment", "auc-smooth"))
+                          for o in STREAMED)
               + " the persisted small store's time per pass per row."]
     return res, "\n".join(lines)

@@ -28,7 +28,9 @@ __all__ = ["ShardScores", "score_shard", "weighted_row_sum", "score_pass", "grad
 
 @dataclasses.dataclass
 class ShardScores:
-    """Sorted scores of one shard, kept on its worker between the two passes.
+    """Sorted scores of one shard, with the row of each.
+
+    Between the two passes of an evaluation a worker keeps only the row order.
 
     Attributes
     ----------
@@ -60,27 +62,26 @@ def score_shard(shard, w: np.ndarray) -> ShardScores:
     return ShardScores(sp[op], sn[on], pos_rows[op], neg_rows[on])
 
 
-def weighted_row_sum(shard, kept: ShardScores, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:
-    """``X^T g`` where row ``kept.pos_rows[k]`` has weight ``g_pos[k]`` (likewise negatives)."""
+def weighted_row_sum(shard, pos_rows: np.ndarray, neg_rows: np.ndarray, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:
+    """``X^T g`` where row ``pos_rows[k]`` has weight ``g_pos[k]`` (likewise negatives)."""
     g = np.zeros(shard.n_rows)
-    g[kept.pos_rows] = g_pos
-    g[kept.neg_rows] = g_neg
+    g[pos_rows] = g_pos
+    g[neg_rows] = g_neg
     return rmatvec(shard.X, g) if shard.n_rows else np.zeros(shard.X.shape[1])
 
 
 #: (evaluation key, shard number) -> the row order of the latest score passes in this process.
 #: Only the order is kept (the scores went to the driver), as int32 rows within the shard:
 #: 4 bytes per row of worker memory between the two passes, where the full ShardScores took 16.
-_MEMO: collections.OrderedDict[tuple[str, int], ShardScores] = collections.OrderedDict()
+_MEMO: collections.OrderedDict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = collections.OrderedDict()
 _MEMO_SIZE = 512
-_EMPTY = np.zeros(0)
 
 
 def score_pass(shard, w: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
     """Sorted positive and negative scores of a shard; remembers the order under ``key``."""
     sc = score_shard(shard, w)
     small = np.int32 if shard.n_rows < 2**31 else np.int64
-    _MEMO[(key, shard.index)] = ShardScores(_EMPTY, _EMPTY, sc.pos_rows.astype(small), sc.neg_rows.astype(small))
+    _MEMO[(key, shard.index)] = (sc.pos_rows.astype(small), sc.neg_rows.astype(small))
     _MEMO.move_to_end((key, shard.index))
     while len(_MEMO) > _MEMO_SIZE:
         _MEMO.popitem(last=False)
@@ -89,7 +90,8 @@ def score_pass(shard, w: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
 
 def gradient_pass(shard, w: np.ndarray, key: str, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:
     """``X^T g`` for the weights of the score pass ``key`` (recomputed from ``w`` if forgotten)."""
-    sc = _MEMO.pop((key, shard.index), None)
-    if sc is None:
+    rows = _MEMO.pop((key, shard.index), None)
+    if rows is None:
         sc = score_shard(shard, w)
-    return weighted_row_sum(shard, sc, g_pos, g_neg)
+        rows = (sc.pos_rows, sc.neg_rows)
+    return weighted_row_sum(shard, *rows, g_pos, g_neg)
