@@ -3,7 +3,8 @@
 Usage::
 
     python bench/smooth_vs_svmperf.py [--datasets a9a,w8a,kdd99,kdd99-rare] [--objectives auc-smooth,prbep-smooth]
-                                      [--variants raw,standardize] [--mu-scale 1] [--part race,table] [--work bench/work]
+                                      [--variants raw,standardize] [--mu-scale 1] [--init zeros|auc-moment]
+                                      [--part race,table] [--work bench/work]
 
 Two parts, each on a 2-worker LocalCluster (one thread per worker), lam = 1e-4
 (SVM-perf's C = 100), ``--no-calibrate``:
@@ -93,7 +94,8 @@ def race(dpipe, client, name: str, objective: str, variant: str, a) -> dict:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
         model = dpipe.train(str(train), objective, client=client, validation=str(test), standardize=variant == "standardize",
-                            precondition=variant == "precondition", mu_scale=a.mu_scale, continuation=a.continuation, max_iter=a.max_iter, calibrate=False, train_metrics=False)
+                            precondition=variant == "precondition", mu_scale=a.mu_scale, continuation=a.continuation, init=a.init, max_iter=a.max_iter, calibrate=False,
+                            train_metrics=False)
         wall = time.perf_counter() - t0
     fit = model.fit
     hist = fit["history"]
@@ -101,7 +103,7 @@ def race(dpipe, client, name: str, objective: str, variant: str, a) -> dict:
     first = next((h for h in hist if h[key] >= ref_metric), None)
     to_target = None if first is None else fit["time_data"] + first["seconds"]
     return {
-        "dataset": name, "test": RACE_TEST[name], "objective": objective, "variant": variant, "mu_scale": a.mu_scale, "continuation": a.continuation,
+        "dataset": name, "test": RACE_TEST[name], "objective": objective, "variant": variant, "mu_scale": a.mu_scale, "continuation": a.continuation, "init": a.init,
         "svmperf_seconds": ref_seconds, "svmperf_metric": ref_metric,
         "seconds_to_svmperf_metric": to_target, "iteration_at_target": None if first is None else first["iteration"],
         "speedup": None if to_target is None else ref_seconds / to_target,
@@ -122,7 +124,7 @@ def table(dpipe, client, name: str, variant: str, a) -> dict:
             warnings.simplefilter("always")
             t0 = time.perf_counter()
             extra = {} if objective == "auc-moment" else dict(standardize=variant == "standardize", precondition=variant == "precondition",
-                                                              mu_scale=a.mu_scale, max_iter=a.max_iter)
+                                                              mu_scale=a.mu_scale, init=a.init, max_iter=a.max_iter)
             model = dpipe.train(train, objective, client=client, calibrate=False, train_metrics=False, **extra)
             wall = time.perf_counter() - t0
         ev = dpipe.evaluate(model, test, client=client)
@@ -133,6 +135,10 @@ def table(dpipe, client, name: str, variant: str, a) -> dict:
     tr, te = st.read_all(), stt.read_all()
     row["logreg"] = logistic(tr.X, tr.y, te.X, te.y, scale=True)
     return row
+
+
+def _start(r: dict) -> str:
+    return ", auc-moment start" if r.get("init") == "auc-moment" else ""
 
 
 def _plot(rows: list[dict], dest: Path) -> None:
@@ -147,7 +153,7 @@ def _plot(rows: list[dict], dest: Path) -> None:
         for r in rows:
             if (r["dataset"], r["objective"]) == (name, objective):
                 t, v = zip(*r["trace"])
-                ax.plot(t, v, label=r["variant"])
+                ax.plot(t, v, label=r["variant"] + _start(r))
         ref_s, ref_m = SVMPERF.get((name, objective), (None, None))
         if ref_s:
             ax.axhline(ref_m, color="gray", ls="--", lw=0.8)
@@ -172,6 +178,7 @@ def main() -> None:
     ap.add_argument("--part", default="race,table")
     ap.add_argument("--mu-scale", type=float, default=1.0)
     ap.add_argument("--continuation", action="store_true")
+    ap.add_argument("--init", default="zeros", choices=["zeros", "auc-moment"], help="L-BFGS start of the smoothed objectives")
     ap.add_argument("--max-iter", type=int, default=500)
     a = ap.parse_args()
     parts = a.part.split(",")
@@ -200,7 +207,7 @@ def main() -> None:
             t = r["seconds_to_svmperf_metric"]
             m = r["median_ms"]
             lines.append(
-                f"| {r['dataset']} ({r['test']}) | {r['objective']} | {r['variant']} | {r['svmperf_seconds']} / {r['svmperf_metric']} | "
+                f"| {r['dataset']} ({r['test']}) | {r['objective']} | {r['variant']}{_start(r)} | {r['svmperf_seconds']} / {r['svmperf_metric']} | "
                 + ("not reached" if t is None else f"{t:.2f} ({r['iteration_at_target']})")
                 + " | " + ("-" if t is None else f"{r['speedup']:.1f}x") + f" | {r['best_metric']:.5f} / {r['final_metric']:.5f} | {r['nit']} ({r['nfev']}) | "
                 f"{r['solver_seconds']:.1f} | " + " / ".join(f"{m[p]:.0f}" for p in PARTS) + " |"

@@ -49,7 +49,7 @@ class DPipeClassifier:
         input only).
     solver : str, optional
         Solver for the objective (default: the objective's first).
-    lam, C, ridge, max_iter, tol, memory, smoothing, epsilon, mu_scale, continuation, standardize, precondition, eps, k, k_fraction, bias, calibrate
+    lam, C, ridge, max_iter, tol, memory, smoothing, epsilon, mu_scale, continuation, standardize, precondition, init, eps, k, k_fraction, bias, calibrate
         As in :func:`dpipe.train`.
 
     Attributes
@@ -84,6 +84,7 @@ class DPipeClassifier:
         continuation: bool = False,
         standardize: bool = False,
         precondition: bool = False,
+        init: str = "zeros",
         eps: float = 1e-3,
         k: int | None = None,
         k_fraction: float | None = None,
@@ -104,6 +105,7 @@ class DPipeClassifier:
         self.continuation = continuation
         self.standardize = standardize
         self.precondition = precondition
+        self.init = init
         self.eps = eps
         self.k = k
         self.k_fraction = k_fraction
@@ -139,7 +141,7 @@ class DPipeClassifier:
         params = check_fit_params(
             self.objective, self.solver, "DPipeClassifier", lam=self.lam, C=self.C, ridge=self.ridge, max_iter=self.max_iter, tol=self.tol,
             memory=self.memory, smoothing=self.smoothing, epsilon=self.epsilon, mu_scale=self.mu_scale, continuation=self.continuation,
-            standardize=self.standardize, precondition=self.precondition, eps=self.eps, k=self.k, k_fraction=self.k_fraction, bias=self.bias,
+            standardize=self.standardize, precondition=self.precondition, init=self.init, eps=self.eps, k=self.k, k_fraction=self.k_fraction, bias=self.bias,
             calibrate=self.calibrate,
         )
         if _is_dask(X) or _is_dask(y):

@@ -13,7 +13,7 @@ import numpy as np
 
 from ._validation import check_choice, check_int, check_number
 from .engine import LocalDataset, ShardedDataset, cluster_client
-from .exceptions import ParameterError
+from .exceptions import DPipeError, ParameterError
 from .io import Store, open_store
 from .metrics import RankSummary
 from .model import LinearModel
@@ -37,6 +37,8 @@ OBJECTIVES: dict[str, tuple[str, ...]] = {
 
 MOMENT_OBJECTIVES = ("auc-moment", "error-moment")
 SMOOTH_OBJECTIVES = ("auc-smooth", "prbep-smooth")
+#: starting points of the smoothed objectives' L-BFGS
+INITS = ("zeros", "auc-moment")
 STRUCTURAL_OBJECTIVES = tuple(STRUCTURAL_LOSSES)
 #: structural losses that come with their own decision threshold (the bias feature);
 #: the others rank, so their threshold is calibrated on the training data by default
@@ -89,6 +91,7 @@ def check_fit_params(
     continuation: bool = False,
     standardize: bool = False,
     precondition: bool = False,
+    init: str = "zeros",
     eps: float = 1e-3,
     k: int | None = None,
     k_fraction: float | None = None,
@@ -114,6 +117,9 @@ def check_fit_params(
         "memory": check_int(defaults["memory"] if memory is None else memory, "memory", owner, low=1),
     }
     params["calibrate"] = (objective not in THRESHOLD_LOSSES) if calibrate is None else bool(calibrate)
+    check_choice(init, "init", owner, INITS)
+    if init != "zeros" and objective not in SMOOTH_OBJECTIVES:
+        raise ParameterError(f"The 'init' parameter of {owner} applies to the smoothed objectives ({', '.join(SMOOTH_OBJECTIVES)}), not to {objective!r}.")
     if fam == "moment":
         params["ridge"] = check_number(ridge, "ridge", owner, 0.0, np.inf, closed="left")
     elif fam == "structural":
@@ -136,6 +142,7 @@ def check_fit_params(
         params["continuation"] = bool(continuation)
         params["standardize"] = bool(standardize)
         params["precondition"] = bool(precondition)
+        params["init"] = init
         if params["standardize"] and params["precondition"]:
             raise ParameterError(
                 f"The 'standardize' and 'precondition' parameters of {owner} exclude each other: standardize changes the objective "
@@ -234,16 +241,55 @@ def feature_scales(ds: Any) -> tuple[np.ndarray, float]:
     return np.where(std > 0, std, 1.0), seconds
 
 
+def moment_start(moments: ClassMoments, objective: Any, scale: np.ndarray, ridge: float) -> tuple[np.ndarray, dict[str, Any]]:
+    """The auc-moment closed-form direction, scaled to the minimum of ``objective`` along it.
+
+    The direction ``(S+ + S- + ridge I)^-1 (mu+ - mu-)`` (in standardized coordinates,
+    mapped to the solver's coordinates ``v = scale * w``) is the moment model's
+    ranking; the smoothed objective is then minimized exactly along it (one score
+    pass, :meth:`line_minimum`), so L-BFGS starts at the best point of that ray
+    rather than at zero.
+    """
+    try:
+        coef, _, moment_fit = fit_auc_moment(moments, ridge=ridge)
+    except DPipeError as error:
+        raise DPipeError(f"init='auc-moment': {error}; use init='zeros'") from error
+    direction = coef * scale
+    direction /= np.linalg.norm(direction)
+    alpha = objective.line_minimum(direction)
+    log.info("start: the auc-moment direction (moment ranking loss %.4g) times %.4g", moment_fit.info["rank_loss"], alpha)
+    return alpha * direction, {"init_scale": alpha, "init_rank_loss": moment_fit.info["rank_loss"]}
+
+
+def pooled_scales(moments: ClassMoments) -> np.ndarray:
+    """Per-feature standard deviations of both classes together (1 for constant columns), from class moments."""
+    w, _, m2 = moments.pooled()
+    std = np.sqrt(np.clip(np.diag(m2) / max(w, 1e-300), 0.0, None))
+    return np.where(std > 0, std, 1.0)
+
+
 def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, Any], validate: Callable | None = None) -> tuple[np.ndarray, float, FitResult]:
-    """Fit a smoothed rank objective on an opened dataset (two passes per evaluation)."""
+    """Fit a smoothed rank objective on an opened dataset (two passes per evaluation).
+
+    With ``init="auc-moment"`` a moments pass comes first; on unweighted data it also
+    gives the feature scales of ``standardize`` / ``precondition`` (no column pass).
+    """
     objective = params["objective"]
     width = params["smoothing"]
     if width is None:
         width = default_smoothing(objective, n_positive, n_negative, params["epsilon"], params["mu_scale"])
     cls = SmoothedAUCObjective if objective == "auc-smooth" else SmoothedPRBEPObjective
+    moments, t_init = None, 0.0
+    if params.get("init") == "auc-moment":
+        t0 = time.perf_counter()
+        moments = ds.map_reduce(class_moments_of_shard, merge_moments)
+        t_init = time.perf_counter() - t0
     scale, t_standardize = np.ones(ds.n_features), 0.0
     if params.get("standardize") or params.get("precondition"):
-        scale, t_standardize = feature_scales(ds)
+        if moments is not None and np.array_equal(moments.weight, moments.count):
+            scale = pooled_scales(moments)
+        else:
+            scale, t_standardize = feature_scales(ds)
     if params.get("standardize"):
         make = lambda width: StandardizedObjective(cls(ds, 0.0, width, n_positive, n_negative), scale, params["lam"])  # noqa: E731
     elif params.get("precondition"):  # the same objective in the coordinates v = scale * w
@@ -251,11 +297,21 @@ def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, A
     else:
         make = lambda width: cls(ds, params["lam"], width, n_positive, n_negative)  # noqa: E731
     w_validate = None if validate is None else (lambda v: validate(v / scale))
+    start, start_info = np.zeros(ds.n_features), {"init_scale": None}
+    if moments is not None:
+        t0 = time.perf_counter()
+        first_width = width * 1000.0 if params["continuation"] else width
+        start, start_info = moment_start(moments, make(first_width), scale, params.get("ridge", 1e-6))
+        t_init += time.perf_counter() - t0
+        log.info("start: moments pass and line search %.3f s", t_init)
     result = fit_smooth(
-        make, np.zeros(ds.n_features), width, memory=params["memory"], max_iter=params["max_iter"], tol=params["tol"],
+        make, start, width, memory=params["memory"], max_iter=params["max_iter"], tol=params["tol"],
         continuation=params["continuation"], validate=w_validate, name=f"{objective}: ",
     )
-    result.info.update(standardized=bool(params.get("standardize")), preconditioned=bool(params.get("precondition")), time_standardize=t_standardize)
+    result.info.update(
+        standardized=bool(params.get("standardize")), preconditioned=bool(params.get("precondition")), time_standardize=t_standardize,
+        init=params.get("init", "zeros"), time_init=t_init, **start_info,
+    )
     return result.x / scale, 0.0, result
 
 
@@ -341,6 +397,7 @@ def train(
     continuation: bool = False,
     standardize: bool = False,
     precondition: bool = False,
+    init: str = "zeros",
     eps: float = 1e-3,
     k: int | None = None,
     k_fraction: float | None = None,
@@ -408,6 +465,12 @@ def train(
         weights) but run L-BFGS in the coordinates ``v = s * w`` with ``s`` the
         per-feature standard deviations (one extra pass). A diagonal preconditioner:
         same minimizer, far fewer iterations when raw scales differ widely.
+    init : {"zeros", "auc-moment"}
+        Smoothed objectives: L-BFGS's starting point. ``"zeros"`` (default) starts at
+        w = 0; ``"auc-moment"`` at the auc-moment closed-form direction, scaled to the
+        objective's minimum along it (one moments pass and one score pass, counted in
+        the fit's data time). The objective and its minimizer are unchanged; on kdd99
+        it cuts the iterations to a given test AUC several-fold.
     eps : float
         Cutting plane: stop when the best ``J`` is within ``eps`` of the lower bound
         (default 1e-3 = SVM-perf's default ``-e 0.1``, which is in percent).
@@ -449,7 +512,7 @@ def train(
     params = check_fit_params(
         objective, solver, "train", lam=lam, C=C, ridge=ridge, max_iter=max_iter, tol=tol, memory=memory,
         smoothing=smoothing, epsilon=epsilon, mu_scale=mu_scale, continuation=continuation, standardize=standardize,
-        precondition=precondition, eps=eps, k=k, k_fraction=k_fraction, bias=bias, calibrate=calibrate,
+        precondition=precondition, init=init, eps=eps, k=k, k_fraction=k_fraction, bias=bias, calibrate=calibrate,
     )
     calibrate = params["calibrate"]
     st = store if isinstance(store, Store) else open_store(store)
@@ -474,7 +537,7 @@ def train(
                 validate = _validator(stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream")))
             log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
             coef, intercept, result = fit_on_dataset(ds, m.n_positive, m.n_negative, params, validate)
-            result.time_data = getattr(ds, "load_seconds", 0.0) + result.info["time_standardize"]
+            result.time_data = getattr(ds, "load_seconds", 0.0) + result.info["time_standardize"] + result.info.get("time_init", 0.0)
         log.info("%s fit: %.3f s, objective %.8g", objective, result.time_solve, result.fun)
         metrics = {}
         if calibrate:

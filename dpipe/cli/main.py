@@ -125,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--continuation", action="store_true", help="start 1000x smoother and shrink tenfold per stage, warm-starting")
     g.add_argument("--standardize", action="store_true", help="(also cutting plane) fit on features scaled to unit variance (ridge on the scaled weights; weights saved for raw features)")
     g.add_argument("--precondition", action="store_true", help="same objective, solved in per-feature-scaled coordinates (a diagonal preconditioner; one extra pass)")
+    g.add_argument("--init", choices=["zeros", "auc-moment"], default="zeros", help="L-BFGS start: w = 0 (default) or the auc-moment direction scaled to the objective's minimum along it (two extra passes)")
     g.add_argument("--validation", help="(also cutting plane) store whose exact AUC and PRBEP are measured after every iteration")
     g = p.add_argument_group("SVM-perf losses (rocarea, prbep, f1, prec@k, rec@k, error; --solver cutting-plane)")
     g.add_argument("--eps", type=float, default=1e-3, help="stop when J is within eps of the cutting-plane lower bound (default 1e-3 = SVM-perf's -e 0.1, which is in percent)")
@@ -207,7 +208,7 @@ def _cmd_train(a: argparse.Namespace) -> None:
 
     model = train(
         a.store, a.objective, solver=a.solver, lam=a.lam, ridge=a.ridge, max_iter=a.max_iter, tol=a.tol, memory=a.memory,
-        smoothing=a.smoothing, epsilon=a.epsilon, mu_scale=a.mu_scale, continuation=a.continuation, standardize=a.standardize, precondition=a.precondition,
+        smoothing=a.smoothing, epsilon=a.epsilon, mu_scale=a.mu_scale, continuation=a.continuation, standardize=a.standardize, precondition=a.precondition, init=a.init,
         C=a.C, eps=a.eps, k=a.k, k_fraction=a.k_fraction, bias=a.bias, validation=a.validation,
         out=a.out, train_metrics=a.train_metrics, calibrate=a.calibrate, **_cluster_kwargs(a),
     )

@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import DPipeError
-from ..reduce import gradient_pass, score_pass
+from scipy.optimize import minimize_scalar
+
+from ..reduce import class_scores, gradient_pass, score_pass
 from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact, sorted_auc
 
 __all__ = ["SmoothedAUCObjective", "SmoothedPRBEPObjective", "StandardizedObjective", "merge_class_runs"]
@@ -99,6 +101,32 @@ class _SmoothedRankObjective:
     def train_auc(self) -> float:
         """Exact ROC-AUC (ties count half) of the last evaluated scores."""
         return sorted_auc(self.last["sp"], self.last["sn"])
+
+    def line_minimum(self, direction: np.ndarray, ridge: float = 0.0) -> float:
+        """The ``alpha > 0`` that minimizes ``J_mu(alpha * direction)`` (plus ``ridge/2 alpha^2``).
+
+        One score pass over the data; the search itself runs on the driver, since the
+        scores of ``alpha * direction`` are ``alpha`` times those of ``direction`` and
+        the risk needs only the sorted scores. ``J_mu`` is convex in ``alpha``, so a
+        bounded Brent search on ``log alpha`` (to 1 %), over 10 e-folds either side of
+        the scale that gives the scores unit spread, finds its minimum (about 15 kernel
+        calls, O(n) each).
+        """
+        parts = self.ds.map_gather(class_scores, direction)
+        sp, _, _ = merge_class_runs([p[0] for p in parts])
+        sn, _, _ = merge_class_runs([p[1] for p in parts])
+        quad = self.lam * float(direction @ direction) + ridge
+        spread = float(np.std(np.concatenate([sp, sn])))
+        if not np.isfinite(spread) or spread <= 0:
+            raise DPipeError(f"{self.name}: every row scores the same along the starting direction; it cannot set the scale of the start")
+        centre = -np.log(spread)
+
+        def along(log_alpha: float) -> float:
+            a = np.exp(log_alpha)
+            return self._kernel(a * sp, a * sn)[2] + 0.5 * quad * a * a
+
+        found = minimize_scalar(along, bounds=(centre - 10.0, centre + 10.0), method="bounded", options={"xatol": 1e-2})
+        return float(np.exp(found.x))
 
 
 class SmoothedAUCObjective(_SmoothedRankObjective):
@@ -193,3 +221,7 @@ class StandardizedObjective:
     def train_auc(self) -> float:
         """Exact training ROC-AUC of the last evaluation."""
         return self.inner.train_auc()
+
+    def line_minimum(self, direction: np.ndarray) -> float:
+        """The ``alpha > 0`` that minimizes this objective at ``alpha * direction`` (standardized weights)."""
+        return self.inner.line_minimum(direction / self.scale, ridge=self.lam * float(direction @ direction))

@@ -11,7 +11,7 @@ from ._moments import (
     shard_moments,
 )
 from ._scores import shard_scores, shard_scores_labels, shard_sorted_scores
-from ._sorted import ShardScores, gradient_pass, score_pass, score_shard, weighted_row_sum
+from ._sorted import ShardScores, class_scores, gradient_pass, score_pass, score_shard, weighted_row_sum
 
 __all__ = [
     "ClassMoments",
@@ -28,6 +28,7 @@ __all__ = [
     "ShardScores",
     "score_shard",
     "score_pass",
+    "class_scores",
     "gradient_pass",
     "weighted_row_sum",
 ]

@@ -23,7 +23,7 @@ import numpy as np
 
 from ._linalg import matvec, rmatvec
 
-__all__ = ["ShardScores", "score_shard", "weighted_row_sum", "score_pass", "gradient_pass"]
+__all__ = ["ShardScores", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "gradient_pass"]
 
 
 @dataclasses.dataclass
@@ -85,6 +85,12 @@ def score_pass(shard, w: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
     _MEMO.move_to_end((key, shard.index))
     while len(_MEMO) > _MEMO_SIZE:
         _MEMO.popitem(last=False)
+    return sc.pos, sc.neg
+
+
+def class_scores(shard, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted positive and negative scores of a shard, remembering nothing (a score-only pass)."""
+    sc = score_shard(shard, w)
     return sc.pos, sc.neg
 
 

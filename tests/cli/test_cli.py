@@ -99,3 +99,16 @@ def test_demo_on_a_users_csv_with_a_split(tmp_path, capsys):
     assert 0.2 * n < n_test < 0.3 * n
     assert report["results"][0]["test"]["roc_auc"] > 0.8
     assert dpipe.open_store(work / "train.zarr").manifest.n_rows + n_test == n
+
+
+def test_train_smoothed_from_the_moment_start(synthetic, capsys):
+    d, train, _ = synthetic
+    model = d / "smooth.json"
+    args = ["train", train, "--objective", "auc-smooth", "--init", "auc-moment", "--standardize", "--mu-scale", "100", "--max-iter", "30"]
+    assert main([*args, "--out", str(model), "--engine", "local", "--tol", "1e-3"]) == 0
+    assert "auc-smooth: objective" in capsys.readouterr().out
+    m = dpipe.LinearModel.load(model)
+    assert m.params["init"] == "auc-moment" and m.fit["info"]["init_scale"] > 0
+    with pytest.raises(SystemExit) as exc:
+        main(["train", train, "--objective", "auc-smooth", "--init", "random", "--out", "x"])
+    assert exc.value.code == 2

@@ -272,3 +272,85 @@ def test_precondition_keeps_the_objective_and_its_minimizer(tmp_path):
     np.testing.assert_allclose(pre.coef, plain.coef, rtol=1e-4, atol=1e-6 * np.abs(plain.coef).max())
     with pytest.raises(dpipe.exceptions.ParameterError, match="'standardize' and 'precondition'"):
         dpipe.train(path, "auc-smooth", engine="local", standardize=True, precondition=True)
+
+
+@pytest.mark.parametrize("cls, width", [(SmoothedAUCObjective, 0.3), (SmoothedPRBEPObjective, 1e-3)])
+def test_line_minimum_is_the_minimum_along_the_ray(small, cls, width):
+    X, y = small
+    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
+    obj = cls(LocalDataset([Shard(X=X[:700], y=y[:700]), Shard(X=X[700:], y=y[700:])]), 1e-2, width, n_pos, n_neg)
+    u = X[y > 0].mean(0) - X[y < 0].mean(0) + 0.3 * np.random.default_rng(11).standard_normal(6)  # a ray that ranks
+    u /= np.linalg.norm(u)
+    alpha = obj.line_minimum(u)
+    grid = np.geomspace(alpha / 50, alpha * 50, 401)
+    values = np.array([obj.value_and_grad(a * u)[0] for a in grid])
+    best = grid[np.argmin(values)]
+    assert abs(np.log(alpha / best)) <= 0.03  # the grid's step is 2 %, the search's tolerance 1 %
+    assert obj.value_and_grad(alpha * u)[0] <= values.min() * (1 + 1e-4)
+
+
+def test_line_minimum_of_the_standardized_objective_includes_its_ridge(small):
+    from dpipe.objectives import StandardizedObjective
+
+    X, y = small
+    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
+    scale = np.array([1.0, 2.0, 0.5, 4.0, 1.0, 3.0])
+    obj = StandardizedObjective(SmoothedAUCObjective(LocalDataset([Shard(X=X, y=y)]), 0.0, 0.3, n_pos, n_neg), scale, 5e-2)
+    u = (X[y > 0].mean(0) - X[y < 0].mean(0)) * scale
+    alpha = obj.line_minimum(u)
+    f = lambda a: obj.value_and_grad(a * u)[0]  # noqa: E731
+    assert f(alpha) <= min(f(alpha * 0.9), f(alpha * 1.1))
+    # the derivative along the ray vanishes at the minimum (to the search's 1 % in alpha)
+    assert abs(obj.value_and_grad(alpha * u)[1] @ u) * alpha <= 0.02 * f(alpha)
+
+
+def test_line_minimum_rejects_a_direction_that_scores_every_row_alike():
+    X = np.zeros((20, 3), np.float32)
+    X[:, 0] = 1.0
+    y = np.where(np.arange(20) % 2 == 0, 1, -1)
+    obj = SmoothedAUCObjective(LocalDataset([Shard(X=X, y=y)]), 1e-3, 0.3, 10, 10)
+    with pytest.raises(DPipeError, match="scores the same"):
+        obj.line_minimum(np.array([1.0, 0.0, 0.0]))
+
+
+@pytest.mark.parametrize("objective, options", [("auc-smooth", {"standardize": True}), ("prbep-smooth", {"precondition": True}), ("auc-smooth", {})])
+def test_auc_moment_start_reaches_the_same_minimizer(tmp_path, objective, options):
+    X, y = classification_data(1500, 5, seed=13, scales=False)
+    X = X * np.array([1.0, 30.0, 0.05, 1.0, 4.0], dtype=np.float32)
+    path = write_store(tmp_path / "s.zarr", X, y, [700, 800])
+    kw = dict(engine="local", mu_scale=100, lam=1e-2, tol=1e-10, max_iter=3000, calibrate=False, **options)
+    zero = dpipe.train(path, objective, **kw)
+    moment = dpipe.train(path, objective, init="auc-moment", **kw)
+    info = moment.fit["info"]
+    assert info["init"] == "auc-moment" and info["init_scale"] > 0 and moment.params["init"] == "auc-moment"
+    assert zero.fit["info"]["init"] == "zeros" and zero.fit["info"]["init_scale"] is None
+    assert moment.fit["time_data"] >= info["time_init"] > 0
+    # a strongly convex objective: the same minimizer from either start
+    assert moment.fit["fun"] == pytest.approx(zero.fit["fun"], rel=1e-8)
+    np.testing.assert_allclose(moment.coef, zero.coef, rtol=1e-3, atol=1e-4 * np.abs(zero.coef).max())
+    # the start is the objective's minimum along the moment direction: already below J at w = 0's first step
+    assert moment.fit["history"][0]["J_mu"] < zero.fit["history"][0]["J_mu"]
+
+
+def test_pooled_scales_equal_the_column_pass():
+    from dpipe._train import pooled_scales
+    from dpipe.reduce import shard_moments
+
+    X, y = classification_data(3000, 6, seed=14)
+    X[:, 2] = 7.0  # a constant column gets scale 1
+    expected = X.astype(np.float64).std(0)
+    expected[2] = 1.0
+    np.testing.assert_allclose(pooled_scales(shard_moments(X, y)), expected, rtol=1e-9)
+
+
+def test_init_is_checked(tmp_path):
+    X, y = classification_data(400, 4, seed=15)
+    path = write_store(tmp_path / "s.zarr", X, y, [400])
+    with pytest.raises(dpipe.exceptions.ParameterError, match="'init' parameter of train must be one of 'zeros', 'auc-moment'"):
+        dpipe.train(path, "auc-smooth", engine="local", init="ones")
+    with pytest.raises(dpipe.exceptions.ParameterError, match="'init' parameter of train applies to the smoothed objectives"):
+        dpipe.train(path, "rocarea", engine="local", init="auc-moment")
+    X[:, :] = 1.0
+    same = write_store(tmp_path / "same.zarr", X, y, [400])
+    with pytest.raises(DPipeError, match="init='auc-moment': the class means coincide in every feature.*use init='zeros'"):
+        dpipe.train(same, "auc-smooth", engine="local", init="auc-moment")
