@@ -119,3 +119,36 @@ def test_a_lost_shard_host_falls_back_to_tasks(tmp_path, caplog):
             assert "a shard host was lost" in caplog.text
             for a, b in zip(got, expected):
                 np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def _live_shards_and_hosts(dask_worker=None) -> tuple[int, int]:
+    import gc
+
+    from dpipe.engine._dataset import ShardHost
+    from dpipe.io import Shard
+
+    gc.disable()  # count what is still referenced without collecting the cycles a missed release leaves
+    try:
+        objects = gc.get_objects()
+        return sum(isinstance(o, Shard) for o in objects), sum(isinstance(o, ShardHost) for o in objects)
+    finally:
+        gc.enable()
+
+
+def _collect(dask_worker=None) -> int:
+    import gc
+
+    return gc.collect()
+
+
+def test_closing_a_dataset_frees_its_shards_on_the_workers(tmp_path, client):
+    X, y = classification_data(1200, 4, seed=21)
+    path = write_store(tmp_path / "s.zarr", X, y, [300, 300, 300, 300])
+    client.run(_collect)  # what earlier tests left in cycles goes first
+    before = client.run(_live_shards_and_hosts)
+    for _ in range(2):  # a second dataset must not find the first one's shards still held
+        with ShardedDataset(path, client, cache="memory") as ds:
+            assert ds.map_reduce(class_moments_of_shard, merge_moments).count.sum() == 1200
+            assert sum(n for n, _ in client.run(_live_shards_and_hosts).values()) >= 4 + sum(n for n, _ in before.values())
+        after = client.run(_live_shards_and_hosts)
+        assert after == before, "the closed dataset's shards or shard hosts are still alive on a worker"
