@@ -19,7 +19,7 @@ from .metrics import RankSummary
 from .model import LinearModel
 from .reduce import ClassMoments, class_moments_of_shard, column_moments_of_shard, merge_column_moments, merge_moments
 from .objectives import STRUCTURAL_LOSSES, SmoothedAUCObjective, SmoothedPRBEPObjective, StandardizedObjective, StructuralRisk
-from .solvers import FitResult, default_smoothing, fit_auc_moment, fit_cutting_plane, fit_error_moment, fit_smooth
+from .solvers import CONTINUATION_START, FitResult, default_smoothing, fit_auc_moment, fit_cutting_plane, fit_error_moment, fit_smooth
 
 __all__ = ["train", "fit_moments", "fit_smooth_on", "fit_structural_on", "fit_on_dataset", "calibrate_threshold", "OBJECTIVES", "open_dataset"]
 
@@ -300,7 +300,7 @@ def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, A
     start, start_info = np.zeros(ds.n_features), {"init_scale": None}
     if moments is not None:
         t0 = time.perf_counter()
-        first_width = width * 1000.0 if params["continuation"] else width
+        first_width = width * CONTINUATION_START if params["continuation"] else width  # fit_smooth's first stage
         start, start_info = moment_start(moments, make(first_width), scale, params.get("ridge", 1e-6))
         t_init += time.perf_counter() - t0
         log.info("start: moments pass and line search %.3f s", t_init)

@@ -67,21 +67,21 @@ def _sklearn(kind: str, X: np.ndarray, y: np.ndarray) -> tuple[Any, dict[str, An
 def _dask_ml(client: Any, X: Any, y: Any) -> tuple[Any, dict[str, Any]]:
     """Fit scaler + LogisticRegression on persisted dask arrays; return a scoring function and info.
 
-    Constant columns are dropped first: dask-glm refuses more than one ("Multiple
-    constant columns detected!"), and kdd99 has several (e.g. ``num_outbound_cmds``).
+    Constant columns (zero variance in the scaler's own pass) are dropped: dask-glm
+    refuses more than one ("Multiple constant columns detected!"), and kdd99 has
+    several (e.g. ``num_outbound_cmds``).
     """
     from dask_ml.linear_model import LogisticRegression
     from dask_ml.preprocessing import StandardScaler
 
-    keep = np.flatnonzero(np.asarray(X.std(axis=0).compute()) > 0)
-    Xk = X[:, keep]
-    scaler = StandardScaler().fit(Xk)
-    Xs = client.persist(scaler.transform(Xk))
+    scaler = StandardScaler().fit(X)
+    keep = np.flatnonzero(np.asarray(scaler.var_) > 0)  # the scaler's own pass finds the constant columns
+    Xs = client.persist(scaler.transform(X)[:, keep])
     lr = LogisticRegression(solver="lbfgs").fit(Xs, y)
 
     def scores(Xt: np.ndarray) -> np.ndarray:
-        # dask-ml's StandardScaler scales a NumPy array in place: give it a copy (the column selection makes one)
-        return np.asarray(lr.decision_function(scaler.transform(Xt[:, keep])))
+        # dask-ml's StandardScaler scales a NumPy array in place: give it a copy
+        return np.asarray(lr.decision_function(scaler.transform(Xt.copy())[:, keep]))
 
     return scores, {"nit": None, "warnings": [], "constant_columns_dropped": int(X.shape[1] - keep.size)}
 

@@ -44,6 +44,11 @@ def merge_class_runs(runs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, li
     return cat[order], order, lengths
 
 
+def _merge_shard_scores(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[tuple, tuple]:
+    """:func:`merge_class_runs` of the shards' sorted positive and of their sorted negative scores."""
+    return merge_class_runs([p[0] for p in parts]), merge_class_runs([p[1] for p in parts])
+
+
 def _scatter(values: np.ndarray, order: np.ndarray, lengths: list[int]) -> list[np.ndarray]:
     out = np.empty_like(values)
     out[order] = values
@@ -75,8 +80,7 @@ class _SmoothedRankObjective:
         key = f"{self._token}-{self.nfev}"
         parts = self.ds.map_gather(score_pass, w, key)
         t1 = time.perf_counter()
-        sp, op, lp = merge_class_runs([p[0] for p in parts])
-        sn, on, ln = merge_class_runs([p[1] for p in parts])
+        (sp, op, lp), (sn, on, ln) = _merge_shard_scores(parts)
         t2 = time.perf_counter()
         gp, gn, risk, exact = self._kernel(sp, sn)
         t3 = time.perf_counter()
@@ -111,9 +115,7 @@ class _SmoothedRankObjective:
         the scale that gives the scores unit spread, finds its minimum (about 10 kernel
         calls, O(n) each; 0.1 s on kdd99's 395,000 rows).
         """
-        parts = self.ds.map_gather(class_scores, direction)
-        sp, _, _ = merge_class_runs([p[0] for p in parts])
-        sn, _, _ = merge_class_runs([p[1] for p in parts])
+        (sp, _, _), (sn, _, _) = _merge_shard_scores(self.ds.map_gather(class_scores, direction))
         quad = self.lam * float(direction @ direction) + ridge
         spread = float(np.std(np.concatenate([sp, sn])))
         if not np.isfinite(spread) or spread <= 0:

@@ -11,7 +11,10 @@ import numpy as np
 from ._lbfgs import minimize_lbfgs
 from ._result import FitResult
 
-__all__ = ["default_smoothing", "fit_smooth"]
+__all__ = ["default_smoothing", "fit_smooth", "CONTINUATION_START"]
+
+#: how many times the target smoothing continuation starts from
+CONTINUATION_START = 1000.0
 
 
 def default_smoothing(objective: str, n_positive: int, n_negative: int, epsilon: float = 1e-3, scale: float = 1.0) -> float:
@@ -34,7 +37,7 @@ def fit_smooth(
     max_iter: int = 500,
     tol: float = 1e-6,
     continuation: bool = False,
-    continuation_start: float = 1000.0,
+    continuation_start: float = CONTINUATION_START,
     continuation_factor: float = 10.0,
     validate: Callable[[np.ndarray], dict[str, float]] | None = None,
     name: str = "",
