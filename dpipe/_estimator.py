@@ -83,7 +83,7 @@ class DPipeClassifier:
         mu_scale: float = 1.0,
         continuation: bool = False,
         standardize: bool = False,
-        precondition: bool = False,
+        precondition: bool | str = False,
         init: str = "zeros",
         eps: float = 1e-3,
         k: int | None = None,

@@ -124,7 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--mu-scale", dest="mu_scale", type=float, default=1.0, help="multiply the default smoothing (the paper studies 1, 100, 1000)")
     g.add_argument("--continuation", action="store_true", help="start 1000x smoother and shrink tenfold per stage, warm-starting")
     g.add_argument("--standardize", action="store_true", help="(also cutting plane) fit on features scaled to unit variance (ridge on the scaled weights; weights saved for raw features)")
-    g.add_argument("--precondition", action="store_true", help="same objective, solved in per-feature-scaled coordinates (a diagonal preconditioner; one extra pass)")
+    g.add_argument(
+        "--precondition", nargs="?", const="diagonal", default=False, choices=["diagonal", "moments"],
+        help="same objective, solved in other coordinates: 'diagonal' (the default when given alone) scales each feature by its "
+        "standard deviation (one extra pass); 'moments' whitens the Hessian modelled from the class moments (a moments pass and a score pass)",
+    )
     g.add_argument("--init", choices=["zeros", "auc-moment"], default="zeros", help="L-BFGS start: w = 0 (default) or the auc-moment direction scaled to the objective's minimum along it (two extra passes)")
     g.add_argument("--validation", help="(also cutting plane) store whose exact AUC and PRBEP are measured after every iteration")
     g = p.add_argument_group("SVM-perf losses (rocarea, prbep, f1, prec@k, rec@k, error; --solver cutting-plane)")

@@ -1,7 +1,7 @@
 """Objectives: small objects with ``value_and_grad(w)``; they never know about dask."""
 
 from ._moment import AUCMomentObjective, ErrorMomentObjective, StandardizedMoments, closed_form_auc_direction
-from ._smooth import SmoothedAUCObjective, SmoothedPRBEPObjective, StandardizedObjective
+from ._smooth import PreconditionedObjective, RayMinimum, SmoothedAUCObjective, SmoothedPRBEPObjective, StandardizedObjective
 from ._structural import STRUCTURAL_LOSSES, StructuralRisk
 
 __all__ = [
@@ -12,6 +12,8 @@ __all__ = [
     "SmoothedAUCObjective",
     "SmoothedPRBEPObjective",
     "StandardizedObjective",
+    "PreconditionedObjective",
+    "RayMinimum",
     "StructuralRisk",
     "STRUCTURAL_LOSSES",
 ]

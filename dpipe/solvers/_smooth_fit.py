@@ -41,6 +41,7 @@ def fit_smooth(
     continuation_factor: float = 10.0,
     validate: Callable[[np.ndarray], dict[str, float]] | None = None,
     name: str = "",
+    whitened: bool = False,
 ) -> FitResult:
     """Minimize a smoothed objective by L-BFGS, one data evaluation per function call.
 
@@ -63,6 +64,9 @@ def fit_smooth(
         ``w -> {name: value}`` measured after every iteration (e.g. validation AUC).
     name : str
         Prefix of the progress lines.
+    whitened : bool
+        The objective's coordinates whiten its Hessian: L-BFGS's first trial step
+        is then ``-g0`` (see :func:`minimize_lbfgs`).
 
     Returns
     -------
@@ -100,7 +104,7 @@ def fit_smooth(
 
         result = minimize_lbfgs(
             obj, w, memory=memory, max_iter=max(1, max_iter - nit), tol=tol if last_stage else 100 * tol, monitor=monitor, log_every=1,
-            name=f"{name}[t={width:.3g}] " if continuation else name,
+            name=f"{name}[t={width:.3g}] " if continuation else name, whitened=whitened,
         )
         stage_monitor = result.history[-1].get("seconds_monitor", 0.0) if result.history else 0.0
         for h in result.history:  # continue the clocks of the earlier stages

@@ -101,6 +101,15 @@ def test_demo_on_a_users_csv_with_a_split(tmp_path, capsys):
     assert dpipe.open_store(work / "train.zarr").manifest.n_rows + n_test == n
 
 
+@pytest.mark.parametrize("flag, expected", [(["--precondition"], "diagonal"), (["--precondition", "moments", "--standardize"], "moments")])
+def test_train_smoothed_preconditioned(synthetic, flag, expected):
+    d, train, _ = synthetic
+    model = d / f"pre-{expected}.json"
+    assert main(["train", train, "--objective", "auc-smooth", *flag, "--mu-scale", "100", "--max-iter", "20", "--out", str(model), "--engine", "local"]) == 0
+    m = dpipe.LinearModel.load(model)
+    assert m.params["precondition"] == expected and m.fit["info"]["preconditioner"] == expected
+
+
 def test_train_smoothed_from_the_moment_start(synthetic, capsys):
     d, train, _ = synthetic
     model = d / "smooth.json"

@@ -259,19 +259,112 @@ def test_in_memory_shards_without_numbers_are_renumbered(small):
     assert abs(f - bf) <= 1e-9 * abs(bf) and rel(g, bg) <= 1e-9
 
 
-def test_precondition_keeps_the_objective_and_its_minimizer(tmp_path):
+@pytest.mark.parametrize(
+    "objective, options",
+    [
+        ("auc-smooth", {"precondition": True}),
+        ("auc-smooth", {"precondition": "moments"}),
+        ("auc-smooth", {"precondition": "moments", "standardize": True}),
+        ("prbep-smooth", {"precondition": "moments"}),
+        ("auc-smooth", {"precondition": "moments", "init": "auc-moment"}),
+    ],
+)
+def test_precondition_keeps_the_objective_and_its_minimizer(tmp_path, objective, options):
     X, y = classification_data(1500, 5, seed=9, scales=False)
     X = X * np.array([1.0, 30.0, 0.05, 1.0, 4.0], dtype=np.float32)
+    X[:, 4] += 0.5 * X[:, 1]  # correlated columns: what a diagonal scaling cannot undo
     path = write_store(tmp_path / "s.zarr", X, y, [700, 800])
-    kw = dict(engine="local", mu_scale=100, lam=1e-2, tol=1e-10, max_iter=2000, calibrate=False)
-    plain = dpipe.train(path, "auc-smooth", **kw)
-    pre = dpipe.train(path, "auc-smooth", precondition=True, **kw)
-    assert pre.fit["info"]["preconditioned"] is True and pre.params["precondition"] is True
+    kw = dict(engine="local", mu_scale=100, lam=1e-2, tol=1e-10, max_iter=3000, calibrate=False, standardize=options.get("standardize", False))
+    plain = dpipe.train(path, objective, **kw)
+    pre = dpipe.train(path, objective, **dict(kw, **options))
+    expected = "diagonal" if options["precondition"] is True else options["precondition"]
+    assert pre.fit["info"]["preconditioner"] == expected and pre.params["precondition"] == expected
+    assert plain.fit["info"]["preconditioner"] == "none" and plain.params["precondition"] == "none"
     # the same strongly convex objective: the same minimizer and value
     assert pre.fit["fun"] == pytest.approx(plain.fit["fun"], rel=1e-9)
-    np.testing.assert_allclose(pre.coef, plain.coef, rtol=1e-4, atol=1e-6 * np.abs(plain.coef).max())
-    with pytest.raises(dpipe.exceptions.ParameterError, match="'standardize' and 'precondition'"):
+    np.testing.assert_allclose(pre.coef, plain.coef, rtol=1e-4, atol=1e-5 * np.abs(plain.coef).max())
+    if expected == "moments":
+        assert pre.fit["info"]["precondition_curvature"] > 0
+        assert pre.fit["time_data"] == pytest.approx(pre.fit["info"]["time_standardize"] + pre.fit["info"]["time_init"], rel=1e-12)
+        assert pre.fit["info"]["time_standardize"] == 0.0  # the scales came from the moments pass
+
+
+def test_precondition_is_checked(tmp_path, monkeypatch):
+    X, y = classification_data(400, 4, seed=16)
+    path = write_store(tmp_path / "s.zarr", X, y, [400])
+    ParameterError = dpipe.exceptions.ParameterError
+    with pytest.raises(ParameterError, match="'standardize' and 'precondition=\"diagonal\"'"):
         dpipe.train(path, "auc-smooth", engine="local", standardize=True, precondition=True)
+    with pytest.raises(ParameterError, match="'precondition' parameter of train must be one of 'none', 'diagonal', 'moments'. Got 'full'"):
+        dpipe.train(path, "auc-smooth", engine="local", precondition="full")
+    with pytest.raises(ParameterError, match="'precondition' parameter of train must be True, False or one of"):
+        dpipe.train(path, "auc-smooth", engine="local", precondition=1)
+    with pytest.raises(ParameterError, match="'precondition' parameter of train applies to the L-BFGS solver of the smoothed objectives; the moment"):
+        dpipe.train(path, "auc-moment", engine="local", precondition="moments")
+    from dpipe import _train as train_module
+
+    monkeypatch.setattr(train_module, "MOMENT_PRECONDITION_MAX_FEATURES", 3)
+    with pytest.raises(ParameterError, match="precondition='moments' factors a d x d matrix on the driver; this store has 4 features, more than 3"):
+        dpipe.train(path, "auc-smooth", engine="local", precondition="moments")
+    X[:, :] = 1.0
+    same = write_store(tmp_path / "same.zarr", X, y, [400])
+    monkeypatch.undo()
+    with pytest.raises(DPipeError, match="precondition='moments': the class means coincide in every feature.*use precondition='diagonal'"):
+        dpipe.train(same, "auc-smooth", engine="local", precondition="moments")
+
+
+def test_preconditioned_objective_with_a_full_matrix(small):
+    from dpipe.objectives import PreconditionedObjective
+
+    X, y = small
+    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
+    rng = np.random.default_rng(17)
+    T = np.triu(rng.standard_normal((6, 6))) + 3 * np.eye(6)
+    penalty = rng.uniform(0.5, 2.0, 6)
+    obj = PreconditionedObjective(SmoothedAUCObjective(_local(X, y, [700, 800]), 0.0, 0.3, n_pos, n_neg), T, 1e-2, penalty)
+    u = rng.standard_normal(6) * 0.05
+    f, g = obj.value_and_grad(u)
+    w = T @ u
+    bf, _, bj = brute_auc(X, y, w, 0.3, 0.0)
+    reg = 0.5 * 1e-2 * float(w @ (penalty * w))
+    assert abs(f - (bf + reg)) <= 1e-9 * abs(bf + reg)
+    assert abs(obj.last["J"] - (bj + reg)) <= 1e-9 * abs(bj + reg)
+    np.testing.assert_allclose(g, approx_fprime(u, lambda v: obj.value_and_grad(v)[0], 1e-7), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(obj.from_raw(obj.to_raw(u)), u, rtol=1e-12)
+
+
+def test_moment_preconditioner_whitens_the_modelled_hessian():
+    from dpipe.reduce import shard_moments
+    from dpipe.solvers import moment_preconditioner, pairwise_second_moment
+
+    X, y = classification_data(300, 5, seed=18)
+    X[:, 3] = 2.0 * X[:, 0] - X[:, 1]  # collinear: M is singular, the ridge (or the jitter) makes it definite
+    moments = shard_moments(X, y)
+    Xp, Xn = X[y > 0].astype(np.float64), X[y < 0].astype(np.float64)
+    diffs = (Xp[:, None, :] - Xn[None, :, :]).reshape(-1, 5)  # every positive-negative pair
+    M = pairwise_second_moment(moments)
+    np.testing.assert_allclose(M, diffs.T @ diffs / len(diffs), rtol=1e-9, atol=1e-12 * np.abs(M).max())
+    scale, penalty = X.astype(np.float64).std(0), np.array([1.0, 2.0, 0.5, 1.0, 3.0])
+    T = moment_preconditioner(moments, scale, penalty, 1e-3, 0.7)
+    np.testing.assert_allclose(T.T @ (0.7 * M + 1e-3 * np.diag(penalty)) @ T, np.eye(5), atol=1e-6)
+    T0 = moment_preconditioner(moments, scale, penalty, 0.0, 0.7)  # singular without the ridge: factored with jitter
+    assert np.all(np.isfinite(T0)) and abs(np.linalg.det(T0)) > 0
+    # whitened on the range of M, the one null direction (column 3) stays null
+    np.testing.assert_allclose(np.linalg.eigvalsh(T0.T @ (0.7 * M) @ T0), [0, 1, 1, 1, 1], atol=1e-4)
+
+
+def test_ray_minimum_curvature_is_the_second_derivative_along_the_ray(small):
+    X, y = small
+    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
+    obj = SmoothedAUCObjective(_local(X, y, [700, 800]), 0.0, 0.3, n_pos, n_neg)
+    u = X[y > 0].mean(0) - X[y < 0].mean(0)
+    u /= np.linalg.norm(u)
+    ray = obj.ray_minimum(u, ridge=1e-2)
+    assert ray.alpha == pytest.approx(obj.line_minimum(u, ridge=1e-2), rel=1e-12)
+    risk = lambda a: brute_auc(X, y, a * u, 0.3, 0.0)[0]  # noqa: E731
+    h = 0.05 * ray.alpha
+    expected = (risk(ray.alpha + h) - 2 * risk(ray.alpha) + risk(ray.alpha - h)) / h**2
+    assert ray.curvature > 0 and ray.curvature == pytest.approx(expected, rel=1e-4)  # second differences of float32 scores
 
 
 @pytest.mark.parametrize("cls, width", [(SmoothedAUCObjective, 0.3), (SmoothedPRBEPObjective, 1e-3)])
@@ -354,5 +447,19 @@ def test_init_is_checked(tmp_path):
         dpipe.train(path, "rocarea", engine="local", init="auc-moment")
     X[:, :] = 1.0
     same = write_store(tmp_path / "same.zarr", X, y, [400])
-    with pytest.raises(DPipeError, match="init='auc-moment': the class means coincide in every feature.*use init='zeros'"):
+    with pytest.raises(DPipeError, match="init='auc-moment': the class means coincide in every feature.*use init='zeros'$"):
         dpipe.train(same, "auc-smooth", engine="local", init="auc-moment")
+
+
+def test_moment_preconditioned_fit_on_the_cluster_equals_the_local_one(tmp_path, client):
+    X, y = classification_data(3000, 6, seed=19)  # scales over six orders of magnitude
+    path = write_store(tmp_path / "s.zarr", X, y, [1000, 700, 1300])
+    kw = dict(precondition="moments", init="auc-moment", mu_scale=10, max_iter=8, calibrate=False)
+    with pytest.warns(dpipe.exceptions.ConvergenceWarning, match="iteration limit"):  # stopped early on purpose
+        local = dpipe.train(path, "auc-smooth", engine="local", **kw)
+    with pytest.warns(dpipe.exceptions.ConvergenceWarning, match="iteration limit"):
+        dist = dpipe.train(path, "auc-smooth", client=client, **kw)
+    for key in ("init_scale", "precondition_curvature"):
+        assert dist.fit["info"][key] == pytest.approx(local.fit["info"][key], rel=1e-9)
+    np.testing.assert_allclose([h["J"] for h in dist.fit["history"]], [h["J"] for h in local.fit["history"]], rtol=1e-8)
+    np.testing.assert_allclose(dist.coef, local.coef, rtol=1e-6, atol=1e-9 * np.abs(local.coef).max())
