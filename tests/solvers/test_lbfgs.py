@@ -62,3 +62,27 @@ def test_monitor_time_is_left_out_of_the_solver_clock(monkeypatch):
     assert [h["seconds_monitor"] for h in res.history] == [5.0 * k for k in range(1, res.nit + 1)]
     assert all(h["seconds"] == 0.0 for h in res.history)  # the solver's own clock never moved
     assert res.time_solve == 5.0 * res.nit  # the wall time still counts the monitor
+
+
+def test_whitened_first_step_is_minus_the_gradient():
+    class Identity:
+        """0.5 ||w - a||^2: its Hessian is the identity, so the step -g0 lands on the minimum."""
+
+        def __init__(self) -> None:
+            self.a, self.points = np.array([3e-3, -2e-3, 1e-3]), []
+
+        def value_and_grad(self, w):
+            self.points.append(w.copy())
+            return 0.5 * float((w - self.a) @ (w - self.a)), w - self.a
+
+    plain, whitened = Identity(), Identity()
+    res_plain = minimize_lbfgs(plain, np.zeros(3), tol=1e-9)
+    res = minimize_lbfgs(whitened, np.zeros(3), tol=1e-9, whitened=True)
+    np.testing.assert_allclose(res.x, whitened.a, rtol=1e-9)
+    # the start is evaluated once (not again by L-BFGS-B), the first trial is the minimum
+    assert len(whitened.points) == res.nfev == 2
+    np.testing.assert_allclose(whitened.points[1], whitened.a, rtol=1e-12)
+    # without it the first trial has unit length, 200 times too long here, and backtracks
+    assert np.linalg.norm(plain.points[1]) == pytest.approx(1.0) and res_plain.nfev > res.nfev
+    # tol keeps its meaning: the largest gradient component, in the objective's own coordinates
+    assert res.success and max(abs(res.x - whitened.a)) <= 1e-9
