@@ -29,7 +29,7 @@ Two parts, each on a 2-worker LocalCluster (one thread per worker), lam = 1e-4
     5.1 s to the target once, 2.0-2.6 s in later runs).
 ``--cp-reference NAMES``
     SVM-perf's reference test AUC of kdd99-rare (0.99839) comes from a split we cannot
-    reproduce: its objective solved to its stopping rule gives 0.9971-0.9978 on every
+    reproduce: its objective solved to its stopping rule scores 0.9970-0.9978 on every
     80/20 split tried here. For the named datasets the auc-smooth race first runs
     dpipe's cutting plane (SVM-perf's algorithm and objective, rocarea, eps 1e-3) on
     the race's split in the same cluster and targets its final test AUC; SVM-perf's

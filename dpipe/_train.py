@@ -339,7 +339,7 @@ def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, A
             info.update(info_ray, init_scale=ray.alpha)
         if preconditioner == "moments":
             curvature = ray.curvature
-            if curvature <= 0:  # no pair near the margin along the ray: model the risk's curvature by the ridge's
+            if curvature <= 0:  # no pair in a quadratic piece along the ray: any positive scale will do, L-BFGS rescales after one step
                 curvature = max(lam, 1e-12)
             transform = moment_preconditioner(moments, scale, penalty, lam, curvature)
             info.update(precondition_curvature=curvature)

@@ -44,7 +44,7 @@ SOLVERS: dict[str, dict[str, Any] | None] = {
 }
 #: dataset -> (standardize, cutting-plane eps, L-BFGS iterations, cutting-plane iterations)
 DATASETS = {"a9a": (False, 1e-4, 200, 500), "kdd99": (True, 2e-7, 100, 200)}
-QUICK = {"a9a": (False, 1e-4, 30, 60)}
+QUICK = {"a9a": (False, 1e-4, 20, 40)}
 TOLERANCE = 1e-3
 
 
