@@ -32,8 +32,8 @@ Two parts, each on a 2-worker LocalCluster (one thread per worker), lam = 1e-4
     reproduce: its objective solved to its stopping rule scores 0.9970-0.9978 on every
     80/20 split tried here. For the named datasets the auc-smooth race first runs
     dpipe's cutting plane (SVM-perf's algorithm and objective, rocarea, eps 1e-3) on
-    the race's split in the same cluster and targets its final test AUC; SVM-perf's
-    time stays the time to beat.
+    the race's split in the same cluster and targets the test AUC of the model it
+    returns (its lowest-J iterate); SVM-perf's time stays the time to beat.
 ``table``
     Train on the whole training file, test on the official test file (kdd99:
     ``corrected.gz``): test AUC and PRBEP of auc-smooth, prbep-smooth, auc-moment and

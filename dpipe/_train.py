@@ -259,8 +259,12 @@ def feature_scales(ds: Any) -> tuple[np.ndarray, float]:
     return np.where(std > 0, std, 1.0), seconds
 
 
+#: the options that use the auc-moment ray, and what to use instead when the data has no such direction
+MOMENT_RAY_FALLBACKS = {"init='auc-moment'": "init='zeros'", "precondition='moments'": "precondition='diagonal'"}
+
+
 def moment_ray(
-    moments: ClassMoments, risk: Any, scale: np.ndarray, penalty: np.ndarray, lam: float, ridge: float, uses: tuple[str, ...] = ("init='auc-moment'",)
+    moments: ClassMoments, risk: Any, scale: np.ndarray, penalty: np.ndarray, lam: float, ridge: float, uses: tuple[str, ...]
 ) -> tuple[np.ndarray, RayMinimum, dict[str, Any]]:
     """The auc-moment closed-form direction and the smoothed objective's minimum along it.
 
@@ -275,8 +279,7 @@ def moment_ray(
     try:
         coef, _, moment_fit = fit_auc_moment(moments, ridge=ridge)
     except DPipeError as error:
-        fallback = {"init='auc-moment'": "init='zeros'", "precondition='moments'": "precondition='diagonal'"}
-        raise DPipeError(f"{' and '.join(uses)}: {error}; use {' and '.join(fallback[u] for u in uses)}") from error
+        raise DPipeError(f"{' and '.join(uses)}: {error}; use {' and '.join(MOMENT_RAY_FALLBACKS[u] for u in uses)}") from error
     direction = coef / np.linalg.norm(coef * scale)
     ray = risk.ray_minimum(direction, ridge=lam * float(direction @ (penalty * direction)))
     log.info("the auc-moment direction (moment ranking loss %.4g): the objective is lowest at %.4g times it, curvature %.4g there",
@@ -314,26 +317,29 @@ def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, A
             f"precondition='moments' factors a d x d matrix on the driver; this store has {d} features, more than "
             f"{MOMENT_PRECONDITION_MAX_FEATURES}. Use precondition='diagonal'."
         )
-    moments, t_init = None, 0.0
-    if init == "auc-moment" or preconditioner == "moments":
+    moments, t_init, setup_passes = None, 0.0, []  # the data passes before L-BFGS, in order
+    uses = tuple(u for u, on in zip(MOMENT_RAY_FALLBACKS, (init == "auc-moment", preconditioner == "moments")) if on)
+    if uses:
         t0 = time.perf_counter()
         moments = ds.map_reduce(class_moments_of_shard, merge_moments)
         t_init = time.perf_counter() - t0
+        setup_passes.append("class moments")
     scale, t_standardize = np.ones(d), 0.0
     if params.get("standardize") or preconditioner != "none":
         if moments is not None and np.array_equal(moments.weight, moments.count):
             scale = pooled_scales(moments)
         else:
             scale, t_standardize = feature_scales(ds)
+            setup_passes.append("column scales")
     penalty = scale**2 if params.get("standardize") else np.ones(d)
     transform = 1.0 / scale if params.get("standardize") or preconditioner == "diagonal" else np.ones(d)
     start, info = np.zeros(d), {"init_scale": None}
     if moments is not None:
         t0 = time.perf_counter()
         first_width = width * CONTINUATION_START if params["continuation"] else width  # fit_smooth's first stage
-        uses = tuple(u for u, on in (("init='auc-moment'", init == "auc-moment"), ("precondition='moments'", preconditioner == "moments")) if on)
         risk = cls(ds, 0.0, first_width, n_positive, n_negative)
         direction, ray, info_ray = moment_ray(moments, risk, scale, penalty, lam, params.get("ridge", 1e-6), uses)
+        setup_passes.append("ray scores")
         if init == "auc-moment":
             start = ray.alpha * direction
             info.update(info_ray, init_scale=ray.alpha)
@@ -357,7 +363,7 @@ def fit_smooth_on(ds: Any, n_positive: int, n_negative: int, params: dict[str, A
     )
     result.info.update(
         standardized=bool(params.get("standardize")), preconditioner=preconditioner, time_standardize=t_standardize,
-        init=init, time_init=t_init, **info,
+        init=init, time_init=t_init, setup_passes=setup_passes, **info,
     )
     return coordinates.to_raw(result.x), 0.0, result
 

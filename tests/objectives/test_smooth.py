@@ -283,10 +283,13 @@ def test_precondition_keeps_the_objective_and_its_minimizer(tmp_path, objective,
     # the same strongly convex objective: the same minimizer and value
     assert pre.fit["fun"] == pytest.approx(plain.fit["fun"], rel=1e-9)
     np.testing.assert_allclose(pre.coef, plain.coef, rtol=1e-4, atol=1e-5 * np.abs(plain.coef).max())
+    assert plain.fit["info"]["setup_passes"] == (["column scales"] if kw["standardize"] else [])
     if expected == "moments":
         assert pre.fit["info"]["precondition_curvature"] > 0
-        assert pre.fit["time_data"] == pytest.approx(pre.fit["info"]["time_standardize"] + pre.fit["info"]["time_init"], rel=1e-12)
-        assert pre.fit["info"]["time_standardize"] == 0.0  # the scales came from the moments pass
+        # one moments pass gives the scales too (no column pass), then one score pass along the moment direction
+        assert pre.fit["info"]["setup_passes"] == ["class moments", "ray scores"]
+    else:
+        assert pre.fit["info"]["setup_passes"] == ["column scales"]
 
 
 def test_precondition_is_checked(tmp_path, monkeypatch):
@@ -417,9 +420,9 @@ def test_auc_moment_start_reaches_the_same_minimizer(tmp_path, objective, option
     info = moment.fit["info"]
     assert info["init"] == "auc-moment" and info["init_scale"] > 0 and moment.params["init"] == "auc-moment"
     assert zero.fit["info"]["init"] == "zeros" and zero.fit["info"]["init_scale"] is None
-    # the start's passes are booked in the data time (an identity of the record, not a speed)
-    assert moment.fit["time_data"] == pytest.approx(info["time_standardize"] + info["time_init"], rel=1e-12)
-    assert zero.fit["info"]["time_init"] == 0.0
+    # the start's passes (the moments also give the scales: no column pass), recorded in the fit
+    assert info["setup_passes"] == ["class moments", "ray scores"]
+    assert zero.fit["info"]["setup_passes"] == (["column scales"] if options else [])
     # a strongly convex objective: the same minimizer from either start
     assert moment.fit["fun"] == pytest.approx(zero.fit["fun"], rel=1e-8)
     np.testing.assert_allclose(moment.coef, zero.coef, rtol=1e-3, atol=1e-4 * np.abs(zero.coef).max())
