@@ -50,7 +50,7 @@ def test_model_round_trip_and_metrics(stores, client, tmp_path):
     assert loaded.intercept == model.intercept
     assert loaded.feature_names == [f"x{i}" for i in range(7)]
     assert loaded.training["manifest_sha256"] == dpipe.open_store(stores["train"]).manifest.digest()
-    assert loaded.fit["nfev"] == 1 and loaded.fit["time_data"] > 0
+    assert loaded.fit == model.fit and loaded.fit["nfev"] == 1  # the whole fit record survives the round trip
     s = stores["X"] @ model.coef + model.intercept
     assert loaded.metrics["train"]["roc_auc"] == pytest.approx(skm.roc_auc_score(stores["y"], s), abs=1e-12)
     got = dpipe.evaluate(path, stores["test"], client=client)
