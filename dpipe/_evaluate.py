@@ -17,47 +17,29 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .engine import open_dataset, rank_summary
 from .io import Store, open_store
-from .metrics import RankSummary
 from .model import LinearModel
-from .reduce import shard_scores_labels, shard_sorted_scores
+from .reduce import shard_scores_labels
 
-__all__ = ["evaluate", "predict", "evaluate_dataset", "rank_summary", "merge_sorted_runs"]
-
-
-def merge_sorted_runs(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Merge per-shard runs sorted by decreasing score into one sorted run.
-
-    A stable sort of the concatenation: numpy's timsort finds the k runs and merges
-    them in O(n log k).
-    """
-    runs = [r for r in runs if r[0].size]
-    if not runs:
-        return np.zeros(0), np.zeros(0, np.int8)
-    s = np.concatenate([r[0] for r in runs])
-    y = np.concatenate([r[1] for r in runs])
-    order = np.argsort(-s, kind="stable")
-    return s[order], y[order]
+__all__ = ["evaluate", "predict", "evaluate_dataset"]
 
 
-def evaluate_dataset(ds: Any, coef: np.ndarray, intercept: float, *, k: int | float | None = None, threshold: float = 0.0) -> dict[str, Any]:
-    """Exact metrics of the model ``(coef, intercept)`` on an opened dataset."""
-    return rank_summary(ds, coef, intercept).metrics(threshold=threshold, k=k)
-
-
-def rank_summary(ds: Any, coef: np.ndarray, intercept: float) -> RankSummary:
-    """Scores of every row, sorted on the workers, merged on the driver into a :class:`RankSummary`."""
-    s, y = merge_sorted_runs(ds.map_gather(shard_sorted_scores, np.asarray(coef, dtype=np.float64), float(intercept)))
-    return RankSummary.from_sorted(s, y)
+def evaluate_dataset(
+    ds: Any, coef: np.ndarray, intercept: float, *, k: float | None = None, k_fraction: float | None = None, threshold: float = 0.0
+) -> dict[str, Any]:
+    """Exact (weighted, when the store has a weight column) metrics of the model ``(coef, intercept)`` on an opened dataset."""
+    return rank_summary(ds, coef, intercept).metrics(threshold=threshold, k=k, k_fraction=k_fraction)
 
 
 def evaluate(
     model: LinearModel | str | os.PathLike,
     store: str | os.PathLike | Store,
     *,
-    k: int | float | None = None,
+    k: float | None = None,
+    k_fraction: float | None = None,
     threshold: float = 0.0,
-    engine: str = "dask",
+    engine: str = "auto",
     client: Any = None,
     scheduler: str | None = None,
     workers: int | None = None,
@@ -72,25 +54,26 @@ def evaluate(
         The model (or its JSON file).
     store : str or Store
         Labelled store with the model's features.
-    k : int or float, optional
-        Cut-off of Prec@k / Rec@k: a row count, or a fraction of the rows in (0, 1);
-        default the number of positives.
+    k : int, optional
+        Cut-off of Prec@k / Rec@k: a number of rows (total sample weight in a weighted
+        store); default the number of positives. Excludes ``k_fraction``.
+    k_fraction : float, optional
+        The cut-off as a fraction of the positives (the meaning ``k_fraction`` has in
+        training, SVM-perf's ``-p``).
     threshold : float
         Rows with score > threshold are predicted positive.
     engine, client, scheduler, workers, memory_limit, cache
-        Where the scoring pass runs (see :func:`dpipe.train`); one pass, so shards
-        are streamed by default.
+        Where the scoring pass runs (see :func:`dpipe.train`; ``"auto"`` stays in this
+        process for small stores); one pass, so shards are streamed by default.
 
     Returns
     -------
     dict
         Metric name -> value, plus ``n`` and ``n_positive``.
     """
-    from ._train import open_dataset
-
     model, st = _model_and_store(model, store)
     with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
-        return evaluate_dataset(ds, model.coef, model.intercept, k=k, threshold=threshold)
+        return evaluate_dataset(ds, model.coef, model.intercept, k=k, k_fraction=k_fraction, threshold=threshold)
 
 
 def _model_and_store(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store) -> tuple[LinearModel, Store]:
@@ -113,7 +96,7 @@ def predict(
     *,
     threshold: float = 0.0,
     overwrite: bool = False,
-    engine: str = "dask",
+    engine: str = "auto",
     client: Any = None,
     scheduler: str | None = None,
     workers: int | None = None,
@@ -130,8 +113,6 @@ def predict(
     str
         The path written.
     """
-    from ._train import open_dataset
-
     model, st = _model_and_store(model, store)
     out = os.path.abspath(os.fspath(out))
     if os.path.exists(out) and not overwrite:

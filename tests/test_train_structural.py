@@ -91,17 +91,17 @@ def test_parameter_errors_name_the_parameter(data):
         dpipe.train(path, "auc-smooth", solver="cutting-plane", engine="local")
     with pytest.raises(ParameterError, match="'C' and 'lam'"):
         dpipe.train(path, "rocarea", C=1.0, lam=1e-3, engine="local")
-    with pytest.raises(ParameterError, match="'C' parameter of train applies to the smoothed and SVM-perf objectives"):
+    with pytest.raises(ParameterError, match="'C' parameter of train does not apply to objective 'auc-moment': it applies to auc-smooth, prbep-smooth, rocarea"):
         dpipe.train(path, "auc-moment", C=1.0, engine="local")
-    with pytest.raises(ParameterError, match="'k' and 'k_fraction' parameters of train apply to prec@k and rec@k"):
+    with pytest.raises(ParameterError, match="'k' parameter of train does not apply to objective 'rocarea': it applies to prec@k, rec@k"):
         dpipe.train(path, "rocarea", k=5, engine="local")
     with pytest.raises(ParameterError, match="exclude each other"):
         dpipe.train(path, "prec@k", k=5, k_fraction=0.5, engine="local")
     with pytest.raises(ParameterError, match="at most the number of training rows"):
         dpipe.train(path, "prec@k", k=10**6, engine="local")
-    with pytest.raises(ParameterError, match="'precondition' parameter of train applies to the L-BFGS solver"):
+    with pytest.raises(ParameterError, match="'precondition' parameter of train does not apply to objective 'prbep': it applies to auc-smooth, prbep-smooth; the cutting plane"):
         dpipe.train(path, "prbep", precondition=True, engine="local")
-    with pytest.raises(ParameterError, match=r"'lam' parameter of train must be a float in the range \(0.0, inf\)"):
+    with pytest.raises(ParameterError, match=r"'lam' parameter of train must be a float in the range \(0, inf\)"):
         dpipe.train(path, "f1", lam=0.0, engine="local")
 
 

@@ -40,9 +40,8 @@ def _prepare_stores(a: argparse.Namespace, workdir: str, ingest_kwargs: dict[str
 
 def run_demo(a: argparse.Namespace, ingest_kwargs: dict[str, Any], cluster_kwargs: dict[str, Any]) -> None:
     """Train auc-moment and error-moment, evaluate on held-out data, write ``report.json`` and ``roc.png``."""
-    from .._evaluate import rank_summary
-    from .._train import open_dataset, train
-    from ..engine import cluster_client, describe_client
+    from ..engine import cluster_client, describe_client, open_dataset, rank_summary
+    from ..fit import train
     from ..io import open_store
     from ..plotting import plot_roc
 

@@ -34,14 +34,15 @@ def _column(value: str) -> str | int:
     return int(value) if value.isdigit() else value
 
 
-def _add_cluster(p: argparse.ArgumentParser, cache_default: str | None = None) -> None:
+def _add_cluster(p: argparse.ArgumentParser, cache_default: str | None = None, engine_default: str = "auto") -> None:
     g = p.add_argument_group("cluster")
     g.add_argument("--scheduler", help="scheduler address (tcp://host:port) or scheduler file; default: $DPIPE_SCHEDULER, dask config dpipe.scheduler, else an embedded local cluster")
     g.add_argument("--scheduler-file", dest="scheduler_file", help="scheduler file written by 'dask scheduler --scheduler-file'")
     g.add_argument("--workers", type=int, help="worker processes of the embedded local cluster (default 2)")
     g.add_argument("--memory-limit", dest="memory_limit", help="memory limit per embedded worker, e.g. 4GiB (default auto)")
     g.add_argument("--cache", choices=("auto", "memory", "stream"), default=cache_default, help="keep shards in worker memory or stream them on every pass (default auto: persist when they fit)")
-    g.add_argument("--engine", choices=("dask", "local"), default="dask", help="'local' runs every pass in this process (no cluster)")
+    g.add_argument("--engine", choices=("auto", "dask", "local"), default=engine_default,
+                   help=f"'local' runs every pass in this process (no cluster); 'auto' does so for stores up to dpipe.local-max-bytes (200 MB) when no scheduler is named (default {engine_default})")
 
 
 def _cluster_kwargs(a: argparse.Namespace) -> dict[str, Any]:
@@ -74,7 +75,8 @@ def _ingest_kwargs(a: argparse.Namespace) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``dpipe`` command."""
     from .. import __version__
-    from .._train import OBJECTIVES
+    from ..fit import OBJECTIVES
+    from ..fit._params import add_arguments
 
     parser = argparse.ArgumentParser(prog="dpipe", description="Train linear classifiers that optimize the measure you care about, on sharded data, with dask.")
     parser.add_argument("--version", action="version", version=f"dpipe {__version__}")
@@ -109,41 +111,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train a model on a store")
     p.add_argument("store")
-    p.add_argument("--objective", choices=list(OBJECTIVES), default="auc-moment")
-    p.add_argument("--solver", help="solver for the objective: " + "; ".join(f"{o}: {', '.join(s)}" for o, s in OBJECTIVES.items()))
+    p.add_argument("--objective", choices=list(OBJECTIVES), default="auc-moment", help="; ".join(f"{o.name}: {o.summary}" for o in OBJECTIVES.values()))
     p.add_argument("--out", required=True, help="model file to write (JSON)")
-    p.add_argument("--lam", type=float, help="moment objectives: weight of the unit-norm penalty (default 1e-3); smoothed and SVM-perf losses: ridge lam/2 ||w||^2 (default 1e-4 = SVM-perf's C 100)")
-    p.add_argument("--C", dest="C", type=float, help="SVM-perf's -c instead of --lam: lam = 1/(100 C)")
-    p.add_argument("--ridge", type=float, default=1e-6, help="ridge of the auc-moment closed form (standardized units, default 1e-6)")
-    p.add_argument("--max-iter", dest="max_iter", type=int, help="iteration limit (default 500; cutting plane 1000)")
-    p.add_argument("--tol", type=float, help="gradient tolerance (default 1e-4 moment, 1e-6 smoothed)")
-    p.add_argument("--memory", type=int, help="L-BFGS memory (default 20 moment, 6 smoothed)")
-    g = p.add_argument_group("smoothed objectives (auc-smooth, prbep-smooth)")
-    g.add_argument("--smoothing", type=float, help="Huber width t (auc-smooth) or mu (prbep-smooth); default the paper's epsilon / D")
-    g.add_argument("--epsilon", type=float, default=1e-3, help="the paper's accuracy epsilon (default 1e-3): mu = epsilon / D")
-    g.add_argument("--mu-scale", dest="mu_scale", type=float, default=1.0, help="multiply the default smoothing (the paper studies 1, 100, 1000)")
-    g.add_argument("--continuation", action="store_true", help="start 1000x smoother and shrink tenfold per stage, warm-starting")
-    g.add_argument("--standardize", action="store_true", help="(also cutting plane) fit on features scaled to unit variance (ridge on the scaled weights; weights saved for raw features)")
-    g.add_argument(
-        "--precondition", nargs="?", const="diagonal", default=False, choices=["diagonal", "moments"],
-        help="same objective, solved in other coordinates: 'diagonal' (the default when given alone) scales each feature by its "
-        "standard deviation (one extra pass); 'moments' whitens the Hessian modelled from the class moments (a moments pass and a score pass)",
-    )
-    g.add_argument("--init", choices=["zeros", "auc-moment"], default="zeros", help="L-BFGS start: w = 0 (default) or the auc-moment direction scaled to the objective's minimum along it (two extra passes)")
-    g.add_argument("--validation", help="(also cutting plane) store whose exact AUC and PRBEP are measured after every iteration")
-    g = p.add_argument_group("SVM-perf losses (rocarea, prbep, f1, prec@k, rec@k, error; --solver cutting-plane)")
-    g.add_argument("--eps", type=float, default=1e-3, help="stop when J is within eps of the cutting-plane lower bound (default 1e-3 = SVM-perf's -e 0.1, which is in percent)")
-    g.add_argument("--k", type=int, help="prec@k / rec@k: number of predicted positives")
-    g.add_argument("--k-fraction", dest="k_fraction", type=float, help="prec@k / rec@k: k as a fraction of the training positives (SVM-perf's --p; default 0.5 for prec@k, 2 for rec@k)")
-    g.add_argument("--bias", type=float, default=1.0, help="error / f1: value of the regularized constant feature (SVM-perf's --b, default 1; 0: none)")
+    p.add_argument("--validation", help="iterative objectives: store whose exact AUC and PRBEP are measured after every iteration")
+    add_arguments(p.add_argument_group("hyper-parameters (each names the objectives it applies to; any other is an error)"))
     p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="do not keep training metrics in the model")
-    p.add_argument("--no-calibrate", dest="calibrate", action="store_false", default=None, help="keep the fit's own threshold (no threshold pass on the training data; already the default for error and f1)")
     _add_cluster(p)
 
     p = sub.add_parser("evaluate", help="exact ROC-AUC, PRBEP, accuracy, precision, recall, F1, Prec@k, Rec@k of a model on a store")
     p.add_argument("model")
     p.add_argument("store")
-    p.add_argument("--k", type=float, help="Prec@k / Rec@k cut-off: rows (>= 1) or a fraction (< 1); default the number of positives")
+    p.add_argument("--k", type=float, help="Prec@k / Rec@k cut-off: a number of rows (total weight in a weighted store); default the number of positives")
+    p.add_argument("--k-fraction", dest="k_fraction", type=float, help="Prec@k / Rec@k cut-off as a fraction of the positives (as in training)")
     p.add_argument("--threshold", type=float, default=0.0)
     p.add_argument("--json", dest="json_out", help="also write the metrics to this JSON file")
     _add_cluster(p, cache_default="stream")
@@ -163,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="your own training file instead of generated data")
     p.add_argument("--test-data", dest="test_data", help="test file for --data (default: a random 25%% split of --data)")
     _add_ingest_options(p)
-    _add_cluster(p)
+    _add_cluster(p, engine_default="dask")
     return parser
 
 
@@ -208,18 +187,14 @@ def _cmd_info(a: argparse.Namespace) -> None:
 
 
 def _cmd_train(a: argparse.Namespace) -> None:
-    from .._train import train
+    from ..fit import PARAMS, train
 
-    model = train(
-        a.store, a.objective, solver=a.solver, lam=a.lam, ridge=a.ridge, max_iter=a.max_iter, tol=a.tol, memory=a.memory,
-        smoothing=a.smoothing, epsilon=a.epsilon, mu_scale=a.mu_scale, continuation=a.continuation, standardize=a.standardize, precondition=a.precondition, init=a.init,
-        C=a.C, eps=a.eps, k=a.k, k_fraction=a.k_fraction, bias=a.bias, validation=a.validation,
-        out=a.out, train_metrics=a.train_metrics, calibrate=a.calibrate, **_cluster_kwargs(a),
-    )
+    given = {name: getattr(a, name) for name in PARAMS if getattr(a, name) is not None}
+    model = train(a.store, a.objective, validation=a.validation, out=a.out, train_metrics=a.train_metrics, **given, **_cluster_kwargs(a))
     fit = model.fit
-    print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, data loading/moments {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {a.out}")
+    print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, data loading/setup passes {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {a.out}")
     if "gap" in fit.get("info", {}):
-        print(f"cutting plane: lower bound {fit['info']['lower_bound']:.8g}, gap {fit['info']['gap']:.3g} (eps {a.eps:g})")
+        print(f"cutting plane: lower bound {fit['info']['lower_bound']:.8g}, gap {fit['info']['gap']:.3g} (eps {model.params['eps']:g})")
     if model.metrics.get("train"):
         t = model.metrics["train"]
         print(f"training ROC-AUC {t['roc_auc']:.6f}, PRBEP {t['prbep']:.6f}, F1 {t['f1']:.6f}, accuracy {t['accuracy']:.6f}")
@@ -228,10 +203,10 @@ def _cmd_train(a: argparse.Namespace) -> None:
 def _cmd_evaluate(a: argparse.Namespace) -> None:
     from .._evaluate import evaluate
 
-    k: int | float | None = a.k
-    if k is not None and k >= 1:
+    k: float | None = a.k
+    if k is not None and float(k).is_integer():
         k = int(k)
-    metrics = evaluate(a.model, a.store, k=k, threshold=a.threshold, **_cluster_kwargs(a))
+    metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, **_cluster_kwargs(a))
     _print_metrics(metrics)
     if a.json_out:
         with open(a.json_out, "w") as f:

@@ -1,6 +1,25 @@
-"""Cluster resolution and shard-aligned passes over a store."""
+"""Cluster resolution, shard-aligned datasets and the data passes every fit is made of."""
 
-from ._client import cluster_client, describe_client
+from ._client import cluster_client, describe_client, explicit_scheduler
 from ._dataset import CACHE_MODES, LocalDataset, ShardedDataset, choose_cache
+from ._open import ENGINES, open_dataset, resolve_engine
+from ._passes import MergedScores, RankPasses, class_moments, class_totals, column_scales, rank_summary
 
-__all__ = ["cluster_client", "describe_client", "ShardedDataset", "LocalDataset", "CACHE_MODES", "choose_cache"]
+__all__ = [
+    "cluster_client",
+    "describe_client",
+    "explicit_scheduler",
+    "ShardedDataset",
+    "LocalDataset",
+    "CACHE_MODES",
+    "choose_cache",
+    "ENGINES",
+    "open_dataset",
+    "resolve_engine",
+    "MergedScores",
+    "RankPasses",
+    "class_moments",
+    "class_totals",
+    "column_scales",
+    "rank_summary",
+]

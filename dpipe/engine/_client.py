@@ -25,7 +25,7 @@ from .._config import get_setting
 from .._validation import check_int
 from ..exceptions import ParameterError
 
-__all__ = ["cluster_client", "describe_client"]
+__all__ = ["cluster_client", "describe_client", "explicit_scheduler"]
 
 log = logging.getLogger("dpipe.engine")
 
@@ -39,6 +39,11 @@ def _connect(target: str) -> Client:
             f"scheduler file. Got {target!r} instead (no such file)."
         )
     return Client(target, set_as_default=False)
+
+
+def explicit_scheduler(scheduler: str | None = None) -> str | None:
+    """The scheduler named by the argument, ``DPIPE_SCHEDULER`` or ``dpipe.scheduler``, in that order (None: none)."""
+    return scheduler or os.environ.get("DPIPE_SCHEDULER") or get_setting("scheduler")
 
 
 @contextlib.contextmanager
@@ -68,7 +73,7 @@ def cluster_client(
     if client is not None:
         yield client
         return
-    target = scheduler or os.environ.get("DPIPE_SCHEDULER") or get_setting("scheduler")
+    target = explicit_scheduler(scheduler)
     if target:
         c = _connect(str(target))
         log.info("connected to scheduler %s (%d workers)", c.scheduler.address, len(c.scheduler_info().get("workers", {})))

@@ -90,9 +90,9 @@ class ShardHost:
         """``[fn(shard, *args) for shard]`` in the order given at construction."""
         return [fn(s, *args) for s in self.shards]
 
-    def reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], args: tuple) -> Any:
-        """``fn(shard, *args, *per_shard[i])`` merged pairwise over this host's shards."""
-        return _tree_local([fn(s, *args, *a) for s, a in zip(self.shards, per_shard)], combine)
+    def map_each(self, fn: Callable, per_shard: Sequence[tuple], args: tuple) -> list:
+        """``[fn(shard, *args, *per_shard[i]) for shard]`` over this host's shards."""
+        return [fn(s, *args, *a) for s, a in zip(self.shards, per_shard)]
 
 
 #: Errors that mean a host's worker (or the connection to it) is gone.
@@ -157,6 +157,11 @@ class ShardedDataset:
     def n_features(self) -> int:
         """Number of feature columns."""
         return self.store.manifest.n_features
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the rows carry sample weights."""
+        return bool(self.store.manifest.has_weight)
 
     def _submit_map(self, fn: Callable, args: Sequence[Any]) -> list:
         if self.cache == "memory":
@@ -223,14 +228,20 @@ class ShardedDataset:
     def map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], *args: Any) -> Any:
         """Merge ``fn(shard, *args, *per_shard[i])`` over the shards pairwise with ``combine``.
 
-        With shard hosts each worker merges its own shards' results and the driver
-        merges one partial result per worker.
+        The merge runs in shard order whatever the placement of the shards, so the
+        result is bitwise the same on any number of workers and in
+        :class:`LocalDataset`. With shard hosts (meant for small results such as a
+        d-vector per shard) the driver receives every shard's result and merges them.
         """
         if self._hosts_alive():
             try:
                 with self.client.as_current():
-                    calls = [host.reduce_each(fn, combine, [per_shard[p] for p in positions], args) for positions, host, _ in self._hosts]
-                return _tree_local([c.result() for c in calls], combine)
+                    calls = [(positions, host.map_each(fn, [per_shard[p] for p in positions], args)) for positions, host, _ in self._hosts]
+                out: list[Any] = [None] * self.n_shards
+                for positions, call in calls:
+                    for p, r in zip(positions, call.result()):
+                        out[p] = r
+                return _tree_local(out, combine)
             except _HOST_LOST as e:
                 self._drop_hosts(e)
         if self.cache == "memory":
@@ -335,6 +346,11 @@ class LocalDataset:
     def n_features(self) -> int:
         """Number of feature columns."""
         return self.store.manifest.n_features if self.store is not None else int(self._shards[0].X.shape[1])
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the rows carry sample weights."""
+        return bool(self.store.manifest.has_weight) if self.store is not None else any(sh.weight is not None for sh in self._shards)
 
     def _iter(self):
         return iter(self._shards) if self.cache == "memory" else self.store.iter_shards()

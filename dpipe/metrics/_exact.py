@@ -32,6 +32,27 @@ Thresholds
 Zero division
     As scikit-learn's default: precision with no predicted positive, recall with
     no positive label and F1 with neither are 0.0 (no warning is emitted).
+Sample weights
+    Every function takes ``sample_weight`` (finite, non-negative; default none).
+    A weighted row counts as if it were repeated ``w_i`` times, so integer
+    weights give exactly the metrics of the repeated rows: the summary's
+    ``pos`` / ``neg`` become float64 sums of weights, AUC weighs each
+    positive / negative pair by ``w_+ * w_-``, the confusion counts are weight
+    sums (as scikit-learn's ``sample_weight``), and a class whose weight sums
+    to 0 counts as absent.  Rows of weight 0 are dropped from the ranking (as
+    scikit-learn's ROC curve does) but still counted in ``n`` / ``n_positive``.
+    Without weights the counts stay int64 and the arithmetic exact.
+The cut-off ``k`` of precision / recall at k
+    ``k`` is only ever a count: a number of rows, an int in ``[1, n]``; with
+    sample weights a number of rows counted in weight units, i.e. a positive
+    float ``k <= total weight`` selecting the top rows whose total weight is
+    ``k`` (a row straddling the cut-off counts in part, like a straddling tied
+    group).  A fraction is given separately, as ``k_fraction``: a fraction of
+    the positives, ``k = round(k_fraction * n_positive)`` rows (at least 1; the
+    training rule of SVM-perf's ``--p``), with weights ``k = k_fraction *
+    weight_positive``.  ``k`` and ``k_fraction`` exclude each other; when
+    neither is given, :func:`binary_metrics` uses the number (weight) of
+    positives, where precision at k equals PRBEP.
 
 Notes
 -----
@@ -106,51 +127,55 @@ def _as_scores(s: ArrayLike, owner: str, name: str = "s") -> np.ndarray:
     return arr
 
 
-def _check_inputs(y: ArrayLike, s: ArrayLike, owner: str) -> tuple[np.ndarray, np.ndarray]:
+def _as_weights(w: ArrayLike, n: int, owner: str, name: str = "sample_weight", against: str = "y") -> np.ndarray:
+    """Validated float64 sample weights: 1-D, ``n`` rows, finite, non-negative."""
+    arr = np.asarray(w)
+    if arr.ndim != 1:
+        raise ParameterError(f"{owner}: {name} must be 1-dimensional, got an array of shape {arr.shape}")
+    if arr.dtype.kind not in "biuf":
+        raise ParameterError(f"{owner}: {name} must hold real numbers, got dtype {arr.dtype}")
+    if arr.shape[0] != n:
+        raise ParameterError(f"{owner}: {name} has {arr.shape[0]} rows but {against} has {n}")
+    arr = arr.astype(np.float64, copy=False)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ParameterError(f"{owner}: {name} must be finite, got {arr[i].item()!r} at index {i}")
+    bad = arr < 0
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ParameterError(f"{owner}: {name} must be non-negative, got {arr[i].item()!r} at index {i}")
+    return arr
+
+
+def _check_inputs(
+    y: ArrayLike, s: ArrayLike, owner: str, sample_weight: ArrayLike | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     pos = _as_positive_mask(y, owner)
     scores = _as_scores(s, owner)
     if pos.shape[0] != scores.shape[0]:
         raise ParameterError(f"{owner}: y has {pos.shape[0]} rows but s has {scores.shape[0]}")
     if pos.shape[0] == 0:
         raise ParameterError(f"{owner}: y and s are empty")
-    return pos, scores
+    w = None if sample_weight is None else _as_weights(sample_weight, pos.shape[0], owner)
+    return pos, scores, w
 
 
 def _check_threshold(threshold: Any, owner: str) -> float:
     return check_number(threshold, "threshold", owner)
 
 
-def _resolve_k(k: Any, n: int, owner: str) -> int:
-    """``k`` as a row count: an int in [1, n], or a float in (0, 1) = ceil(k * n)."""
-    msg = f"The 'k' parameter of {owner} must be an int in the range [1, {n}] or a float in the range (0.0, 1.0). Got {k!r} instead."
-    if isinstance(k, (bool, np.bool_)):
-        raise ParameterError(msg)
-    if isinstance(k, (int, np.integer)):
-        k = int(k)
-        if not 1 <= k <= n:
-            raise ParameterError(msg)
-        return k
-    if isinstance(k, (float, np.floating)):
-        f = float(k)
-        if not (0.0 < f < 1.0):  # also rejects NaN
-            raise ParameterError(msg)
-        x = f * n
-        r = round(x)
-        # 0.1 * 30 == 3.0000000000000004: do not let float noise add one row.
-        kk = r if abs(x - r) <= 1e-9 * max(1.0, x) else math.ceil(x)
-        return min(n, max(1, int(kk)))
-    raise ParameterError(msg)
+def _ratio(num: int | float, den: int | float) -> float:
+    """``num / den`` correctly rounded, 0.0 when ``den == 0``.
 
-
-def _single_class_error(owner: str, n_neg: int, n_pos: int) -> ParameterError:
-    return ParameterError(
-        f"{owner} is undefined when y holds a single class (got {n_neg} negative and {n_pos} positive labels)"
-    )
-
-
-def _ratio(num: int, den: int) -> float:
-    """``num / den`` correctly rounded, 0.0 when ``den == 0``."""
-    return 0.0 if den == 0 else int(num) / int(den)
+    Python ints divide exactly rounded whatever their size; floats (weight sums)
+    divide as floats.
+    """
+    if den == 0:
+        return 0.0
+    if isinstance(num, (int, np.integer)) and isinstance(den, (int, np.integer)):
+        return int(num) / int(den)
+    return float(num) / float(den)
 
 
 # ---------------------------------------------------------------------------
@@ -158,7 +183,7 @@ def _ratio(num: int, den: int) -> float:
 # ---------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, eq=False)
 class RankSummary:
-    """Positive / negative counts per distinct score, scores in decreasing order.
+    """Positive / negative counts (or weights) per distinct score, scores in decreasing order.
 
     Every metric of this module is a function of this summary.  Build it with
     :meth:`from_scores` (sorts), :meth:`from_sorted` (scores already sorted, e.g.
@@ -169,24 +194,37 @@ class RankSummary:
     ----------
     scores : ndarray of shape (m,), float64
         Distinct score values, strictly decreasing.
-    pos, neg : ndarray of shape (m,), int64
-        Number of positive / negative rows whose score is ``scores[i]``.
+    pos, neg : ndarray of shape (m,), int64, or float64 with sample weights
+        Number (without sample weights) or total sample weight (with them) of
+        the positive / negative rows whose score is ``scores[i]``.  Weighted
+        summaries hold no group of zero total weight.
+    n_rows_positive, n_rows_negative : int or None
+        Row counts of a weighted summary (rows of weight 0 included); None when
+        ``pos`` / ``neg`` are the counts themselves.
     """
 
     scores: np.ndarray
     pos: np.ndarray
     neg: np.ndarray
+    n_rows_positive: int | None = None
+    n_rows_negative: int | None = None
 
     # -- construction ---------------------------------------------------------
     @classmethod
-    def from_scores(cls, y: ArrayLike, s: ArrayLike) -> RankSummary:
-        """Summarise labels ``y`` and scores ``s`` (unsorted) with one stable sort."""
-        pos, scores = _check_inputs(y, s, "RankSummary.from_scores")
-        return _summarise_checked(pos, scores)
+    def from_scores(cls, y: ArrayLike, s: ArrayLike, sample_weight: ArrayLike | None = None) -> RankSummary:
+        """Summarise labels ``y`` and scores ``s`` (unsorted) with one stable sort.
+
+        ``sample_weight`` (finite, non-negative) makes ``pos`` / ``neg`` float64
+        sums of weights.
+        """
+        pos, scores, w = _check_inputs(y, s, "RankSummary.from_scores", sample_weight)
+        return _summarise_checked(pos, scores, w)
 
     @classmethod
-    def from_sorted(cls, s_sorted_desc: ArrayLike, y_sorted: ArrayLike) -> RankSummary:
-        """Summarise scores already sorted in non-increasing order and their labels.
+    def from_sorted(
+        cls, s_sorted_desc: ArrayLike, y_sorted: ArrayLike, weight_sorted: ArrayLike | None = None
+    ) -> RankSummary:
+        """Summarise scores already sorted in non-increasing order, their labels and (optionally) sample weights.
 
         Raises
         ------
@@ -198,55 +236,164 @@ class RankSummary:
         scores = _as_scores(s_sorted_desc, owner, "s_sorted_desc")
         if pos.shape[0] != scores.shape[0]:
             raise ParameterError(f"{owner}: y_sorted has {pos.shape[0]} rows but s_sorted_desc has {scores.shape[0]}")
+        w = None
+        if weight_sorted is not None:
+            w = _as_weights(weight_sorted, pos.shape[0], owner, "weight_sorted (the sample_weight of the sorted rows)", "y_sorted")
         up = scores[1:] > scores[:-1]
         if up.any():
             i = int(np.argmax(up))
             raise ParameterError(f"{owner}: s_sorted_desc is not in non-increasing order at index {i + 1}")
-        return _reduce_sorted(scores, pos.astype(np.int64), (~pos).astype(np.int64))
+        if w is None:
+            return _reduce_sorted(scores, pos.astype(np.int64), (~pos).astype(np.int64))
+        n_pos = int(np.count_nonzero(pos))
+        return _reduce_sorted(scores, np.where(pos, w, 0.0), np.where(pos, 0.0, w), (n_pos, pos.shape[0] - n_pos))
 
     @classmethod
     def merge(cls, parts: Iterable[RankSummary]) -> RankSummary:
-        """Exact summary of the union of the data sets summarised by ``parts``."""
+        """Exact summary of the union of the data sets summarised by ``parts``.
+
+        Weighted and unweighted parts may be mixed (an unweighted row weighs 1);
+        the result is weighted (float64) if any part is.
+        """
         parts = list(parts)
         if not parts:
             return cls(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
         if len(parts) == 1:
             return parts[0]
         scores = np.concatenate([p.scores for p in parts])
-        pos = np.concatenate([p.pos for p in parts])
-        neg = np.concatenate([p.neg for p in parts])
         # Each part is a sorted run; the stable sort (timsort) merges the runs.
         order = np.argsort(-scores, kind="stable")
-        return _reduce_sorted(scores[order], pos[order], neg[order])
+        if not any(p.weighted for p in parts):
+            pos = np.concatenate([p.pos for p in parts])
+            neg = np.concatenate([p.neg for p in parts])
+            return _reduce_sorted(scores[order], pos[order], neg[order])
+        pos = np.concatenate([p.pos.astype(np.float64, copy=False) for p in parts])
+        neg = np.concatenate([p.neg.astype(np.float64, copy=False) for p in parts])
+        rows = (sum(p.n_positive for p in parts), sum(p.n_negative for p in parts))
+        return _reduce_sorted(scores[order], pos[order], neg[order], rows)
 
     # -- counts ---------------------------------------------------------------
     @property
+    def weighted(self) -> bool:
+        """Whether ``pos`` / ``neg`` hold sums of sample weights (float64) rather than counts."""
+        return self.pos.dtype.kind == "f" or self.neg.dtype.kind == "f"
+
+    @property
     def n_positive(self) -> int:
-        """Number of positive rows."""
-        return int(self.pos.sum())
+        """Number of positive rows (rows of weight 0 included)."""
+        return int(self.pos.sum()) if self.n_rows_positive is None else int(self.n_rows_positive)
 
     @property
     def n_negative(self) -> int:
-        """Number of negative rows."""
-        return int(self.neg.sum())
+        """Number of negative rows (rows of weight 0 included)."""
+        return int(self.neg.sum()) if self.n_rows_negative is None else int(self.n_rows_negative)
 
     @property
     def n(self) -> int:
         """Number of rows."""
         return self.n_positive + self.n_negative
 
-    def _require_both_classes(self, owner: str) -> tuple[int, int]:
-        n_pos, n_neg = self.n_positive, self.n_negative
-        if n_pos == 0 or n_neg == 0:
-            raise _single_class_error(owner, n_neg, n_pos)
-        return n_pos, n_neg
+    @property
+    def weight_positive(self) -> float:
+        """Total sample weight of the positive rows (their number without weights)."""
+        return float(self._masses()[0])
+
+    @property
+    def weight_negative(self) -> float:
+        """Total sample weight of the negative rows (their number without weights)."""
+        return float(self._masses()[1])
+
+    @property
+    def weight_total(self) -> float:
+        """Total sample weight (the number of rows without weights)."""
+        p, q = self._masses()
+        return float(p + q)
+
+    def _masses(self) -> tuple[int, int] | tuple[float, float]:
+        """``(positives, negatives)``: exact ints without weights, float weight sums with them."""
+        if self.weighted:
+            return float(self.pos.sum()), float(self.neg.sum())
+        return int(self.pos.sum()), int(self.neg.sum())
+
+    def _require_both_classes(self, owner: str) -> tuple[int, int] | tuple[float, float]:
+        p, q = self._masses()
+        if p == 0 or q == 0:
+            if not self.weighted:
+                raise ParameterError(
+                    f"{owner} is undefined when y holds a single class (got {q} negative and {p} positive labels)"
+                )
+            raise ParameterError(
+                f"{owner} is undefined when y holds a single class (got {self.n_negative} negative rows of total "
+                f"sample_weight {q!r} and {self.n_positive} positive rows of total sample_weight {p!r}; a class of "
+                "zero total weight is absent)"
+            )
+        return p, q
+
+    def _resolve_k(self, k: Any, k_fraction: Any, owner: str, default_positives: bool) -> int | float:
+        """The cut-off of precision / recall at k: a row count, or a weight amount with weights."""
+        weighted = self.weighted
+        p, q = self._masses()
+        total = p + q
+        if k is not None and k_fraction is not None:
+            raise ParameterError(
+                f"The 'k' and 'k_fraction' parameters of {owner} exclude each other: give k (a number of rows"
+                f"{', counted in weight units' if weighted else ''}) or k_fraction (a fraction of the positives), not both."
+            )
+        if k_fraction is not None:
+            f = check_number(k_fraction, "k_fraction", owner, 0.0, math.inf)
+            what = "the total weight of the positives" if weighted else "the number of positives"
+            if p == 0:
+                raise ParameterError(f"The 'k_fraction' parameter of {owner} is a fraction of {what}, which is 0.")
+            if weighted:
+                kf: int | float = f * p
+                ok = kf <= total * (1.0 + 1e-12)
+                kf = min(kf, total)
+            else:
+                kf = max(1, int(round(f * p)))
+                ok = kf <= total
+            if not ok:
+                raise ParameterError(
+                    f"The 'k_fraction' parameter of {owner} gives k = {f!r} * {p!r} ({what}) = {kf!r}, more than the "
+                    f"{'total weight' if weighted else 'number of rows'} {total!r}."
+                )
+            return kf
+        if weighted:
+            msg = (
+                f"The 'k' parameter of {owner} must be a number in the range (0, {total!r}]: with sample weights k "
+                f"counts rows in weight units (the top rows whose total weight is k). Got {k!r} instead."
+            )
+        else:
+            msg = f"The 'k' parameter of {owner} must be an int in the range [1, {total}] (a number of rows). Got {k!r} instead."
+        if k is None:
+            if default_positives:
+                return p
+            raise ParameterError(msg + " Give k, or k_fraction (a fraction of the positives).")
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer, float, np.floating)):
+            raise ParameterError(msg)
+        if weighted:
+            v = float(k)
+            if not (0.0 < v <= total * (1.0 + 1e-12)):  # also rejects NaN
+                raise ParameterError(msg)
+            return min(v, total)
+        if isinstance(k, (float, np.floating)):
+            raise ParameterError(
+                msg + " k is a count of rows: use k_fraction for a fraction of the positives "
+                "(e.g. k_fraction=0.01 is 1% of the number of positives)."
+            )
+        kk = int(k)
+        if not 1 <= kk <= total:
+            raise ParameterError(msg)
+        return kk
 
     # -- ranking metrics ------------------------------------------------------
     def roc_auc(self) -> float:
-        """Area under the ROC curve, tied positive / negative pairs counting 1/2."""
+        """Area under the ROC curve, tied positive / negative pairs counting 1/2 (pairs weighted by ``w+ * w-``)."""
         n_pos, n_neg = self._require_both_classes("roc_auc_score")
-        # positives ranked strictly above each distinct score
+        # positives (positive weight) ranked strictly above each distinct score
         above = np.cumsum(self.pos) - self.pos
+        if self.weighted:
+            # 2 * (weight of pairs won) + (weight of pairs tied): exact for integer weights below 2**53
+            return float(np.dot(self.neg, 2.0 * above + self.pos)) / (2.0 * n_pos * n_neg)
         if n_pos * n_neg < 2**61:
             # exact integer arithmetic: 2 * (#pairs won) + (#pairs tied)
             twice = int(np.dot(self.neg, 2 * above + self.pos))
@@ -254,68 +401,82 @@ class RankSummary:
         won = float(np.dot(self.neg.astype(np.float64), above + 0.5 * self.pos))
         return won / n_pos / n_neg
 
-    def _positives_in_top(self, k: int) -> tuple[int, int]:
-        """Expected positives among the top ``k`` rows as ``(numerator, denominator)``.
+    def _positives_in_top(self, k: int | float) -> tuple[int, int] | tuple[float, float]:
+        """Expected positives among the top ``k`` rows (weight units with weights) as ``(numerator, denominator)``.
 
         The tied group straddling the cut-off contributes in proportion to the
         share of it that falls inside the top ``k``.
         """
+        num_t = float if self.weighted else int
         counts = self.pos + self.neg
         cum = np.cumsum(counts)
-        g = int(np.searchsorted(cum, k, side="left"))  # first group reaching k
-        before = int(cum[g - 1]) if g else 0
-        pos_before = int(self.pos[:g].sum())
-        cnt = int(counts[g])
-        return pos_before * cnt + int(self.pos[g]) * (k - before), cnt
+        # first group reaching k (clipped: a weight total may differ from cum[-1] by rounding)
+        g = min(int(np.searchsorted(cum, k, side="left")), cum.shape[0] - 1)
+        before = num_t(cum[g - 1]) if g else num_t(0)
+        pos_before = num_t(self.pos[:g].sum())
+        cnt = num_t(counts[g])
+        return pos_before * cnt + num_t(self.pos[g]) * (k - before), cnt
 
-    def precision_at_k(self, k: int | float) -> float:
-        """Expected precision of the top-``k`` rows (ties broken at random)."""
-        kk = _resolve_k(k, self.n, "precision_at_k")
+    def precision_at_k(self, k: int | float | None = None, *, k_fraction: float | None = None) -> float:
+        """Expected precision of the top-``k`` rows (ties broken at random); see :func:`precision_at_k`."""
+        kk = self._resolve_k(k, k_fraction, "precision_at_k", default_positives=False)
         num, den = self._positives_in_top(kk)
         return _ratio(num, den * kk)
 
-    def recall_at_k(self, k: int | float) -> float:
-        """Expected recall of the top-``k`` rows (0.0 when there is no positive)."""
-        kk = _resolve_k(k, self.n, "recall_at_k")
+    def recall_at_k(self, k: int | float | None = None, *, k_fraction: float | None = None) -> float:
+        """Expected recall of the top-``k`` rows (0.0 when there is no positive); see :func:`recall_at_k`."""
+        kk = self._resolve_k(k, k_fraction, "recall_at_k", default_positives=False)
         num, den = self._positives_in_top(kk)
-        return _ratio(num, den * self.n_positive)
+        return _ratio(num, den * self._masses()[0])
 
     def prbep(self) -> float:
-        """Precision (= recall) of the top ``n_positive`` rows, ties counted fractionally."""
+        """Precision (= recall) of the top ``n_positive`` rows (weight of positives), ties counted fractionally."""
         n_pos, _ = self._require_both_classes("prbep_score")
         num, den = self._positives_in_top(n_pos)
         return _ratio(num, den * n_pos)
 
     def roc_curve(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(fpr, tpr)``: one point per distinct score, from (0, 0) to (1, 1)."""
-        n_pos, n_neg = self._require_both_classes("roc_curve_points")
-        fpr = np.concatenate([[0.0], np.cumsum(self.neg) / n_neg])
-        tpr = np.concatenate([[0.0], np.cumsum(self.pos) / n_pos])
+        """``(fpr, tpr)``: one point per distinct score, from (0, 0) to (1, 1); rates of weight with weights."""
+        self._require_both_classes("roc_curve_points")
+        cum_neg = np.cumsum(self.neg)
+        cum_pos = np.cumsum(self.pos)
+        fpr = np.concatenate([[0.0], cum_neg / cum_neg[-1]])
+        tpr = np.concatenate([[0.0], cum_pos / cum_pos[-1]])
         return fpr, tpr
 
     # -- threshold metrics ----------------------------------------------------
-    def confusion(self, threshold: float = 0.0) -> tuple[int, int, int, int]:
-        """``(tp, fp, fn, tn)`` of the rule "positive iff score > threshold"."""
+    def confusion(self, threshold: float = 0.0) -> tuple[int, int, int, int] | tuple[float, float, float, float]:
+        """``(tp, fp, fn, tn)`` of the rule "positive iff score > threshold" (weight sums with weights)."""
         t = _check_threshold(threshold, "RankSummary.confusion")
         m = self.scores.shape[0]
         above = m - int(np.searchsorted(self.scores[::-1], t, side="right"))
+        if self.weighted:
+            return (
+                float(self.pos[:above].sum()),
+                float(self.neg[:above].sum()),
+                float(self.pos[above:].sum()),
+                float(self.neg[above:].sum()),
+            )
         tp = int(self.pos[:above].sum())
         fp = int(self.neg[:above].sum())
         return tp, fp, self.n_positive - tp, self.n_negative - fp
 
-    def best_threshold(self) -> tuple[float, int]:
+    def best_threshold(self) -> tuple[float, int] | tuple[float, float]:
         """Threshold minimizing the training errors (FP + FN) of "positive iff score > threshold".
 
         Cuts fall midway between consecutive distinct scores; the first of equally
-        good cuts (highest threshold) wins.
+        good cuts (highest threshold) wins.  With sample weights the errors are
+        weighted (a float).
 
         Returns
         -------
         (threshold, errors)
         """
-        n_pos = self.n_positive
-        errors = np.concatenate([[n_pos], np.cumsum(self.neg) + n_pos - np.cumsum(self.pos)])
-        j = int(np.argmin(errors))  # predict the j highest distinct scores positive
+        # errors[j]: predict the j highest distinct scores positive -> FP of the top j + FN of the rest
+        fn = np.concatenate([np.cumsum(self.pos[::-1])[::-1], np.zeros(1, self.pos.dtype)])
+        fp = np.concatenate([np.zeros(1, self.neg.dtype), np.cumsum(self.neg)])
+        errors = fp + fn
+        j = int(np.argmin(errors))
         sc = self.scores
         if j == 0:
             t = float(sc[0]) if sc.size else 0.0
@@ -325,60 +486,91 @@ class RankSummary:
             t = 0.5 * (float(sc[j - 1]) + float(sc[j]))
             if not float(sc[j]) <= t < float(sc[j - 1]):  # midpoint rounded onto an end
                 t = float(sc[j])
-        return t, int(errors[j])
+        return t, (float(errors[j]) if self.weighted else int(errors[j]))
 
-    def metrics(self, threshold: float = 0.0, k: int | float | None = None) -> dict[str, float | int]:
+    def metrics(
+        self, threshold: float = 0.0, k: int | float | None = None, *, k_fraction: float | None = None
+    ) -> dict[str, float | int]:
         """All metrics; see :func:`binary_metrics`."""
-        n_pos = self.n_positive
+        n_pos, _ = self._masses()
         auc = self.roc_auc()  # raises on a single class
-        kk = n_pos if k is None else _resolve_k(k, self.n, "binary_metrics")
+        kk = self._resolve_k(k, k_fraction, "binary_metrics", default_positives=True)
         num, den = self._positives_in_top(kk)
         tp, fp, fn, tn = self.confusion(threshold)
-        return {
-            "n": self.n,
-            "n_positive": n_pos,
-            "roc_auc": auc,
-            "prbep": self.prbep(),
-            "accuracy": _ratio(tp + tn, self.n),
-            "precision": _ratio(tp, tp + fp),
-            "recall": _ratio(tp, tp + fn),
-            "f1": _ratio(2 * tp, 2 * tp + fp + fn),
-            "k": kk,
-            "prec_at_k": _ratio(num, den * kk),
-            "rec_at_k": _ratio(num, den * n_pos),
-        }
+        out: dict[str, float | int] = {"n": self.n, "n_positive": self.n_positive}
+        if self.weighted:
+            out["weight_total"] = self.weight_total
+            out["weight_positive"] = self.weight_positive
+        out.update(
+            roc_auc=auc,
+            prbep=self.prbep(),
+            accuracy=_ratio(tp + tn, tp + fp + fn + tn),
+            precision=_ratio(tp, tp + fp),
+            recall=_ratio(tp, tp + fn),
+            f1=_ratio(2 * tp, 2 * tp + fp + fn),
+            k=kk,
+            prec_at_k=_ratio(num, den * kk),
+            rec_at_k=_ratio(num, den * n_pos),
+        )
+        return out
 
 
-def _reduce_sorted(scores: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> RankSummary:
-    """Collapse rows with equal scores; ``scores`` is non-increasing."""
+def _reduce_sorted(
+    scores: np.ndarray, pos: np.ndarray, neg: np.ndarray, rows: tuple[int, int] | None = None
+) -> RankSummary:
+    """Collapse rows with equal scores; ``scores`` is non-increasing.
+
+    ``rows`` = (positive rows, negative rows) marks ``pos`` / ``neg`` as sample
+    weights: the sums are float64 and groups of zero total weight are dropped.
+    """
     n = scores.shape[0]
     if n == 0:
-        return RankSummary(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        if rows is None:
+            return RankSummary(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return RankSummary(np.zeros(0), np.zeros(0), np.zeros(0), int(rows[0]), int(rows[1]))
     # compare with != (not diff) so that +-inf runs are grouped too
     starts = np.flatnonzero(np.concatenate([[True], scores[1:] != scores[:-1]]))
-    return RankSummary(
-        scores=scores[starts],
-        pos=np.add.reduceat(pos, starts).astype(np.int64, copy=False),
-        neg=np.add.reduceat(neg, starts).astype(np.int64, copy=False),
-    )
+    if rows is None:
+        return RankSummary(
+            scores=scores[starts],
+            pos=np.add.reduceat(pos, starts).astype(np.int64, copy=False),
+            neg=np.add.reduceat(neg, starts).astype(np.int64, copy=False),
+        )
+    p = np.add.reduceat(pos.astype(np.float64, copy=False), starts)
+    q = np.add.reduceat(neg.astype(np.float64, copy=False), starts)
+    keep = (p + q) > 0
+    return RankSummary(scores[starts][keep], p[keep], q[keep], int(rows[0]), int(rows[1]))
 
 
-def _summarise_checked(pos: np.ndarray, scores: np.ndarray) -> RankSummary:
+def _summarise_checked(pos: np.ndarray, scores: np.ndarray, w: np.ndarray | None = None) -> RankSummary:
     order = np.argsort(-scores, kind="stable")
-    p = pos[order].astype(np.int64)
-    return _reduce_sorted(scores[order], p, 1 - p)
+    if w is None:
+        p = pos[order].astype(np.int64)
+        return _reduce_sorted(scores[order], p, 1 - p)
+    po, wo = pos[order], w[order]
+    n_pos = int(np.count_nonzero(pos))
+    return _reduce_sorted(scores[order], np.where(po, wo, 0.0), np.where(po, 0.0, wo), (n_pos, pos.shape[0] - n_pos))
 
 
-def _summarise(y: ArrayLike, s: ArrayLike, owner: str) -> RankSummary:
-    pos, scores = _check_inputs(y, s, owner)
-    return _summarise_checked(pos, scores)
+def _summarise(y: ArrayLike, s: ArrayLike, owner: str, sample_weight: ArrayLike | None = None) -> RankSummary:
+    pos, scores, w = _check_inputs(y, s, owner, sample_weight)
+    return _summarise_checked(pos, scores, w)
 
 
-def _confusion(y: ArrayLike, s: ArrayLike, threshold: float, owner: str) -> tuple[int, int, int, int]:
-    """O(n) ``(tp, fp, fn, tn)`` without sorting."""
-    pos, scores = _check_inputs(y, s, owner)
+def _confusion(
+    y: ArrayLike, s: ArrayLike, threshold: float, owner: str, sample_weight: ArrayLike | None = None
+) -> tuple[int, int, int, int] | tuple[float, float, float, float]:
+    """O(n) ``(tp, fp, fn, tn)`` without sorting (weight sums with ``sample_weight``)."""
+    pos, scores, w = _check_inputs(y, s, owner, sample_weight)
     t = _check_threshold(threshold, owner)
     pred = scores > t
+    if w is not None:
+        return (
+            float(w[pred & pos].sum()),
+            float(w[pred & ~pos].sum()),
+            float(w[~pred & pos].sum()),
+            float(w[~pred & ~pos].sum()),
+        )
     tp = int(np.count_nonzero(pred & pos))
     fp = int(np.count_nonzero(pred)) - tp
     n_pos = int(np.count_nonzero(pos))
@@ -388,7 +580,7 @@ def _confusion(y: ArrayLike, s: ArrayLike, threshold: float, owner: str) -> tupl
 # ---------------------------------------------------------------------------
 # public functions
 # ---------------------------------------------------------------------------
-def roc_auc_score(y: ArrayLike, s: ArrayLike) -> float:
+def roc_auc_score(y: ArrayLike, s: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
     """Exact area under the ROC curve.
 
     Parameters
@@ -397,6 +589,9 @@ def roc_auc_score(y: ArrayLike, s: ArrayLike) -> float:
         Labels in {-1, +1}, {0, 1} or bool.
     s : array-like of shape (n,)
         Scores; larger means more likely positive.
+    sample_weight : array-like of shape (n,), optional
+        Finite, non-negative row weights; a positive / negative pair weighs
+        ``w+ * w-`` (as ``sklearn.metrics.roc_auc_score(..., sample_weight=w)``).
 
     Returns
     -------
@@ -407,16 +602,18 @@ def roc_auc_score(y: ArrayLike, s: ArrayLike) -> float:
     Raises
     ------
     ParameterError
-        A class is absent, or the inputs are invalid.
+        A class is absent (or of zero total weight), or the inputs are invalid.
     """
-    return _summarise(y, s, "roc_auc_score").roc_auc()
+    return _summarise(y, s, "roc_auc_score", sample_weight).roc_auc()
 
 
-def prbep_score(y: ArrayLike, s: ArrayLike) -> float:
+def prbep_score(y: ArrayLike, s: ArrayLike, *, sample_weight: ArrayLike | None = None) -> float:
     """Precision / recall break-even point.
 
     The precision of the ``n_pos`` highest-scored rows, ``n_pos`` being the number
-    of positives; there precision equals recall.
+    of positives; there precision equals recall.  With sample weights, the
+    precision of the top rows whose total weight is the total weight of the
+    positives.
 
     Parameters
     ----------
@@ -424,6 +621,8 @@ def prbep_score(y: ArrayLike, s: ArrayLike) -> float:
         Labels in {-1, +1}, {0, 1} or bool.
     s : array-like of shape (n,)
         Scores.
+    sample_weight : array-like of shape (n,), optional
+        Finite, non-negative row weights (a row counts as if repeated ``w_i`` times).
 
     Returns
     -------
@@ -432,19 +631,27 @@ def prbep_score(y: ArrayLike, s: ArrayLike) -> float:
     Raises
     ------
     ParameterError
-        A class is absent, or the inputs are invalid.
+        A class is absent (or of zero total weight), or the inputs are invalid.
 
     Notes
     -----
     When tied scores straddle the cut-off, the tied group counts fractionally:
     if ``j`` of its ``c`` rows fall in the top ``n_pos`` and it holds ``p``
     positives, it contributes ``p * j / c`` positives.  This is the expected
-    value of the metric when ties are broken uniformly at random.
+    value of the metric when ties are broken uniformly at random.  With weights,
+    ``j``, ``c`` and ``p`` are weights.
     """
-    return _summarise(y, s, "prbep_score").prbep()
+    return _summarise(y, s, "prbep_score", sample_weight).prbep()
 
 
-def precision_at_k(y: ArrayLike, s: ArrayLike, k: int | float) -> float:
+def precision_at_k(
+    y: ArrayLike,
+    s: ArrayLike,
+    k: int | float | None = None,
+    *,
+    k_fraction: float | None = None,
+    sample_weight: ArrayLike | None = None,
+) -> float:
     """Precision of the ``k`` highest-scored rows.
 
     Parameters
@@ -453,26 +660,43 @@ def precision_at_k(y: ArrayLike, s: ArrayLike, k: int | float) -> float:
         Labels in {-1, +1}, {0, 1} or bool.
     s : array-like of shape (n,)
         Scores.
-    k : int or float
-        An int in ``[1, n]``, or a float in ``(0, 1)`` meaning ``ceil(k * n)``
-        rows.
+    k : int, or float with sample weights
+        The cut-off, a count: an int in ``[1, n]`` rows; with ``sample_weight``
+        a number of rows counted in weight units, a float in ``(0, total
+        weight]`` -- the top rows whose total weight is ``k``.  A fraction such
+        as 0.01 is an error: use ``k_fraction``.
+    k_fraction : float, optional
+        Instead of ``k``: a fraction (> 0) of the positives, ``k = max(1,
+        round(k_fraction * n_positive))`` rows; with weights ``k = k_fraction *
+        weight_positive``.  Exactly one of ``k`` and ``k_fraction`` is required.
+    sample_weight : array-like of shape (n,), optional
+        Finite, non-negative row weights (a row counts as if repeated ``w_i`` times).
 
     Returns
     -------
     float
-        Positives among the top ``k``, divided by ``k``.  A tied group at the
-        cut-off counts fractionally (expected value under random tie breaking,
-        see :func:`prbep_score`).
+        Positives among the top ``k`` (their weight), divided by ``k``.  A tied
+        group at the cut-off counts fractionally (expected value under random
+        tie breaking, see :func:`prbep_score`); so does, with weights, a row
+        straddling it.
 
     Raises
     ------
     ParameterError
-        ``k`` is out of range, or the inputs are invalid.
+        ``k`` / ``k_fraction`` is missing, doubled or out of range, or the inputs
+        are invalid.
     """
-    return _summarise(y, s, "precision_at_k").precision_at_k(k)
+    return _summarise(y, s, "precision_at_k", sample_weight).precision_at_k(k, k_fraction=k_fraction)
 
 
-def recall_at_k(y: ArrayLike, s: ArrayLike, k: int | float) -> float:
+def recall_at_k(
+    y: ArrayLike,
+    s: ArrayLike,
+    k: int | float | None = None,
+    *,
+    k_fraction: float | None = None,
+    sample_weight: ArrayLike | None = None,
+) -> float:
     """Recall of the ``k`` highest-scored rows.
 
     Parameters
@@ -481,26 +705,32 @@ def recall_at_k(y: ArrayLike, s: ArrayLike, k: int | float) -> float:
         Labels in {-1, +1}, {0, 1} or bool.
     s : array-like of shape (n,)
         Scores.
-    k : int or float
-        An int in ``[1, n]``, or a float in ``(0, 1)`` meaning ``ceil(k * n)``
-        rows.
+    k : int, or float with sample weights
+        The cut-off, a count (see :func:`precision_at_k`).
+    k_fraction : float, optional
+        Instead of ``k``: a fraction of the positives (see :func:`precision_at_k`).
+    sample_weight : array-like of shape (n,), optional
+        Finite, non-negative row weights (a row counts as if repeated ``w_i`` times).
 
     Returns
     -------
     float
         Positives among the top ``k`` divided by the number of positives (0.0
-        when there is none).  Ties at the cut-off count fractionally, as in
-        :func:`precision_at_k`.
+        when there is none); weights of positives with ``sample_weight``.  Ties
+        at the cut-off count fractionally, as in :func:`precision_at_k`.
 
     Raises
     ------
     ParameterError
-        ``k`` is out of range, or the inputs are invalid.
+        ``k`` / ``k_fraction`` is missing, doubled or out of range, or the inputs
+        are invalid.
     """
-    return _summarise(y, s, "recall_at_k").recall_at_k(k)
+    return _summarise(y, s, "recall_at_k", sample_weight).recall_at_k(k, k_fraction=k_fraction)
 
 
-def accuracy_score(y: ArrayLike, s: ArrayLike, threshold: float = 0.0) -> float:
+def accuracy_score(
+    y: ArrayLike, s: ArrayLike, threshold: float = 0.0, *, sample_weight: ArrayLike | None = None
+) -> float:
     """Accuracy of the predictions "positive iff ``s > threshold``".
 
     Parameters
@@ -511,16 +741,22 @@ def accuracy_score(y: ArrayLike, s: ArrayLike, threshold: float = 0.0) -> float:
         Scores (e.g. a linear model's decision function).
     threshold : float, default=0.0
         Rows with ``s > threshold`` (strictly) are predicted positive.
+    sample_weight : array-like of shape (n,), optional
+        Finite, non-negative row weights (as scikit-learn's ``sample_weight``).
 
     Returns
     -------
     float
+        Correct predictions (their weight) over all rows (the total weight);
+        0.0 when the total weight is 0.
     """
-    tp, fp, fn, tn = _confusion(y, s, threshold, "accuracy_score")
+    tp, fp, fn, tn = _confusion(y, s, threshold, "accuracy_score", sample_weight)
     return _ratio(tp + tn, tp + fp + fn + tn)
 
 
-def precision_score(y: ArrayLike, s: ArrayLike, threshold: float = 0.0) -> float:
+def precision_score(
+    y: ArrayLike, s: ArrayLike, threshold: float = 0.0, *, sample_weight: ArrayLike | None = None
+) -> float:
     """Precision of the predictions "positive iff ``s > threshold``".
 
     Parameters
@@ -531,17 +767,22 @@ def precision_score(y: ArrayLike, s: ArrayLike, threshold: float = 0.0) -> float
         Scores.
     threshold : float, default=0.0
         Rows with ``s > threshold`` (strictly) are predicted positive.
+    sample_weight : array-like of shape (n,), optional
+        Finite, non-negative row weights (as scikit-learn's ``sample_weight``).
 
     Returns
     -------
     float
-        ``tp / (tp + fp)``; 0.0 when nothing is predicted positive.
+        ``tp / (tp + fp)`` (weight sums with weights); 0.0 when nothing (no
+        weight) is predicted positive.
     """
-    tp, fp, _, _ = _confusion(y, s, threshold, "precision_score")
+    tp, fp, _, _ = _confusion(y, s, threshold, "precision_score", sample_weight)
     return _ratio(tp, tp + fp)
 
 
-def recall_score(y: ArrayLike, s: ArrayLike, threshold: float = 0.0) -> float:
+def recall_score(
+    y: ArrayLike, s: ArrayLike, threshold: float = 0.0, *, sample_weight: ArrayLike | None = None
+) -> float:
     """Recall of the predictions "positive iff ``s > threshold``".
 
     Parameters
@@ -552,17 +793,22 @@ def recall_score(y: ArrayLike, s: ArrayLike, threshold: float = 0.0) -> float:
         Scores.
     threshold : float, default=0.0
         Rows with ``s > threshold`` (strictly) are predicted positive.
+    sample_weight : array-like of shape (n,), optional
+        Finite, non-negative row weights (as scikit-learn's ``sample_weight``).
 
     Returns
     -------
     float
-        ``tp / (tp + fn)``; 0.0 when there is no positive label.
+        ``tp / (tp + fn)`` (weight sums with weights); 0.0 when there is no
+        positive label (no positive weight).
     """
-    tp, _, fn, _ = _confusion(y, s, threshold, "recall_score")
+    tp, _, fn, _ = _confusion(y, s, threshold, "recall_score", sample_weight)
     return _ratio(tp, tp + fn)
 
 
-def f1_score(y: ArrayLike, s: ArrayLike, threshold: float = 0.0) -> float:
+def f1_score(
+    y: ArrayLike, s: ArrayLike, threshold: float = 0.0, *, sample_weight: ArrayLike | None = None
+) -> float:
     """F1 score of the predictions "positive iff ``s > threshold``".
 
     Parameters
@@ -573,19 +819,27 @@ def f1_score(y: ArrayLike, s: ArrayLike, threshold: float = 0.0) -> float:
         Scores.
     threshold : float, default=0.0
         Rows with ``s > threshold`` (strictly) are predicted positive.
+    sample_weight : array-like of shape (n,), optional
+        Finite, non-negative row weights (as scikit-learn's ``sample_weight``).
 
     Returns
     -------
     float
-        ``2 tp / (2 tp + fp + fn)``; 0.0 when there is neither a positive label
-        nor a positive prediction.
+        ``2 tp / (2 tp + fp + fn)`` (weight sums with weights); 0.0 when there
+        is neither a positive label nor a positive prediction.
     """
-    tp, fp, fn, _ = _confusion(y, s, threshold, "f1_score")
+    tp, fp, fn, _ = _confusion(y, s, threshold, "f1_score", sample_weight)
     return _ratio(2 * tp, 2 * tp + fp + fn)
 
 
 def binary_metrics(
-    y: ArrayLike, s: ArrayLike, threshold: float = 0.0, k: int | float | None = None
+    y: ArrayLike,
+    s: ArrayLike,
+    threshold: float = 0.0,
+    k: int | float | None = None,
+    *,
+    k_fraction: float | None = None,
+    sample_weight: ArrayLike | None = None,
 ) -> dict[str, float | int]:
     """Every metric of this module from a single sort.
 
@@ -598,29 +852,39 @@ def binary_metrics(
     threshold : float, default=0.0
         Threshold of the accuracy / precision / recall / F1 predictions
         (positive iff ``s > threshold``).
-    k : int or float, optional
-        Cut-off of ``prec_at_k`` / ``rec_at_k`` (see :func:`precision_at_k`);
-        default the number of positives (then ``prec_at_k == prbep``).
+    k : int, or float with sample weights, optional
+        Cut-off of ``prec_at_k`` / ``rec_at_k``, a count (see
+        :func:`precision_at_k`).
+    k_fraction : float, optional
+        Instead of ``k``: the cut-off as a fraction of the positives (see
+        :func:`precision_at_k`).  With neither, ``k`` is the number (total
+        weight) of positives, and then ``prec_at_k == prbep``.
+    sample_weight : array-like of shape (n,), optional
+        Finite, non-negative row weights (a row counts as if repeated ``w_i`` times).
 
     Returns
     -------
     dict
-        Keys ``n``, ``n_positive``, ``roc_auc``, ``prbep``, ``accuracy``,
-        ``precision``, ``recall``, ``f1``, ``k`` (the resolved row count),
-        ``prec_at_k`` and ``rec_at_k``.
+        Keys ``n``, ``n_positive`` (row counts, rows of weight 0 included),
+        ``roc_auc``, ``prbep``, ``accuracy``, ``precision``, ``recall``,
+        ``f1``, ``k`` (the resolved cut-off: a row count, or a weight amount
+        with weights), ``prec_at_k`` and ``rec_at_k``; with ``sample_weight``
+        also ``weight_total`` and ``weight_positive``.
 
     Raises
     ------
     ParameterError
-        A class is absent (AUC and PRBEP are undefined), or a parameter is
-        invalid.
+        A class is absent or of zero total weight (AUC and PRBEP are
+        undefined), or a parameter is invalid.
     """
-    summary = _summarise(y, s, "binary_metrics")
+    summary = _summarise(y, s, "binary_metrics", sample_weight)
     _check_threshold(threshold, "binary_metrics")
-    return summary.metrics(threshold=threshold, k=k)
+    return summary.metrics(threshold=threshold, k=k, k_fraction=k_fraction)
 
 
-def roc_curve_points(y: ArrayLike, s: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+def roc_curve_points(
+    y: ArrayLike, s: ArrayLike, *, sample_weight: ArrayLike | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Points of the ROC curve, for plotting.
 
     Parameters
@@ -629,6 +893,9 @@ def roc_curve_points(y: ArrayLike, s: ArrayLike) -> tuple[np.ndarray, np.ndarray
         Labels in {-1, +1}, {0, 1} or bool.
     s : array-like of shape (n,)
         Scores.
+    sample_weight : array-like of shape (n,), optional
+        Finite, non-negative row weights: the rates are shares of the class
+        weights, and scores carried only by rows of weight 0 give no point.
 
     Returns
     -------
@@ -641,6 +908,6 @@ def roc_curve_points(y: ArrayLike, s: ArrayLike) -> tuple[np.ndarray, np.ndarray
     Raises
     ------
     ParameterError
-        A class is absent, or the inputs are invalid.
+        A class is absent (or of zero total weight), or the inputs are invalid.
     """
-    return _summarise(y, s, "roc_curve_points").roc_curve()
+    return _summarise(y, s, "roc_curve_points", sample_weight).roc_curve()

@@ -99,6 +99,40 @@ per-example form for the error rate, and Algorithm 2 over all ``O(n+ n-)`` conti
 tables (:func:`contingency_argmax_reference`) for the others. Data moved: the two
 sorted score arrays in, two coefficient arrays of the same sizes out (8 bytes per row
 each way).
+
+Sample weights
+--------------
+Every oracle takes optional per-row weights ``vp``, ``vn`` (finite, ``>= 0``, aligned
+with ``sp`` and ``sn`` in their sorted order; a missing one is all ones). A row of
+weight ``v`` counts as ``v`` repeated rows: for integer weights the result is the
+unweighted oracle's on the ``np.repeat``-expanded data, with a row's coefficient the
+SUM of its copies' coefficients (``coef`` is in weighted units: a flipped row of
+weight ``v`` gets ``-+v / W``) and the same ``loss`` and ``value``. The counts become
+weights: ``n -> W = Wp + Wn``, ``n+ -> Wp = sum vp``, ``n- -> Wn = sum vn``,
+``m -> Wp Wn``, and TP/FP/FN/TN are weights of rows. With ``vp = vn = None`` the
+unweighted kernels run unchanged.
+
+* ROCArea and error rate decompose over pairs / rows: exact for any real weights
+  (a pair ``(i, j)`` counts ``vp_i vn_j``).
+* PRBEP, Prec@k, Rec@k: ``k`` (``Wp`` for PRBEP) is the total weight of the rows
+  predicted positive, any real ``0 < k <= W``. The loss is linear in the weighted
+  counts under a linear constraint, so the maximum is taken over fractional
+  labelings (a row may be flipped in part): the greedy scan flips a prefix of the
+  positives and a suffix of the negatives with at most one split row per class. The
+  value is concave piecewise linear in the FP weight with breakpoints at the rows'
+  cumulative weights, so for integer weights and integer ``k`` it is attained at an
+  integer count: the expansion's maximum. One merge scan, ``O(n)``.
+* F1 is not linear in the counts and has no canonical real-weight extension (its
+  fractional relaxation can exceed the expansion's maximum for integer weights), so
+  it takes integer-valued weights only (``ParameterError`` otherwise, and
+  ``W <= 2**53``). For a fixed FP count ``b`` the value is strictly convex in the TP
+  count ``a`` while ``a`` stays inside one positive row (the loss ``-2a/(a + b + Wp)``
+  is convex, the score sum linear), so only the ``n+ + 1`` row boundaries need a
+  visit; for each, the best integer ``b`` is found by a bisection over the negative
+  rows and then over the copies inside one row: ``O(n+ (log n- + log max vn))``,
+  never ``O(W)``.
+
+Zero-weight rows are skipped by the scans and get coefficient 0.
 """
 
 from __future__ import annotations
@@ -188,6 +222,61 @@ def _check_classes(sp: np.ndarray, sn: np.ndarray, owner: str, need_pos: bool, n
         raise ParameterError(f"{owner} needs {need}; got {sp.size} positive and {sn.size} negative scores")
 
 
+def _weights(v, s: np.ndarray, name: str, sname: str, owner: str) -> np.ndarray:
+    if v is None:
+        return np.ones(s.shape[0])
+    try:
+        arr = np.ascontiguousarray(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ParameterError(f"The {name!r} parameter of {owner} must be a 1-d array of sample weights. Got {type(v).__name__}.") from None
+    if arr.ndim != 1 or arr.shape[0] != s.shape[0]:
+        raise ParameterError(
+            f"The {name!r} parameter of {owner} must hold one weight per score of {sname!r} (in its sorted order): "
+            f"got weights of shape {arr.shape} for {s.shape[0]} scores."
+        )
+    if not (np.all(np.isfinite(arr)) and np.all(arr >= 0.0)):
+        raise ParameterError(f"The {name!r} parameter of {owner} must hold finite non-negative sample weights.")
+    return arr
+
+
+def _sample_weights(sp, sn, vp, vn, owner: str, need_pos: bool, need_neg: bool) -> tuple[np.ndarray, np.ndarray]:
+    wp, wn = _weights(vp, sp, "vp", "sp", owner), _weights(vn, sn, "vn", "sn", owner)
+    tp, tn = float(wp.sum()), float(wn.sum())
+    if (need_pos and not tp > 0) or (need_neg and not tn > 0) or not tp + tn > 0:
+        need = "both classes" if need_pos and need_neg else ("a positive" if need_pos else "an example")
+        raise ParameterError(f"{owner} needs {need} of positive weight; got total weight {tp:g} positive and {tn:g} negative")
+    return wp, wn
+
+
+def _integer_weights(vp: np.ndarray, vn: np.ndarray, owner: str) -> None:
+    for name, v in (("vp", vp), ("vn", vn)):
+        bad = np.flatnonzero(v != np.floor(v))
+        if bad.size:
+            i = int(bad[0])
+            raise ParameterError(
+                f"{owner}: the f1 loss takes integer sample weights (a weighted labeling counts repeated rows); "
+                f"got {float(v[i])!r} in {name!r} at index {i}."
+            )
+    if float(vp.sum()) + float(vn.sum()) > 2.0**53:
+        raise ParameterError(f"{owner}: the total sample weight must be at most 2**53 (exact integer counts).")
+
+
+def _weighted_k(k, total: float, owner: str) -> float:
+    msg = (
+        f"The 'k' parameter of {owner} must be a number in the range (0, {total!r}] (the total weight of the "
+        f"predicted positives, with sample weights). Got {k!r} instead."
+    )
+    if isinstance(k, bool):
+        raise ParameterError(msg)
+    try:
+        kf = float(k)
+    except (TypeError, ValueError):
+        raise ParameterError(msg) from None
+    if not (kf > 0.0 and kf <= total * (1.0 + 1e-9)):  # slack: W summed in another order
+        raise ParameterError(msg)
+    return kf
+
+
 # ---------------------------------------------------------------------------
 # ROCArea
 # ---------------------------------------------------------------------------
@@ -222,7 +311,44 @@ def _rocarea_argmax(sp, sn):
     return swapped / m, total / m, coef_pos, coef_neg
 
 
-def rocarea_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+@numba.njit(nogil=True, cache=True)
+def _rocarea_argmax_w(sp, sn, vp, vn):
+    # as _rocarea_argmax with pair (i, j) counted vp[i] vn[j] times
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    suf_w = np.zeros(n_neg + 1)  # suf_w[j] = sum vn[j:]
+    suf_s = np.zeros(n_neg + 1)  # suf_s[j] = sum (vn sn)[j:]
+    for j in range(n_neg - 1, -1, -1):
+        suf_w[j] = suf_w[j + 1] + vn[j]
+        suf_s[j] = suf_s[j + 1] + vn[j] * sn[j]
+    w_pos = 0.0
+    for i in range(n_pos):
+        w_pos += vp[i]
+    m = w_pos * suf_w[0]
+    coef_pos = np.empty(n_pos)
+    coef_neg = np.empty(n_neg)
+    lo = 0
+    swapped = 0.0
+    total = 0.0
+    for i in range(n_pos):
+        t = sp[i] - 1.0
+        while lo < n_neg and not (sn[lo] > t):
+            lo += 1
+        cnt = suf_w[lo]
+        swapped += vp[i] * cnt
+        coef_pos[i] = -(vp[i] * cnt) / m
+        total += vp[i] * (cnt * (1.0 - sp[i]) + suf_s[lo])
+    p = 0
+    pw = 0.0
+    for j in range(n_neg):
+        b = sn[j]
+        while p < n_pos and sp[p] - 1.0 < b:
+            pw += vp[p]
+            p += 1
+        coef_neg[j] = vn[j] * pw / m
+    return min(1.0, swapped / m), total / m, coef_pos, coef_neg
+
+
+def rocarea_argmax(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """Most violated constraint of the ROCArea loss (Algorithm 3), one O(n) sweep.
 
     The pairs decouple: pair ``(i, j)`` is labelled wrongly (``z_ij = 1``) iff that
@@ -235,6 +361,10 @@ def rocarea_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
     ----------
     sp, sn : ndarray, float64, sorted increasing, finite
         Scores of the positives and of the negatives (both non-empty).
+    vp, vn : ndarray, float64, optional
+        Sample weights aligned with ``sp`` and ``sn`` (``>= 0``, each class of positive
+        total). Pair ``(i, j)`` counts ``vp_i vn_j``; ``m = Wp Wn``. Exact for real
+        weights.
 
     Returns
     -------
@@ -242,22 +372,37 @@ def rocarea_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
         ``loss`` is the fraction of pairs with ``s_i - s_j < 1``; ``value`` the mean
         pairwise hinge ``(1/m) sum_ij max(0, 1 - s_i + s_j)`` (sums of suffix sums);
         ``coef_pos[i] = -#{j : s_j > s_i - 1} / m``,
-        ``coef_neg[j] = #{i : s_i - 1 < s_j} / m``.
+        ``coef_neg[j] = #{i : s_i - 1 < s_j} / m`` (weighted: ``-vp_i sum{vn_j : ...} / m``
+        and ``vn_j sum{vp_i : ...} / m``).
     """
     owner = "rocarea_argmax"
     sp, sn = _scores(sp, "sp", owner), _scores(sn, "sn", owner)
     _check_classes(sp, sn, owner, True, True)
-    loss, value, cp, cn = _rocarea_argmax(sp, sn)
+    if vp is None and vn is None:
+        loss, value, cp, cn = _rocarea_argmax(sp, sn)
+    else:
+        vp, vn = _sample_weights(sp, sn, vp, vn, owner, True, True)
+        loss, value, cp, cn = _rocarea_argmax_w(sp, sn, vp, vn)
     return MostViolated(float(loss), float(value), cp, cn)
 
 
-def rocarea_argmax_reference(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+def rocarea_argmax_reference(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """NumPy reference of :func:`rocarea_argmax`: the ``n+ x n-`` pair matrix.
 
     Each pair is maximized on its own: ``z_ij = 1`` iff ``s_j > s_i - 1`` (the same
-    predicate as the kernel), ``value = (1/m) sum_ij z_ij (1 - s_i + s_j)``.
+    predicate as the kernel), ``value = (1/m) sum_ij z_ij (1 - s_i + s_j)``; with sample
+    weights every pair term is multiplied by ``vp_i vn_j`` and ``m = Wp Wn``.
     """
     sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
+    if vp is not None or vn is not None:
+        wp = np.ones(sp.size) if vp is None else np.asarray(vp, np.float64)
+        wn = np.ones(sn.size) if vn is None else np.asarray(vn, np.float64)
+        m = wp.sum() * wn.sum()
+        z = sn[None, :] > (sp[:, None] - 1.0)
+        ww = wp[:, None] * wn[None, :]
+        value = float(np.sum(np.where(z, ww * (1.0 - sp[:, None] + sn[None, :]), 0.0)) / m)
+        loss = min(1.0, float(np.sum(np.where(z, ww, 0.0)) / m))
+        return MostViolated(loss, value, -wp * (z @ wn) / m, wn * (wp @ z) / m)
     m = sp.size * sn.size
     z = sn[None, :] > (sp[:, None] - 1.0)
     value = float(np.sum(np.where(z, 1.0 - sp[:, None] + sn[None, :], 0.0)) / m)
@@ -319,7 +464,36 @@ def _error_rate_argmax(sp, sn):
     return (b + c) / n, total / n, coef_pos, coef_neg
 
 
-def error_rate_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+@numba.njit(nogil=True, cache=True)
+def _error_rate_argmax_w(sp, sn, vp, vn):
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    c = 0
+    while c < n_pos and sp[c] < 1.0:
+        c += 1
+    b = 0
+    while b < n_neg and sn[n_neg - 1 - b] > -1.0:
+        b += 1
+    w = 0.0
+    for i in range(n_pos):
+        w += vp[i]
+    for j in range(n_neg):
+        w += vn[j]
+    coef_pos = np.zeros(n_pos)
+    coef_neg = np.zeros(n_neg)
+    flipped = 0.0
+    total = 0.0
+    for i in range(c):
+        coef_pos[i] = -vp[i] / w
+        flipped += vp[i]
+        total += vp[i] * (1.0 - sp[i])
+    for j in range(n_neg - b, n_neg):
+        coef_neg[j] = vn[j] / w
+        flipped += vn[j]
+        total += vn[j] * (1.0 + sn[j])
+    return min(1.0, flipped / w), total / w, coef_pos, coef_neg
+
+
+def error_rate_argmax(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """Most violated constraint of the error-rate loss ``(FP + FN) / n``.
 
     The loss and ``Psi`` decompose over examples: a positive is flipped iff
@@ -330,23 +504,39 @@ def error_rate_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
     ----------
     sp, sn : ndarray, float64, sorted increasing, finite
         Scores of the positives and of the negatives (``n+ + n- >= 1``).
+    vp, vn : ndarray, float64, optional
+        Sample weights aligned with ``sp`` and ``sn`` (``>= 0``, ``W > 0``): the
+        weighted mean hinge, exact for real weights.
 
     Returns
     -------
     MostViolated
         ``coef`` is ``-1/n`` on positives with ``s < 1``, ``+1/n`` on negatives with
-        ``s > -1``, ``0`` elsewhere.
+        ``s > -1``, ``0`` elsewhere (weighted: ``-+v_i / W``).
     """
     owner = "error_rate_argmax"
     sp, sn = _scores(sp, "sp", owner), _scores(sn, "sn", owner)
     _check_classes(sp, sn, owner, False, False)
-    loss, value, cp, cn = _error_rate_argmax(sp, sn)
+    if vp is None and vn is None:
+        loss, value, cp, cn = _error_rate_argmax(sp, sn)
+    else:
+        vp, vn = _sample_weights(sp, sn, vp, vn, owner, False, False)
+        loss, value, cp, cn = _error_rate_argmax_w(sp, sn, vp, vn)
     return MostViolated(float(loss), float(value), cp, cn)
 
 
-def error_rate_argmax_reference(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
-    """NumPy reference of :func:`error_rate_argmax`: the per-example hinge."""
+def error_rate_argmax_reference(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
+    """NumPy reference of :func:`error_rate_argmax`: the per-example (weighted) hinge."""
     sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
+    if vp is not None or vn is not None:
+        wp = np.ones(sp.size) if vp is None else np.asarray(vp, np.float64)
+        wn = np.ones(sn.size) if vn is None else np.asarray(vn, np.float64)
+        w = wp.sum() + wn.sum()
+        hp, hn = 1.0 - sp, 1.0 + sn
+        fp, fn = hn > 0, hp > 0
+        value = float((np.sum(np.where(fn, wp * hp, 0.0)) + np.sum(np.where(fp, wn * hn, 0.0))) / w)
+        loss = float((wp[fn].sum() + wn[fp].sum()) / w)
+        return MostViolated(loss, value, np.where(fn, -wp / w, 0.0), np.where(fp, wn / w, 0.0))
     n = sp.size + sn.size
     hp, hn = 1.0 - sp, 1.0 + sn
     fp, fn = hn > 0, hp > 0
@@ -381,15 +571,93 @@ def _fixed_count_argmax(sp, sn, k, recall):
     return _table_result(sp, sn, b, c, loss)
 
 
-def _fixed_count(sp, sn, k, recall: bool, owner: str) -> MostViolated:
+@numba.njit(nogil=True, cache=True)
+def _table_result_w(sp, sn, vp, vn, b, c, w, loss):
+    # flip weight c of the lowest positives and weight b of the highest negatives (at
+    # most one row of each class in part); value from the scores
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    coef_pos = np.zeros(n_pos)
+    coef_neg = np.zeros(n_neg)
+    sum_fn = 0.0
+    cum = 0.0
+    for i in range(n_pos):
+        if not (cum < c):
+            break
+        nxt = cum + vp[i]
+        f = vp[i] if nxt <= c else c - cum
+        if f > 0.0:
+            coef_pos[i] = -f / w
+            sum_fn += f * sp[i]
+        cum = nxt
+    sum_fp = 0.0
+    cum = 0.0
+    for j in range(n_neg - 1, -1, -1):
+        if not (cum < b):
+            break
+        nxt = cum + vn[j]
+        f = vn[j] if nxt <= b else b - cum
+        if f > 0.0:
+            coef_neg[j] = f / w
+            sum_fp += f * sn[j]
+        cum = nxt
+    return loss, loss + (sum_fp - sum_fn) / w, coef_pos, coef_neg
+
+
+@numba.njit(nogil=True, cache=True)
+def _fixed_count_argmax_w(sp, sn, vp, vn, k, recall):
+    # weights >= 0 (zero-weight rows are stepped over). Predicted-positive weight k; b = FP weight, c = FN weight =
+    # Wp - k + b. H(b) is concave piecewise linear: slope step + (sn_t - sp_i) / W on
+    # the stretch where the t-th highest negative and the i-th lowest positive are the
+    # rows being flipped, breakpoints at their cumulative weights. Walk the merged
+    # breakpoints while the slope is positive (the smallest maximizer).
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    pc = np.zeros(n_pos + 1)  # pc[i] = weight of the i lowest positives
+    for i in range(n_pos):
+        pc[i + 1] = pc[i] + vp[i]
+    nc = np.zeros(n_neg + 1)  # nc[t] = weight of the t highest negatives
+    for t in range(n_neg):
+        nc[t + 1] = nc[t] + vn[n_neg - 1 - t]
+    w_pos, w_neg = pc[n_pos], nc[n_neg]
+    w = w_pos + w_neg
+    if k < 0.0:  # PRBEP: k = Wp
+        k = w_pos
+    step = 1.0 / w_pos if recall else 1.0 / k
+    c0 = w_pos - k
+    hi = min(k, w_neg)
+    b = min(max(0.0, k - w_pos), hi)
+    t = 0
+    while t < n_neg and nc[t + 1] <= b:
+        t += 1
+    i = 0
+    while i < n_pos and pc[i + 1] - c0 <= b:
+        i += 1
+    while b < hi and t < n_neg and i < n_pos:
+        if not (step + (sn[n_neg - 1 - t] - sp[i]) / w > 0.0):
+            break
+        b = min(nc[t + 1], pc[i + 1] - c0, hi)
+        while t < n_neg and nc[t + 1] <= b:
+            t += 1
+        while i < n_pos and pc[i + 1] - c0 <= b:
+            i += 1
+    c = max(0.0, c0 + b)
+    loss = c / w_pos if recall else b / k
+    return _table_result_w(sp, sn, vp, vn, b, c, w, min(1.0, max(0.0, loss)))
+
+
+def _fixed_count(sp, sn, k, recall: bool, owner: str, vp=None, vn=None) -> MostViolated:
     sp, sn = _scores(sp, "sp", owner), _scores(sn, "sn", owner)
     _check_classes(sp, sn, owner, recall, False)
-    k = check_int(k, "k", owner, low=1, high=sp.size + sn.size)
-    loss, value, cp, cn = _fixed_count_argmax(sp, sn, k, recall)
+    if vp is None and vn is None:
+        k = check_int(k, "k", owner, low=1, high=sp.size + sn.size)
+        loss, value, cp, cn = _fixed_count_argmax(sp, sn, k, recall)
+        return MostViolated(float(loss), float(value), cp, cn)
+    vp, vn = _sample_weights(sp, sn, vp, vn, owner, recall, False)
+    k = _weighted_k(k, float(vp.sum() + vn.sum()), owner)
+    loss, value, cp, cn = _fixed_count_argmax_w(sp, sn, vp, vn, k, recall)
     return MostViolated(float(loss), float(value), cp, cn)
 
 
-def prbep_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+def prbep_argmax(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """Most violated constraint of the PRBEP loss: exactly ``n+`` predicted positives.
 
     Precision equals recall iff ``#FP = #FN = k``; the loss is ``k / n+`` and
@@ -401,21 +669,29 @@ def prbep_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
     ----------
     sp, sn : ndarray, float64, sorted increasing, finite
         Scores of the positives (non-empty) and of the negatives.
+    vp, vn : ndarray, float64, optional
+        Sample weights aligned with ``sp`` and ``sn`` (``>= 0``, ``Wp > 0``): exactly
+        ``Wp`` predicted-positive weight, FP weight = FN weight = ``k``, loss ``k / Wp``,
+        maximized over fractional labelings (see the module docstring).
 
     Returns
     -------
     MostViolated
         ``coef = -1/n`` on the ``k`` lowest positives, ``+1/n`` on the ``k`` highest
-        negatives (``k`` the smallest maximizer).
+        negatives (``k`` the smallest maximizer); weighted: ``-+(flipped weight) / W``.
     """
     owner = "prbep_argmax"
     sp, sn = _scores(sp, "sp", owner), _scores(sn, "sn", owner)
     _check_classes(sp, sn, owner, True, False)
-    loss, value, cp, cn = _fixed_count_argmax(sp, sn, sp.size, False)
+    if vp is None and vn is None:
+        loss, value, cp, cn = _fixed_count_argmax(sp, sn, sp.size, False)
+        return MostViolated(float(loss), float(value), cp, cn)
+    vp, vn = _sample_weights(sp, sn, vp, vn, owner, True, False)
+    loss, value, cp, cn = _fixed_count_argmax_w(sp, sn, vp, vn, -1.0, False)  # k = Wp
     return MostViolated(float(loss), float(value), cp, cn)
 
 
-def prec_at_k_argmax(sp: np.ndarray, sn: np.ndarray, k: int) -> MostViolated:
+def prec_at_k_argmax(sp: np.ndarray, sn: np.ndarray, k: float, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """Most violated constraint of the Prec@k loss ``1 - TP / k``, exactly ``k`` predicted positives.
 
     With ``b`` false positives, ``TP = k - b`` and ``FN = n+ - k + b``; the value
@@ -426,19 +702,24 @@ def prec_at_k_argmax(sp: np.ndarray, sn: np.ndarray, k: int) -> MostViolated:
     ----------
     sp, sn : ndarray, float64, sorted increasing, finite
         Scores of the positives and of the negatives.
-    k : int
-        Number of predicted positives, ``1 <= k <= n``.
+    k : int (float with sample weights)
+        Number of predicted positives, ``1 <= k <= n``; with sample weights the total
+        weight of the predicted positives, ``0 < k <= W``.
+    vp, vn : ndarray, float64, optional
+        Sample weights aligned with ``sp`` and ``sn`` (``>= 0``, ``W > 0``): loss
+        ``FP weight / k``, maximized over fractional labelings (see the module
+        docstring).
 
     Returns
     -------
     MostViolated
         ``coef = -1/n`` on the ``FN`` lowest positives, ``+1/n`` on the ``b`` highest
-        negatives (``b`` the smallest maximizer).
+        negatives (``b`` the smallest maximizer); weighted: ``-+(flipped weight) / W``.
     """
-    return _fixed_count(sp, sn, k, False, "prec_at_k_argmax")
+    return _fixed_count(sp, sn, k, False, "prec_at_k_argmax", vp, vn)
 
 
-def rec_at_k_argmax(sp: np.ndarray, sn: np.ndarray, k: int) -> MostViolated:
+def rec_at_k_argmax(sp: np.ndarray, sn: np.ndarray, k: float, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """Most violated constraint of the Rec@k loss ``1 - TP / n+``, exactly ``k`` predicted positives.
 
     As :func:`prec_at_k_argmax` with the loss ``FN / n+`` (concave in ``b`` likewise).
@@ -447,15 +728,19 @@ def rec_at_k_argmax(sp: np.ndarray, sn: np.ndarray, k: int) -> MostViolated:
     ----------
     sp, sn : ndarray, float64, sorted increasing, finite
         Scores of the positives (non-empty) and of the negatives.
-    k : int
-        Number of predicted positives, ``1 <= k <= n`` (SVM-perf's Rec@2p: ``2 n+``).
+    k : int (float with sample weights)
+        Number of predicted positives, ``1 <= k <= n`` (SVM-perf's Rec@2p: ``2 n+``);
+        with sample weights the total weight of the predicted positives, ``0 < k <= W``.
+    vp, vn : ndarray, float64, optional
+        Sample weights aligned with ``sp`` and ``sn`` (``>= 0``, ``Wp > 0``): loss
+        ``FN weight / Wp``, maximized over fractional labelings.
 
     Returns
     -------
     MostViolated
         As for :func:`prec_at_k_argmax`.
     """
-    return _fixed_count(sp, sn, k, True, "rec_at_k_argmax")
+    return _fixed_count(sp, sn, k, True, "rec_at_k_argmax", vp, vn)
 
 
 # ---------------------------------------------------------------------------
@@ -502,7 +787,83 @@ def _f1_argmax(sp, sn):
     return loss, best, coef_pos, coef_neg
 
 
-def f1_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+@numba.njit(nogil=True, cache=True)
+def _f1_argmax_w(sp, sn, vp, vn):
+    # integer-valued weights >= 0 (rows repeated vp[i], vn[j] times). a = TP, b = FP,
+    # c = FN are integer counts of repeated rows. For fixed b, H is strictly convex in a
+    # while a stays inside one positive row, so only c = pc[r] (whole rows flipped) is
+    # visited. For fixed a the increments in b are those of _f1_argmax on the repeated
+    # negatives: bisection over the rows (at their first copy), then over the copies of
+    # the last row with a positive increment.
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    pc = np.zeros(n_pos + 1, dtype=np.int64)  # pc[r] = count of the r lowest positive rows
+    bot = np.zeros(n_pos + 1)  # bot[r] = their score sum
+    for i in range(n_pos):
+        pc[i + 1] = pc[i] + np.int64(vp[i])
+        bot[i + 1] = bot[i] + vp[i] * sp[i]
+    nc = np.zeros(n_neg + 1, dtype=np.int64)  # nc[t] = count of the t highest negative rows
+    top = np.zeros(n_neg + 1)  # top[t] = their score sum
+    last = np.empty(n_neg + 1, dtype=np.int64)  # last[t] = last row < t of positive weight (-1: none)
+    last[0] = -1
+    for t in range(n_neg):
+        v = vn[n_neg - 1 - t]
+        nc[t + 1] = nc[t] + np.int64(v)
+        top[t + 1] = top[t] + v * sn[n_neg - 1 - t]
+        last[t + 1] = t if v > 0 else last[t]
+    w_pos = pc[n_pos]
+    n = float(w_pos + nc[n_neg])
+    best = -np.inf
+    best_b = 0
+    best_c = w_pos
+    best_loss = 1.0
+    for r in range(n_pos, -1, -1):  # a increasing
+        if r < n_pos and vp[r] == 0:  # the same table as r + 1
+            continue
+        c = pc[r]
+        a = w_pos - c
+        base = w_pos + a  # 2a + c
+        two_a = 2.0 * a
+        # first negative row whose first copy has a non-positive increment (a zero-weight
+        # row's test bounds the next row's from above and keeps the tests monotone)
+        lo = 0
+        hi = n_neg
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            q = float(nc[mid] + base)
+            if two_a / (q * (q + 1.0)) + sn[n_neg - 1 - mid] / n > 0.0:
+                lo = mid + 1
+            else:
+                hi = mid
+        t = last[lo]
+        if t < 0:
+            b = np.int64(0)
+            top_b = 0.0
+        else:
+            # the maximizer lies among the copies of row t (top order): b in (nc[t], nc[t + 1]]
+            s = sn[n_neg - 1 - t]
+            blo = nc[t] + 1
+            bhi = nc[t + 1]
+            while blo < bhi:
+                mid = (blo + bhi) >> 1
+                q = float(mid + base)
+                if two_a / (q * (q + 1.0)) + s / n > 0.0:
+                    blo = mid + 1
+                else:
+                    bhi = mid
+            b = blo
+            top_b = top[t] + (b - nc[t]) * s
+        loss = (b + c) / float(b + base)
+        v = loss + (top_b - bot[r]) / n
+        if v > best:
+            best = v
+            best_b = b
+            best_c = c
+            best_loss = loss
+    loss, _, coef_pos, coef_neg = _table_result_w(sp, sn, vp, vn, float(best_b), float(best_c), n, best_loss)
+    return loss, best, coef_pos, coef_neg
+
+
+def f1_argmax(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """Most violated constraint of the F1 loss ``1 - 2TP / (2TP + FP + FN)``, O(n+ log n-).
 
     Algorithm 2 visits every contingency table ``(a, b)`` (``a`` = TP, ``b`` = FP). For
@@ -516,12 +877,18 @@ def f1_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
     ----------
     sp, sn : ndarray, float64, sorted increasing, finite
         Scores of the positives (non-empty) and of the negatives.
+    vp, vn : ndarray, float64, optional
+        Integer-valued sample weights aligned with ``sp`` and ``sn`` (``>= 0``,
+        ``Wp > 0``, ``W <= 2**53``): a row of weight ``v`` is ``v`` repeated rows and the
+        result is the expansion's, computed in ``O(n+ (log n- + log max vn))``. Any
+        non-integer weight raises :class:`~dpipe.exceptions.ParameterError` (F1 is not
+        linear in the counts: no fractional labeling extends it canonically).
 
     Returns
     -------
     MostViolated
         ``coef = -1/n`` on the ``n+ - a`` lowest positives, ``+1/n`` on the ``b``
-        highest negatives.
+        highest negatives; weighted: ``-+(flipped copies) / W``.
 
     Notes
     -----
@@ -531,7 +898,12 @@ def f1_argmax(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
     owner = "f1_argmax"
     sp, sn = _scores(sp, "sp", owner), _scores(sn, "sn", owner)
     _check_classes(sp, sn, owner, True, False)
-    loss, value, cp, cn = _f1_argmax(sp, sn)
+    if vp is None and vn is None:
+        loss, value, cp, cn = _f1_argmax(sp, sn)
+        return MostViolated(float(loss), float(value), cp, cn)
+    vp, vn = _sample_weights(sp, sn, vp, vn, owner, True, False)
+    _integer_weights(vp, vn, owner)
+    loss, value, cp, cn = _f1_argmax_w(sp, sn, vp, vn)
     return MostViolated(float(loss), float(value), cp, cn)
 
 
@@ -557,7 +929,68 @@ def _table_loss(loss: str, a: int, b: np.ndarray, n_pos: int, n_neg: int, k: int
     raise ParameterError(f"The 'loss' parameter of contingency_argmax_reference must be one of {TABLE_LOSSES}. Got {loss!r} instead.")
 
 
-def contingency_argmax_reference(sp: np.ndarray, sn: np.ndarray, loss: str, k: int | None = None) -> MostViolated:
+def _weighted_contingency_reference(sp, sn, loss: str, k, vp, vn) -> MostViolated:
+    """Weighted Algorithm 2 over candidate tables (see contingency_argmax_reference)."""
+    wp = np.ones(sp.size) if vp is None else np.asarray(vp, np.float64)
+    wn = np.ones(sn.size) if vn is None else np.asarray(vn, np.float64)
+    tp, tn = float(wp.sum()), float(wn.sum())
+    w = tp + tn
+    # cumulative weights and score sums: positives from the bottom, negatives from the top
+    pc = np.concatenate([[0.0], np.cumsum(wp)])
+    bot = np.concatenate([[0.0], np.cumsum(wp * sp)])
+    wn_top, sn_top = wn[::-1], sn[::-1]
+    nc = np.concatenate([[0.0], np.cumsum(wn_top)])
+    top = np.concatenate([[0.0], np.cumsum(wn_top * sn_top)])
+
+    def flipped_sum(x, cum, sums):  # best score sum of weight x: linear between rows
+        return np.interp(x, cum, sums)
+
+    if loss == "error":
+        cs = np.unique(pc)[::-1]  # a = Wp - c increasing
+        bs = np.unique(nc)
+        tables = [(c, bs) for c in cs]
+    elif loss == "f1":
+        _integer_weights(wp, wn, "contingency_argmax_reference")
+        tables = [(float(c), np.arange(int(round(tn)) + 1, dtype=np.float64)) for c in range(int(round(tp)), -1, -1)]
+    elif loss in ("prbep", "prec@k", "rec@k"):
+        kk = tp if loss == "prbep" else float(k)
+        c0 = tp - kk
+        hi = min(kk, tn)
+        lo = min(max(0.0, kk - tp), hi)
+        bs = np.concatenate([[lo, hi], nc, pc - c0])
+        bs = np.unique(bs[(bs >= lo) & (bs <= hi)])
+        tables = [(None, bs)]
+    else:
+        raise ParameterError(f"The 'loss' parameter of contingency_argmax_reference must be one of {TABLE_LOSSES}. Got {loss!r} instead.")
+    best, best_b, best_c, best_loss = -np.inf, np.nan, np.nan, np.nan
+    for c, bs in tables:
+        if c is None:  # fixed predicted-positive weight
+            cs = np.maximum(0.0, c0 + bs)
+            delta = np.clip(cs / tp if loss == "rec@k" else bs / kk, 0.0, 1.0)
+        else:
+            cs = np.full(bs.shape, c)
+            a = tp - c
+            if loss == "error":
+                delta = (bs + c) / w
+            else:
+                delta = (bs + c) / (bs + tp + a)  # 1 - 2a / (2a + b + c)
+        vals = delta + (flipped_sum(bs, nc, top) - flipped_sum(cs, pc, bot)) / w
+        j = int(np.argmax(vals))
+        if vals[j] > best:
+            best, best_b, best_c, best_loss = float(vals[j]), float(bs[j]), float(cs[j]), float(delta[j])
+    cp = -np.clip(best_c - pc[:-1], 0.0, wp) / w
+    cn = (np.clip(best_b - nc[:-1], 0.0, wn_top) / w)[::-1]
+    return MostViolated(best_loss, best, cp, cn)
+
+
+def contingency_argmax_reference(
+    sp: np.ndarray,
+    sn: np.ndarray,
+    loss: str,
+    k: float | None = None,
+    vp: np.ndarray | None = None,
+    vn: np.ndarray | None = None,
+) -> MostViolated:
     """Algorithm 2 (Joachims 2005): the best labeling of every contingency table.
 
     For each ``a`` (TP) and ``b`` (FP), the best labeling in that table flips the
@@ -574,13 +1007,27 @@ def contingency_argmax_reference(sp: np.ndarray, sn: np.ndarray, loss: str, k: i
     loss : {"error", "f1", "prbep", "prec@k", "rec@k"}
         The contingency-table loss (see the module docstring).
     k : int, optional
-        Number of predicted positives, for ``"prec@k"`` and ``"rec@k"``.
+        Number of predicted positives, for ``"prec@k"`` and ``"rec@k"`` (with sample
+        weights: their total weight).
+    vp, vn : ndarray, optional
+        Sample weights (see the module docstring). A table is then a pair of weights
+        ``(c, b)`` (FN, FP), its best labeling flips weight ``c`` of the lowest
+        positives and ``b`` of the highest negatives (one row of each class in part),
+        and the score sums are interpolated linearly between the rows' cumulative
+        weights. Candidates: for the error rate every pair of row boundaries (the value
+        is concave piecewise linear in ``b`` and in ``c``); for PRBEP / Prec@k / Rec@k
+        the FP weights at the row boundaries of either class and the two ends of the
+        admissible range; for F1 (integer weights only) every integer table
+        ``(Wp + 1) x (Wn + 1)``, i.e. Algorithm 2 on the expanded data. The first
+        maximum is kept (``a``, then ``b`` increasing).
 
     Returns
     -------
     MostViolated
     """
     sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
+    if vp is not None or vn is not None:
+        return _weighted_contingency_reference(sp, sn, loss, k, vp, vn)
     n_pos, n_neg = sp.size, sn.size
     n = n_pos + n_neg
     bot = np.concatenate([[0.0], np.cumsum(sp)])
@@ -600,21 +1047,21 @@ def contingency_argmax_reference(sp: np.ndarray, sn: np.ndarray, loss: str, k: i
     return MostViolated(best_loss, best, cp, cn)
 
 
-def prbep_argmax_reference(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
+def prbep_argmax_reference(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """Algorithm 2 reference of :func:`prbep_argmax`."""
-    return contingency_argmax_reference(sp, sn, "prbep")
+    return contingency_argmax_reference(sp, sn, "prbep", None, vp, vn)
 
 
-def prec_at_k_argmax_reference(sp: np.ndarray, sn: np.ndarray, k: int) -> MostViolated:
+def prec_at_k_argmax_reference(sp: np.ndarray, sn: np.ndarray, k: float, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """Algorithm 2 reference of :func:`prec_at_k_argmax`."""
-    return contingency_argmax_reference(sp, sn, "prec@k", k)
+    return contingency_argmax_reference(sp, sn, "prec@k", k, vp, vn)
 
 
-def rec_at_k_argmax_reference(sp: np.ndarray, sn: np.ndarray, k: int) -> MostViolated:
+def rec_at_k_argmax_reference(sp: np.ndarray, sn: np.ndarray, k: float, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """Algorithm 2 reference of :func:`rec_at_k_argmax`."""
-    return contingency_argmax_reference(sp, sn, "rec@k", k)
+    return contingency_argmax_reference(sp, sn, "rec@k", k, vp, vn)
 
 
-def f1_argmax_reference(sp: np.ndarray, sn: np.ndarray) -> MostViolated:
-    """Algorithm 2 reference of :func:`f1_argmax`: all ``O(n+ n-)`` tables."""
-    return contingency_argmax_reference(sp, sn, "f1")
+def f1_argmax_reference(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
+    """Algorithm 2 reference of :func:`f1_argmax`: all ``O(n+ n-)`` tables (``O(Wp Wn)`` weighted)."""
+    return contingency_argmax_reference(sp, sn, "f1", None, vp, vn)

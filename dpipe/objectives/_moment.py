@@ -27,7 +27,7 @@ import numpy as np
 from scipy.special import log_ndtr, ndtr
 
 from ..exceptions import DPipeError
-from ..reduce import ClassMoments
+from ..reduce import ClassMoments, unit_scales
 
 __all__ = ["StandardizedMoments", "AUCMomentObjective", "ErrorMomentObjective", "closed_form_auc_direction"]
 
@@ -65,11 +65,8 @@ class StandardizedMoments:
             missing = "positive" if moments.weight[1] <= 0 else "negative"
             raise DPipeError(f"the training data has no {missing} rows (class counts: {moments.count[0]} negative, {moments.count[1]} positive); moment objectives need both classes")
         W, m, M2 = moments.pooled()
-        var = np.clip(np.diag(M2) / W, 0.0, None)
-        tiny = 1e-12 * np.maximum(1.0, np.abs(m)) ** 2
-        self.active = var > tiny
+        self.scale, self.active = unit_scales(m, np.diag(M2) / W)
         self.shift = m
-        self.scale = np.where(self.active, np.sqrt(np.where(self.active, var, 1.0)), 1.0)
         mask = self.active.astype(float)
         self.mu = (moments.mean - m) / self.scale * mask
         outer = np.outer(self.scale, self.scale)

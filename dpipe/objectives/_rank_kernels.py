@@ -16,6 +16,19 @@ negatives, ``beta = clip((c -+ theta) / mu, 0, 1)`` with the scalar ``theta``
 balancing ``sum_P beta = sum_N beta``, found exactly on the sorted breakpoints
 (the reference evaluates all of them; the numba version bisects each of the four
 sorted breakpoint sequences).
+
+Sample weights (optional ``vp``, ``vn``, non-negative, aligned with ``sp``, ``sn``):
+a weight acts as the row repeated that many times. ROCArea: ``gamma_pos[i] = sum_j
+vn_j clip(u_ij / t, 0, 1)`` and ``gamma_neg[j] = sum_i vp_i clip(u_ij / t, 0, 1)``
+(not multiplied by the row's own weight), ``value`` and ``hinge`` sum ``vp_i vn_j``
+times the pair's term; the prefix counts, sums and sums of squares become weighted
+prefix sums. PRBEP: ``n`` is the total weight ``W`` and ``n+`` becomes ``Wp = sum
+vp``; ``beta`` keeps its per-unit form, ``theta`` balances ``sum_P v beta = sum_N v
+beta`` and ``value`` is ``sum v (c beta - mu/2 beta^2)``. Without weights the
+kernels run the unweighted code unchanged (separate numba functions), so their
+results are bit for bit those of the unweighted version. Weights are not
+validated here beyond their lengths: negative or non-finite weights are the
+caller's to refuse.
 """
 
 from __future__ import annotations
@@ -84,7 +97,90 @@ def _auc_gamma(sp, sn, t):
     return gp, gn, value, hinge
 
 
-def auc_gamma(sp: np.ndarray, sn: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+def _scores(s: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(s, dtype=np.float64)
+
+
+def _class_weights(sp: np.ndarray, sn: np.ndarray, vp, vn) -> tuple[np.ndarray, np.ndarray] | None:
+    """``None`` without weights; else both as contiguous float64 (a missing one is all ones).
+
+    Raises ``ValueError`` when a weight array does not match its scores in length.
+    """
+    if vp is None and vn is None:
+        return None
+    out = []
+    for v, s, vname, sname in ((vp, sp, "vp", "sp"), (vn, sn, "vn", "sn")):
+        if v is None:
+            out.append(np.ones(s.shape[0]))
+            continue
+        v = np.ascontiguousarray(v, dtype=np.float64)
+        if v.ndim != 1 or v.shape[0] != s.shape[0]:
+            raise ValueError(f"the weights {vname} must be one per score of {sname}: got shape {v.shape} for {s.shape[0]} scores")
+        out.append(v)
+    return out[0], out[1]
+
+
+@numba.njit(nogil=True, cache=True)
+def _auc_gamma_w(sp, sn, t, vp, vn):
+    # _auc_gamma with the counts, sums and sums of squares weighted
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    cw_n = np.zeros(n_neg + 1)
+    cs_n = np.zeros(n_neg + 1)
+    cs_n2 = np.zeros(n_neg + 1)
+    for j in range(n_neg):
+        w = vn[j]
+        ws = w * sn[j]
+        cw_n[j + 1] = cw_n[j] + w
+        cs_n[j + 1] = cs_n[j] + ws
+        cs_n2[j + 1] = cs_n2[j] + ws * sn[j]
+    cw_p = np.zeros(n_pos + 1)
+    cs_p = np.zeros(n_pos + 1)
+    for i in range(n_pos):
+        cw_p[i + 1] = cw_p[i] + vp[i]
+        cs_p[i + 1] = cs_p[i] + vp[i] * sp[i]
+    w_neg = cw_n[n_neg]
+    gp = np.empty(n_pos)
+    gn = np.empty(n_neg)
+    value = 0.0
+    hinge = 0.0
+    lo = 0  # first negative with s_j > a - 1      (u > 0)
+    mid = 0  # first negative with s_j >= a - 1 + t (u >= t)
+    for i in range(n_pos):
+        a = sp[i]
+        while lo < n_neg and sn[lo] <= a - 1.0:
+            lo += 1
+        while mid < n_neg and sn[mid] < a - 1.0 + t:
+            mid += 1
+        if mid < lo:
+            mid = lo
+        c_a = w_neg - cw_n[mid]
+        c_b = cw_n[mid] - cw_n[lo]
+        s_a = cs_n[n_neg] - cs_n[mid]
+        s_b = cs_n[mid] - cs_n[lo]
+        q_b = cs_n2[mid] - cs_n2[lo]
+        one_a = 1.0 - a
+        gp[i] = c_a + (c_b * one_a + s_b) / t
+        value += vp[i] * (c_a * (one_a - 0.5 * t) + s_a + (c_b * one_a * one_a + 2.0 * one_a * s_b + q_b) / (2.0 * t))
+        hinge += vp[i] * ((w_neg - cw_n[lo]) * one_a + (cs_n[n_neg] - cs_n[lo]))
+    lo = 0  # first positive with s_i > b + 1 - t (u < t): below it u >= t
+    hi = 0  # first positive with s_i >= b + 1     (u <= 0)
+    for j in range(n_neg):
+        b = sn[j]
+        while lo < n_pos and sp[lo] <= b + 1.0 - t:
+            lo += 1
+        while hi < n_pos and sp[hi] < b + 1.0:
+            hi += 1
+        if hi < lo:
+            hi = lo
+        c_b = cw_p[hi] - cw_p[lo]
+        s_b = cs_p[hi] - cs_p[lo]
+        gn[j] = cw_p[lo] + (c_b * (1.0 + b) - s_b) / t
+    return gp, gn, value, hinge
+
+
+def auc_gamma(
+    sp: np.ndarray, sn: np.ndarray, t: float, vp: np.ndarray | None = None, vn: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Per-example weights of the smoothed pairwise hinge.
 
     Parameters
@@ -93,24 +189,43 @@ def auc_gamma(sp: np.ndarray, sn: np.ndarray, t: float) -> tuple[np.ndarray, np.
         Scores of the positives and of the negatives.
     t : float
         Huber width (> 0).
+    vp, vn : ndarray, float64, optional
+        Non-negative sample weights in the order of ``sp`` and ``sn`` (a weight acts
+        as the row repeated that many times; a missing one of the two is all ones).
+        Without both, the unweighted kernel runs.
 
     Returns
     -------
     gamma_pos : ndarray of shape (n+,)
-        ``sum_j clip((1 - s_i + s_j) / t, 0, 1)`` per positive.
+        ``sum_j vn_j clip((1 - s_i + s_j) / t, 0, 1)`` per positive (not multiplied
+        by ``vp_i``; ``vn = 1`` without weights).
     gamma_neg : ndarray of shape (n-,)
-        ``sum_i clip((1 - s_i + s_j) / t, 0, 1)`` per negative.
+        ``sum_i vp_i clip((1 - s_i + s_j) / t, 0, 1)`` per negative.
     value : float
-        ``sum_ij h_t(1 - s_i + s_j)`` (not divided by n+ n-).
+        ``sum_ij vp_i vn_j h_t(1 - s_i + s_j)`` (not divided by ``Wp Wn``).
     hinge : float
-        ``sum_ij max(0, 1 - s_i + s_j)``.
+        ``sum_ij vp_i vn_j max(0, 1 - s_i + s_j)``.
+
+    Raises
+    ------
+    ValueError
+        A weight array does not have one weight per score.
     """
-    return _auc_gamma(np.ascontiguousarray(sp, dtype=np.float64), np.ascontiguousarray(sn, dtype=np.float64), float(t))
+    sp, sn = _scores(sp), _scores(sn)
+    weights = _class_weights(sp, sn, vp, vn)
+    if weights is None:
+        return _auc_gamma(sp, sn, float(t))
+    return _auc_gamma_w(sp, sn, float(t), *weights)
 
 
-def auc_gamma_reference(sp: np.ndarray, sn: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """NumPy reference of :func:`auc_gamma`: binary searches and prefix sums."""
+def auc_gamma_reference(
+    sp: np.ndarray, sn: np.ndarray, t: float, vp: np.ndarray | None = None, vn: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """NumPy reference of :func:`auc_gamma`: binary searches and (weighted) prefix sums."""
     sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
+    weights = _class_weights(sp, sn, vp, vn)
+    if weights is not None:
+        return _auc_gamma_reference_w(sp, sn, float(t), *weights)
     cs_n = np.concatenate([[0.0], np.cumsum(sn)])
     cs_n2 = np.concatenate([[0.0], np.cumsum(sn * sn)])
     cs_p = np.concatenate([[0.0], np.cumsum(sp)])
@@ -130,6 +245,26 @@ def auc_gamma_reference(sp: np.ndarray, sn: np.ndarray, t: float) -> tuple[np.nd
     return gp, gn, value, hinge
 
 
+def _auc_gamma_reference_w(sp, sn, t, vp, vn):
+    cw_n = np.concatenate([[0.0], np.cumsum(vn)])
+    cs_n = np.concatenate([[0.0], np.cumsum(vn * sn)])
+    cs_n2 = np.concatenate([[0.0], np.cumsum(vn * sn * sn)])
+    cw_p = np.concatenate([[0.0], np.cumsum(vp)])
+    cs_p = np.concatenate([[0.0], np.cumsum(vp * sp)])
+    lo = np.searchsorted(sn, sp - 1.0, side="right")
+    mid = np.maximum(np.searchsorted(sn, sp - 1.0 + t, side="left"), lo)
+    one_a = 1.0 - sp
+    c_a, c_b = cw_n[-1] - cw_n[mid], cw_n[mid] - cw_n[lo]
+    s_a, s_b, q_b = cs_n[-1] - cs_n[mid], cs_n[mid] - cs_n[lo], cs_n2[mid] - cs_n2[lo]
+    gp = c_a + (c_b * one_a + s_b) / t
+    value = float(vp @ (c_a * (one_a - 0.5 * t) + s_a + (c_b * one_a**2 + 2 * one_a * s_b + q_b) / (2 * t)))
+    hinge = float(vp @ ((cw_n[-1] - cw_n[lo]) * one_a + cs_n[-1] - cs_n[lo]))
+    lo_n = np.searchsorted(sp, sn + 1.0 - t, side="right")
+    hi_n = np.maximum(np.searchsorted(sp, sn + 1.0, side="left"), lo_n)
+    gn = cw_p[lo_n] + ((cw_p[hi_n] - cw_p[lo_n]) * (1.0 + sn) - (cs_p[hi_n] - cs_p[lo_n])) / t
+    return gp, gn, value, hinge
+
+
 def _beta_sums(c: np.ndarray, cs: np.ndarray, lo_edge: np.ndarray, mu: float) -> np.ndarray:
     """``sum clip((c - x) / mu, 0, 1)`` over ``c`` (sorted increasing, prefix sums ``cs``) for every x."""
     n = c.size
@@ -137,6 +272,13 @@ def _beta_sums(c: np.ndarray, cs: np.ndarray, lo_edge: np.ndarray, mu: float) ->
     start = np.searchsorted(c, lo_edge, side="right")  # c > x
     stop = n - full
     return full + ((cs[stop] - cs[start]) - (stop - start) * lo_edge) / mu
+
+
+def _beta_sums_w(c: np.ndarray, cw: np.ndarray, cs: np.ndarray, lo_edge: np.ndarray, mu: float) -> np.ndarray:
+    """``sum v clip((c - x) / mu, 0, 1)`` for every x: ``cw``, ``cs`` prefix sums of ``v`` and ``v c``."""
+    stop = np.searchsorted(c, lo_edge + mu, side="left")  # c >= x + mu from here
+    start = np.searchsorted(c, lo_edge, side="right")  # c > x
+    return (cw[-1] - cw[stop]) + ((cs[stop] - cs[start]) - (cw[stop] - cw[start]) * lo_edge) / mu
 
 
 @numba.njit(nogil=True, cache=True)
@@ -259,7 +401,139 @@ def _prbep_beta(sp, sn, n, mu):
     return bp, bn, value, theta
 
 
-def prbep_beta(sp: np.ndarray, sn: np.ndarray, n: int, mu: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+@numba.njit(nogil=True, cache=True)
+def _prbep_f_w(x, cp, cw_p, cs_p, ncn, cw_n, cs_n, mu):
+    # sum_P v beta - sum_N v beta at theta = x, term for term as the weighted reference computes it
+    lp = np.searchsorted(cp, x, side="right")
+    up = np.searchsorted(cp, x + mu, side="left")
+    p = (cw_p[cp.shape[0]] - cw_p[up]) + ((cs_p[up] - cs_p[lp]) - (cw_p[up] - cw_p[lp]) * x) / mu
+    xn = x - mu
+    ln = np.searchsorted(ncn, xn, side="right")
+    un = np.searchsorted(ncn, xn + mu, side="left")
+    w_neg = cw_n[ncn.shape[0]]
+    q = w_neg - ((w_neg - cw_n[un]) + ((cs_n[un] - cs_n[ln]) - (cw_n[un] - cw_n[ln]) * xn) / mu)
+    return p - q
+
+
+@numba.njit(nogil=True, cache=True)
+def _prbep_beta_w(sp, sn, n, mu, vp, vn):
+    """:func:`_prbep_beta` with weighted prefix sums in ``f`` and a weighted value."""
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    # Wp summed in the order of increasing c (the prefix sums' order: cw_p[n_pos] == w_pos)
+    w_pos = 0.0
+    for i in range(n_pos):
+        w_pos += vp[n_pos - 1 - i]
+    inv_pos = 1.0 / w_pos
+    # c on positives and -c on negatives, both increasing (a vectorized pass each), then
+    # the prefix sums of v and v c in that order (two independent chains in one pass)
+    cp = np.empty(n_pos)
+    cw_p = np.empty(n_pos + 1)
+    cs_p = np.empty(n_pos + 1)
+    cw_p[0] = 0.0
+    cs_p[0] = 0.0
+    acc_w = 0.0
+    acc_s = 0.0
+    for i in range(n_pos):
+        cp[i] = inv_pos - 2.0 * sp[n_pos - 1 - i] / n
+    for i in range(n_pos):
+        v = vp[n_pos - 1 - i]
+        acc_w += v
+        acc_s += v * cp[i]
+        cw_p[i + 1] = acc_w
+        cs_p[i + 1] = acc_s
+    ncn = np.empty(n_neg)
+    cw_n = np.empty(n_neg + 1)
+    cs_n = np.empty(n_neg + 1)
+    cw_n[0] = 0.0
+    cs_n[0] = 0.0
+    acc_w = 0.0
+    acc_s = 0.0
+    for j in range(n_neg):
+        ncn[j] = -(2.0 * sn[n_neg - 1 - j] / n)
+    for j in range(n_neg):
+        v = vn[n_neg - 1 - j]
+        acc_w += v
+        acc_s += v * ncn[j]
+        cw_n[j + 1] = acc_w
+        cs_n[j + 1] = acc_s
+
+    x1 = 0.0
+    have1 = False
+    last = -np.inf
+    for s in range(4):
+        arr = cp if s < 2 else ncn
+        shift = -mu if s == 0 else (mu if s == 3 else 0.0)
+        m = arr.shape[0]
+        if m == 0:
+            continue
+        lo, hi = 0, m
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _prbep_f_w(_breakpoint(arr, shift, mid), cp, cw_p, cs_p, ncn, cw_n, cs_n, mu) <= 0.0:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo < m:
+            v = _breakpoint(arr, shift, lo)
+            if not have1 or v < x1:
+                x1 = v
+                have1 = True
+        last = max(last, _breakpoint(arr, shift, m - 1))
+    if not have1:
+        theta = last
+    else:
+        x0 = 0.0
+        have0 = False
+        for s in range(4):
+            arr = cp if s < 2 else ncn
+            shift = -mu if s == 0 else (mu if s == 3 else 0.0)
+            lo, hi = 0, arr.shape[0]
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if _breakpoint(arr, shift, mid) < x1:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo > 0:
+                v = _breakpoint(arr, shift, lo - 1)
+                if not have0 or v > x0:
+                    x0 = v
+                    have0 = True
+        if not have0:
+            theta = x1
+        else:
+            f0 = _prbep_f_w(x0, cp, cw_p, cs_p, ncn, cw_n, cs_n, mu)
+            f1 = _prbep_f_w(x1, cp, cw_p, cs_p, ncn, cw_n, cs_n, mu)
+            if f0 <= 0.0:
+                theta = x0
+            else:
+                theta = x1 if f0 == f1 else x0 + (x1 - x0) * f0 / (f0 - f1)
+
+    # beta from the stored c (theta - (-c) is c + theta exactly) in vectorized passes,
+    # then the weighted sums in index order
+    bp = np.empty(n_pos)
+    bn = np.empty(n_neg)
+    for i in range(n_pos):
+        bp[i] = min(max((cp[n_pos - 1 - i] - theta) / mu, 0.0), 1.0)
+    for j in range(n_neg):
+        bn[j] = min(max((theta - ncn[n_neg - 1 - j]) / mu, 0.0), 1.0)
+    cb = 0.0
+    bb = 0.0
+    for i in range(n_pos):
+        vb = vp[i] * bp[i]
+        cb += cp[n_pos - 1 - i] * vb
+        bb += bp[i] * vb
+    for j in range(n_neg):
+        vb = vn[j] * bn[j]
+        cb -= ncn[n_neg - 1 - j] * vb
+        bb += bn[j] * vb
+    value = cb - 0.5 * mu * bb
+    return bp, bn, value, theta
+
+
+def prbep_beta(
+    sp: np.ndarray, sn: np.ndarray, n: float, mu: float, vp: np.ndarray | None = None, vn: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Maximizer of the smoothed PRBEP risk and its value.
 
     ``f(theta) = sum_P beta - sum_N beta`` is non-increasing and piecewise linear with
@@ -273,19 +547,33 @@ def prbep_beta(sp: np.ndarray, sn: np.ndarray, n: int, mu: float) -> tuple[np.nd
     ----------
     sp, sn : ndarray, float64, sorted increasing
         Scores of the positives and negatives (both non-empty, or ``sn`` empty).
-    n : int
-        Number of examples (n+ + n-).
+    n : int or float
+        Number of examples (n+ + n-); with weights, the total weight
+        ``W = sum vp + sum vn``.
     mu : float
         Smoothing (> 0).
+    vp, vn : ndarray, float64, optional
+        Non-negative sample weights in the order of ``sp`` and ``sn`` (a missing one
+        of the two is all ones; ``sum vp`` > 0). A weight acts as the row repeated
+        that many times: ``n+`` becomes ``Wp = sum vp``, so ``c_i = 1/Wp - 2 s_i/W``
+        and ``c_j = 2 s_j / W``, and the maximizer of ``sum v (c beta - mu/2 beta^2)``
+        over ``[0, 1]^n`` with ``sum_P v beta = sum_N v beta`` keeps the per-unit form
+        ``beta = clip((c -+ theta) / mu, 0, 1)`` (a zero-weight row gets that formula's
+        value too). Without both, the unweighted kernel runs.
 
     Returns
     -------
     beta_pos, beta_neg : ndarray
-        In the order of ``sp`` and ``sn``.
+        In the order of ``sp`` and ``sn``; per unit of weight (not multiplied by it).
     value : float
-        ``sum c beta - mu/2 ||beta||^2`` at the maximizer.
+        ``sum v (c beta - mu/2 beta^2)`` at the maximizer (``v = 1`` without weights).
     theta : float
         The balancing multiplier.
+
+    Raises
+    ------
+    ValueError
+        A weight array does not have one weight per score.
 
     Notes
     -----
@@ -299,19 +587,26 @@ def prbep_beta(sp: np.ndarray, sn: np.ndarray, n: int, mu: float) -> tuple[np.nd
     only. ``value`` sums in index order rather than through BLAS, so it agrees with
     the reference to rounding.
     """
-    return _prbep_beta(np.ascontiguousarray(sp, dtype=np.float64), np.ascontiguousarray(sn, dtype=np.float64), int(n), float(mu))
+    sp, sn = _scores(sp), _scores(sn)
+    weights = _class_weights(sp, sn, vp, vn)
+    if weights is None:
+        return _prbep_beta(sp, sn, int(n), float(mu))
+    return _prbep_beta_w(sp, sn, float(n), float(mu), *weights)
 
 
-def prbep_beta_reference(sp: np.ndarray, sn: np.ndarray, n: int, mu: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+def prbep_beta_reference(
+    sp: np.ndarray, sn: np.ndarray, n: float, mu: float, vp: np.ndarray | None = None, vn: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, float, float]:
     """NumPy reference of :func:`prbep_beta`: ``f`` at every distinct breakpoint.
 
     The breakpoints are sorted with ``np.unique``; ``f`` comes from binary searches and
     prefix sums at all of them, and a binary search on those values brackets the root,
-    which is interpolated on its linear piece.
+    which is interpolated on its linear piece. With weights, ``f`` sums weighted
+    prefix sums in the order of increasing ``c`` (as the numba kernel does).
 
     Parameters
     ----------
-    sp, sn, n, mu
+    sp, sn, n, mu, vp, vn
         As for :func:`prbep_beta`.
 
     Returns
@@ -320,6 +615,9 @@ def prbep_beta_reference(sp: np.ndarray, sn: np.ndarray, n: int, mu: float) -> t
         As for :func:`prbep_beta`.
     """
     sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
+    weights = _class_weights(sp, sn, vp, vn)
+    if weights is not None:
+        return _prbep_beta_reference_w(sp, sn, float(n), float(mu), *weights)
     n_pos = sp.size
     cp = np.sort(1.0 / n_pos - 2.0 * sp / n)  # increasing
     cn = 2.0 * sn / n  # increasing
@@ -351,22 +649,114 @@ def prbep_beta_reference(sp: np.ndarray, sn: np.ndarray, n: int, mu: float) -> t
     return bp, bn, value, theta
 
 
-def prbep_risk_exact(sp: np.ndarray, sn: np.ndarray, n: int) -> float:
+def _breakpoint_root(breaks: np.ndarray, fb: np.ndarray) -> float:
+    """First breakpoint with ``f <= 0`` and the one before it; ``theta`` on that linear piece."""
+    k = int(np.searchsorted(-fb, 0.0, side="left"))
+    if k == 0:
+        return float(breaks[0])
+    if k >= breaks.size:
+        return float(breaks[-1])
+    f0, f1 = fb[k - 1], fb[k]
+    x0, x1 = breaks[k - 1], breaks[k]
+    return float(x1 if f0 == f1 else x0 + (x1 - x0) * f0 / (f0 - f1))
+
+
+def _prbep_beta_reference_w(sp, sn, n, mu, vp, vn):
+    wp, wn = vp[::-1], vn[::-1]  # in the order of increasing c, resp. -c
+    cw_p = np.concatenate([[0.0], np.cumsum(wp)])
+    cw_n = np.concatenate([[0.0], np.cumsum(wn)])
+    inv_pos = 1.0 / cw_p[-1]
+    cp = inv_pos - 2.0 * sp[::-1] / n  # increasing (sp increasing)
+    neg_cn = -(2.0 * sn[::-1] / n)  # increasing
+    cs_p = np.concatenate([[0.0], np.cumsum(wp * cp)])
+    cs_n = np.concatenate([[0.0], np.cumsum(wn * neg_cn)])
+
+    def f(theta: np.ndarray) -> np.ndarray:
+        # sum_P v clip((c_i - theta)/mu) - sum_N v clip((c_j + theta)/mu); clip((c_j + theta)/mu) = 1 - clip((-c_j - (theta - mu))/mu)
+        return _beta_sums_w(cp, cw_p, cs_p, theta, mu) - (cw_n[-1] - _beta_sums_w(neg_cn, cw_n, cs_n, theta - mu, mu))
+
+    breaks = np.unique(np.concatenate([cp - mu, cp, neg_cn, mu + neg_cn]))
+    theta = _breakpoint_root(breaks, f(breaks))
+    c_pos, c_neg = inv_pos - 2.0 * sp / n, 2.0 * sn / n
+    bp = np.clip((c_pos - theta) / mu, 0.0, 1.0)
+    bn = np.clip((c_neg + theta) / mu, 0.0, 1.0)
+    value = float((vp * c_pos) @ bp + (vn * c_neg) @ bn - 0.5 * mu * ((vp * bp) @ bp + (vn * bn) @ bn))
+    return bp, bn, value, theta
+
+
+@numba.njit(nogil=True, cache=True)
+def _prbep_risk_exact_w(sp, sn, n, vp, vn):
+    # greedy LP: pair the largest remaining c of each class mass for mass; c_i + c_j only
+    # decreases along the sweep, so the running total is concave in the mass and its
+    # maximum is where the pair sum turns negative
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    w_pos = 0.0
+    for i in range(n_pos):
+        w_pos += vp[i]
+    inv_pos = 1.0 / w_pos
+    i = 0  # positives from the lowest score (largest c)
+    j = n_neg - 1  # negatives from the highest score (largest c)
+    rem_p = vp[0] if n_pos > 0 else 0.0
+    rem_n = vn[j] if n_neg > 0 else 0.0
+    total = 0.0
+    best = 0.0
+    while i < n_pos and j >= 0:
+        if rem_p <= 0.0:
+            i += 1
+            if i < n_pos:
+                rem_p = vp[i]
+            continue
+        if rem_n <= 0.0:
+            j -= 1
+            if j >= 0:
+                rem_n = vn[j]
+            continue
+        pair = (inv_pos - 2.0 * sp[i] / n) + 2.0 * sn[j] / n
+        if pair <= 0.0:
+            break
+        d = min(rem_p, rem_n)
+        total += d * pair
+        if total > best:
+            best = total
+        rem_p -= d
+        rem_n -= d
+    return best
+
+
+def prbep_risk_exact(
+    sp: np.ndarray, sn: np.ndarray, n: float, vp: np.ndarray | None = None, vn: np.ndarray | None = None
+) -> float:
     """The non-smooth PRBEP risk: ``max_k`` (k largest ``c`` of each class), the mu -> 0 limit.
 
     Parameters
     ----------
     sp, sn : ndarray, float64, sorted increasing
         Scores of the positives and negatives.
-    n : int
-        Number of examples (n+ + n-).
+    n : int or float
+        Number of examples (n+ + n-); with weights, the total weight ``W``.
+    vp, vn : ndarray, float64, optional
+        Non-negative sample weights in the order of ``sp`` and ``sn`` (a missing one
+        of the two is all ones; ``sum vp`` > 0), with ``c`` as in :func:`prbep_beta`.
+        The risk is then the linear program ``max sum v c beta`` over fractional
+        labelings ``beta`` in ``[0, 1]^n`` with ``sum_P v beta = sum_N v beta``, solved
+        greedily in O(n): the largest ``c`` of each class are paired mass for mass
+        while their sum is positive (at most one row per class ends fractional). For
+        integer weights it equals the unweighted risk of the rows repeated.
 
     Returns
     -------
     float
-        ``max_k sum`` of the ``k`` largest ``c`` of each class.
+        ``max_k sum`` of the ``k`` largest ``c`` of each class (weighted: the LP's maximum).
+
+    Raises
+    ------
+    ValueError
+        A weight array does not have one weight per score.
     """
     sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
+    weights = _class_weights(sp, sn, vp, vn)
+    if weights is not None:
+        return float(_prbep_risk_exact_w(_scores(sp), _scores(sn), float(n), *weights))
     k = min(sp.size, sn.size)
     # c decreases along sp and increases along sn: the k largest without sorting
     cp = 1.0 / sp.size - 2.0 * sp[:k] / n
@@ -393,19 +783,61 @@ def _sorted_auc(sp, sn):
     return below / (n_pos * n_neg)
 
 
-def sorted_auc(sp: np.ndarray, sn: np.ndarray) -> float:
+@numba.njit(nogil=True, cache=True)
+def _sorted_auc_w(sp, sn, vp, vn):
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    cw_n = np.zeros(n_neg + 1)
+    for j in range(n_neg):
+        cw_n[j + 1] = cw_n[j] + vn[j]
+    w_pos = 0.0
+    below = 0.0
+    lt = 0  # first negative with s_j >= s_i
+    le = 0  # first negative with s_j > s_i
+    for i in range(n_pos):
+        a = sp[i]
+        while lt < n_neg and sn[lt] < a:
+            lt += 1
+        if le < lt:
+            le = lt
+        while le < n_neg and sn[le] <= a:
+            le += 1
+        below += vp[i] * (cw_n[lt] + 0.5 * (cw_n[le] - cw_n[lt]))
+        w_pos += vp[i]
+    return below / (w_pos * cw_n[n_neg])
+
+
+def sorted_auc(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> float:
     """Exact ROC-AUC (ties count half) of class scores sorted increasing, in O(n).
 
     Parameters
     ----------
     sp, sn : ndarray, float64, sorted increasing
         Scores of the positives and of the negatives (both non-empty).
+    vp, vn : ndarray, float64, optional
+        Non-negative sample weights in the order of ``sp`` and ``sn`` (a missing one
+        of the two is all ones; each class of positive total weight). The AUC is then
+        ``sum_ij vp_i vn_j ([s_i > s_j] + [s_i == s_j] / 2) / (Wp Wn)``, as
+        ``sklearn.metrics.roc_auc_score(y, s, sample_weight=v)``.
+
+    Raises
+    ------
+    ValueError
+        A weight array does not have one weight per score.
     """
-    return float(_sorted_auc(np.ascontiguousarray(sp, dtype=np.float64), np.ascontiguousarray(sn, dtype=np.float64)))
+    sp, sn = _scores(sp), _scores(sn)
+    weights = _class_weights(sp, sn, vp, vn)
+    if weights is None:
+        return float(_sorted_auc(sp, sn))
+    return float(_sorted_auc_w(sp, sn, *weights))
 
 
-def sorted_auc_reference(sp: np.ndarray, sn: np.ndarray) -> float:
+def sorted_auc_reference(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> float:
     """NumPy reference of :func:`sorted_auc` (two binary searches per positive)."""
+    weights = _class_weights(np.asarray(sp), np.asarray(sn), vp, vn)
     lo = np.searchsorted(sn, sp, side="left")
     hi = np.searchsorted(sn, sp, side="right")
+    if weights is not None:
+        vp, vn = weights
+        cw = np.concatenate([[0.0], np.cumsum(vn)])
+        return float(vp @ (cw[lo] + 0.5 * (cw[hi] - cw[lo])) / (vp.sum() * cw[-1]))
     return float((lo.sum() + 0.5 * (hi - lo).sum()) / (sp.size * sn.size))

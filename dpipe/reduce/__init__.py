@@ -1,6 +1,7 @@
 """Worker-side reductions: pure functions of (shard, small parameters)."""
 
 from ._moments import (
+    unit_scales,
     ClassMoments,
     ColumnMoments,
     class_moments_of_shard,
@@ -10,10 +11,11 @@ from ._moments import (
     moments_reference,
     shard_moments,
 )
-from ._scores import shard_scores, shard_scores_labels, shard_sorted_scores
-from ._sorted import ShardScores, class_scores, gradient_pass, score_pass, score_shard, weighted_row_sum
+from ._scores import class_totals_of_shard, shard_scores, shard_scores_labels, shard_sorted_scores
+from ._sorted import ClassRuns, ShardScores, class_scores, gradient_pass, score_pass, score_shard, weighted_row_sum
 
 __all__ = [
+    "unit_scales",
     "ClassMoments",
     "ColumnMoments",
     "column_moments_of_shard",
@@ -23,9 +25,11 @@ __all__ = [
     "merge_moments",
     "moments_reference",
     "shard_scores",
+    "class_totals_of_shard",
     "shard_scores_labels",
     "shard_sorted_scores",
     "ShardScores",
+    "ClassRuns",
     "score_shard",
     "score_pass",
     "class_scores",

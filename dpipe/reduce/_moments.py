@@ -22,10 +22,23 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["ClassMoments", "ColumnMoments", "column_moments_of_shard", "merge_column_moments", "shard_moments", "class_moments_of_shard", "merge_moments", "moments_reference", "BLOCK_ROWS"]
+__all__ = ["unit_scales", "ClassMoments", "ColumnMoments", "column_moments_of_shard", "merge_column_moments", "shard_moments", "class_moments_of_shard", "merge_moments", "moments_reference", "BLOCK_ROWS"]
 
 #: Rows converted to float64 at a time; bounds the temporary memory of a shard pass.
 BLOCK_ROWS = 8192
+
+
+def unit_scales(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The one per-feature scale rule: ``(scale, active)`` from means and variances.
+
+    A feature is *active* when its variance exceeds ``1e-12 max(1, |mean|)^2`` (below
+    that it is constant up to float rounding); its scale is its standard deviation,
+    and 1 for inactive features. Standardizing, the moment objectives' coordinates and
+    both preconditioners all use this rule.
+    """
+    var = np.clip(np.asarray(var, dtype=np.float64), 0.0, None)
+    active = var > 1e-12 * np.maximum(1.0, np.abs(np.asarray(mean, dtype=np.float64))) ** 2
+    return np.where(active, np.sqrt(np.where(active, var, 1.0)), 1.0), active
 
 
 @dataclasses.dataclass
@@ -68,6 +81,11 @@ class ClassMoments:
         """(weight, mean, m2) of both classes together."""
         w, mean, m2 = _merge1(self.weight[0], self.mean[0], self.m2[0], self.weight[1], self.mean[1], self.m2[1])
         return w, mean, m2
+
+    def scales(self) -> np.ndarray:
+        """Per-feature scales of both classes together (:func:`unit_scales`)."""
+        w, mean, m2 = self.pooled()
+        return unit_scales(mean, np.diag(m2) / max(w, 1e-300))[0]
 
     @property
     def nbytes(self) -> int:
@@ -186,34 +204,46 @@ def class_moments_of_shard(shard) -> ClassMoments:
 
 @dataclasses.dataclass
 class ColumnMoments:
-    """Per-feature count, mean and centred sum of squares (both classes together).
+    """Per-feature weight, mean and centred sum of squares (both classes together).
 
     Attributes
     ----------
-    count : int
+    count : float
+        Sum of the sample weights (the row count without a weight column).
     mean : ndarray of shape (d,)
     m2 : ndarray of shape (d,)
     """
 
-    count: int
+    count: float
     mean: np.ndarray
     m2: np.ndarray
 
     @property
     def std(self) -> np.ndarray:
         """Population standard deviation per feature (0 for constant features)."""
-        return np.sqrt(np.clip(self.m2 / max(self.count, 1), 0.0, None))
+        return np.sqrt(np.clip(self.m2 / max(self.count, 1e-300), 0.0, None))
+
+    def scales(self) -> np.ndarray:
+        """Per-feature scales (:func:`unit_scales`)."""
+        return unit_scales(self.mean, self.std**2)[0]
 
 
 def column_moments_of_shard(shard, block_rows: int = BLOCK_ROWS) -> ColumnMoments:
-    """:class:`ColumnMoments` of one shard, in float64 blocks merged pairwise (Chan et al.)."""
+    """:class:`ColumnMoments` of one shard (weighted by its weight column, if any), in float64 blocks merged pairwise."""
     X = shard.X
     d = X.shape[1]
     out = ColumnMoments(0, np.zeros(d), np.zeros(d))
     for start in range(0, X.shape[0], block_rows):
         B = np.asarray(X[start : start + block_rows], dtype=np.float64)
-        mean = B.mean(axis=0)
-        out = merge_column_moments(out, ColumnMoments(B.shape[0], mean, ((B - mean) ** 2).sum(axis=0)))
+        if shard.weight is None:
+            mean = B.mean(axis=0)
+            out = merge_column_moments(out, ColumnMoments(B.shape[0], mean, ((B - mean) ** 2).sum(axis=0)))
+            continue
+        v = np.asarray(shard.weight[start : start + block_rows], dtype=np.float64)
+        total = float(v.sum())
+        if total > 0:
+            mean = (v @ B) / total
+            out = merge_column_moments(out, ColumnMoments(total, mean, v @ (B - mean) ** 2))
     return out
 
 

@@ -3,27 +3,42 @@
 One evaluation of a smoothed rank objective is two passes:
 
 1. :func:`score_pass` computes ``s = X w`` (float64) and sorts each class; only the
-   sorted scores (8 bytes per row) travel to the driver, which merges the shards'
-   sorted runs, while the sort order stays in a small per-process memo;
+   sorted scores (8 bytes per row, 16 with a weight column: each row's sample weight
+   travels in the same order) go to the driver, which merges the shards' sorted runs,
+   while the sort order stays in a small per-process memo;
 2. the driver sends every shard its own per-example weights (8 bytes per row, in
    the shard's sorted order) and :func:`gradient_pass` returns ``X^T g`` (d floats),
    taking the order from the memo so ``X w`` is not recomputed. On a miss (the
    worker restarted, the task ran elsewhere) it recomputes the order from ``w``:
    both functions stay pure functions of (shard, parameters).
 
-So one evaluation moves about 16 bytes per row plus 8 d bytes per shard.
+So one evaluation moves about 16 bytes per row (24 with weights) plus 8 d bytes per shard.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
 from ._linalg import matvec, rmatvec
 
-__all__ = ["ShardScores", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "gradient_pass"]
+__all__ = ["ShardScores", "ClassRuns", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "gradient_pass"]
+
+
+class ClassRuns(NamedTuple):
+    """What a score pass returns for one shard: each class's scores in increasing order.
+
+    ``pos_weight`` / ``neg_weight`` are the rows' sample weights in the same order
+    (float64), or None when the shard has no weight column.
+    """
+
+    pos: np.ndarray
+    neg: np.ndarray
+    pos_weight: np.ndarray | None
+    neg_weight: np.ndarray | None
 
 
 @dataclasses.dataclass
@@ -77,21 +92,27 @@ _MEMO: collections.OrderedDict[tuple[str, int], tuple[np.ndarray, np.ndarray]] =
 _MEMO_SIZE = 512
 
 
-def score_pass(shard, w: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted positive and negative scores of a shard; remembers the order under ``key``."""
+def _runs(shard, sc: ShardScores) -> ClassRuns:
+    if shard.weight is None:
+        return ClassRuns(sc.pos, sc.neg, None, None)
+    v = shard.weight
+    return ClassRuns(sc.pos, sc.neg, v[sc.pos_rows].astype(np.float64), v[sc.neg_rows].astype(np.float64))
+
+
+def score_pass(shard, w: np.ndarray, key: str) -> ClassRuns:
+    """Sorted positive and negative scores (and weights) of a shard; remembers the order under ``key``."""
     sc = score_shard(shard, w)
     small = np.int32 if shard.n_rows < 2**31 else np.int64
     _MEMO[(key, shard.index)] = (sc.pos_rows.astype(small), sc.neg_rows.astype(small))
     _MEMO.move_to_end((key, shard.index))
     while len(_MEMO) > _MEMO_SIZE:
         _MEMO.popitem(last=False)
-    return sc.pos, sc.neg
+    return _runs(shard, sc)
 
 
-def class_scores(shard, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted positive and negative scores of a shard, remembering nothing (a score-only pass)."""
-    sc = score_shard(shard, w)
-    return sc.pos, sc.neg
+def class_scores(shard, w: np.ndarray) -> ClassRuns:
+    """Sorted positive and negative scores (and weights) of a shard, remembering nothing (a score-only pass)."""
+    return _runs(shard, score_shard(shard, w))
 
 
 def gradient_pass(shard, w: np.ndarray, key: str, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 from ..objectives import AUCMomentObjective, ErrorMomentObjective, StandardizedMoments, closed_form_auc_direction
 from ..reduce import ClassMoments
 from ._lbfgs import minimize_lbfgs
-from ._result import FitResult
+from ._result import Candidate, FitResult
 
 __all__ = ["fit_auc_moment", "fit_error_moment", "best_moment_intercept", "paper_start"]
 
@@ -112,19 +112,19 @@ def fit_error_moment(
     tol: float = 1e-4,
     memory: int = 20,
     ridge: float = 1e-6,
-) -> tuple[np.ndarray, float, FitResult]:
+) -> tuple[np.ndarray, float, FitResult, list[Candidate]]:
     """Minimize the moment expected error F_n01 with a bias feature, from two starts.
 
     The starts are the paper's point and the closed-form AUC direction with its
     best modelled intercept (both scaled to unit norm); the fit with the lower
     modelled F_n01 is returned and both are recorded in ``info["starts"]``.
-    ``info["candidates"]`` lists every model worth comparing on the data (both fits
-    and the AUC direction itself), in raw coordinates, best modelled error first:
-    :func:`dpipe.train` picks among them by exact training error.
+    The candidates are every model worth comparing on the data (both fits and the
+    AUC direction itself), in raw coordinates, best modelled error first: threshold
+    calibration picks among them by exact training error.
 
     Returns
     -------
-    coef, intercept, FitResult
+    coef, intercept, FitResult, list of Candidate
     """
     t0 = time.perf_counter()
     std = StandardizedMoments(moments)
@@ -147,14 +147,14 @@ def fit_error_moment(
         res.info["start"] = label
         err = obj.error(res.x)
         tried[label] = {"error": err, "fun": res.fun, "nit": res.nit, "status": res.status, "start_error": obj.error(v0)}
-        candidates.append({"label": f"lbfgs from the {label} start", "modelled_error": err, "raw": std.to_raw(res.x[:-1], float(res.x[-1]))})
+        candidates.append(Candidate(f"lbfgs from the {label} start", *std.to_raw(res.x[:-1], float(res.x[-1])), modelled_error=err))
         if best is None or err < obj.error(best.x):
             best = res
     assert best is not None
     v_auc = starts["auc-moment"]
-    candidates.append({"label": "auc-moment direction", "modelled_error": obj.error(v_auc), "raw": std.to_raw(v_auc[:-1], float(v_auc[-1]))})
-    candidates.sort(key=lambda c: c["modelled_error"])
+    candidates.append(Candidate("auc-moment direction", *std.to_raw(v_auc[:-1], float(v_auc[-1])), modelled_error=obj.error(v_auc)))
+    candidates.sort(key=lambda c: c.modelled_error)
     coef, intercept = std.to_raw(best.x[:-1], float(best.x[-1]))
     best.time_solve = time.perf_counter() - t0
-    best.info.update(error=obj.error(best.x), starts=tried, candidates=candidates)
-    return coef, intercept, best
+    best.info.update(error=obj.error(best.x), starts=tried)
+    return coef, intercept, best, candidates

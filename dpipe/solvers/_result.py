@@ -7,7 +7,27 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FitResult"]
+__all__ = ["FitResult", "Candidate"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One model a fit offers for threshold calibration to choose among.
+
+    Attributes
+    ----------
+    label : str
+        What it is ("lbfgs from the paper start", "auc-moment direction", ...).
+    coef : ndarray of shape (d,)
+    intercept : float
+    modelled_error : float or None
+        The objective's own (modelled) error of it, if it has one.
+    """
+
+    label: str
+    coef: np.ndarray
+    intercept: float
+    modelled_error: float | None = None
 
 
 @dataclasses.dataclass

@@ -39,7 +39,7 @@ def test_train_evaluate_predict(synthetic, capsys):
     assert "auc-moment: objective" in capsys.readouterr().out
     m = dpipe.LinearModel.load(model)
     assert m.params["solver"] == "lbfgs" and m.fit["nit"] > 0 and m.fit["history"]
-    assert main(["evaluate", str(model), test, "--k", "0.1", "--json", str(d / "metrics.json"), "--engine", "local"]) == 0
+    assert main(["evaluate", str(model), test, "--k", "300", "--json", str(d / "metrics.json"), "--engine", "local"]) == 0
     with open(d / "metrics.json") as f:
         metrics = json.load(f)
     assert metrics["k"] == 300 and 0.5 < metrics["roc_auc"] <= 1

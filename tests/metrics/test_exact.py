@@ -203,13 +203,16 @@ def test_prbep_matches_precision_recall_curve(seed):
     assert abs(prbep_score(y, s) - prec[i]) <= TOL
 
 
-def test_k_fraction_is_ceil():
+def test_k_fraction_is_a_fraction_of_the_positives():
+    # k is only a count; a fraction is k_fraction, of the 9 positives, rounded
     y = np.array([1, -1, 1, -1, -1, -1, 1, -1, -1, -1] * 3)
     s = -np.arange(30, dtype=np.float64)
-    assert precision_at_k(y, s, 0.1) == precision_at_k(y, s, 3)  # 0.1 * 30 is 3, not 4
-    assert precision_at_k(y, s, 0.11) == precision_at_k(y, s, 4)  # ceil(3.3)
-    assert recall_at_k(y, s, 0.5) == recall_at_k(y, s, 15)
-    assert binary_metrics(y, s, k=0.2)["k"] == 6
+    assert precision_at_k(y, s, k_fraction=1 / 3) == precision_at_k(y, s, 3)  # 9 / 3 is 3, not 4
+    assert precision_at_k(y, s, k_fraction=0.4) == precision_at_k(y, s, 4)  # round(3.6)
+    assert recall_at_k(y, s, k_fraction=2.0) == recall_at_k(y, s, 18)
+    assert binary_metrics(y, s, k_fraction=0.2)["k"] == 2
+    with pytest.raises(ParameterError, match="k_fraction"):
+        precision_at_k(y, s, 0.1)
 
 
 @pytest.mark.parametrize("k", [0, -1, 31, 0.0, 1.0, 1.5, -0.2, float("nan"), True, "3", None])
@@ -226,7 +229,7 @@ def test_k_accepts_numpy_types():
     y = np.array([1, -1, 1, -1])
     s = np.array([4.0, 3.0, 2.0, 1.0])
     assert precision_at_k(y, s, np.int64(2)) == 0.5
-    assert precision_at_k(y, s, np.float32(0.25)) == 1.0
+    assert precision_at_k(y, s, k_fraction=np.float32(0.5)) == 1.0
 
 
 # ---------------------------------------------------------------------------

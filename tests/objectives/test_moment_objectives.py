@@ -80,7 +80,7 @@ def test_closed_form_and_lbfgs_reach_same_direction_and_test_auc():
 def test_error_moment_is_close_to_logistic_regression():
     X, y = classification_data(8000, 8, seed=7, scales=False)
     Xt, yt = classification_data(8000, 8, seed=8, scales=False)
-    coef, b, res = fit_error_moment(shard_moments(X, y))
+    coef, b, res, _ = fit_error_moment(shard_moments(X, y))
     acc = np.mean(np.where(Xt @ coef + b > 0, 1, -1) == yt)
     lr = LogisticRegression().fit(X, y)
     assert acc >= lr.score(Xt, yt) - 0.01
@@ -94,7 +94,7 @@ def test_error_moment_intercept_threshold_is_optimal_under_model():
     n = 40000
     y = np.where(rng.random(n) < 0.25, 1, -1).astype(np.int8)
     X = rng.standard_normal((n, 3)) + np.where(y[:, None] > 0, 1.0, 0.0) * np.array([1.5, 0.5, 0.0])
-    coef, b, res = fit_error_moment(shard_moments(X.astype(np.float32), y))
+    coef, b, res, _ = fit_error_moment(shard_moments(X.astype(np.float32), y))
     acc = np.mean(np.where(X @ coef + b > 0, 1, -1) == y)
     assert abs((1 - acc) - res.info["error"]) < 0.01
 

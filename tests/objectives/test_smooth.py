@@ -14,10 +14,30 @@ import dpipe
 from dpipe.engine import LocalDataset, ShardedDataset
 from dpipe.exceptions import DPipeError
 from dpipe.io import Shard
-from dpipe.objectives import SmoothedAUCObjective, SmoothedPRBEPObjective
+from dpipe._runs import merge_runs as merge_class_runs
+from dpipe.engine import RankPasses
+from dpipe.fit._smooth import SmoothedObjective
+from dpipe.objectives import PreconditionedObjective, SmoothedAUCRisk, SmoothedPRBEPRisk, ray_minimum
 from dpipe.objectives._rank_kernels import auc_gamma, auc_gamma_reference, prbep_beta, prbep_risk_exact, sorted_auc, sorted_auc_reference
-from dpipe.objectives._smooth import merge_class_runs
 from dpipe.testing import classification_data, write_store
+
+
+def _objective(risk, ds, lam, transform=None, penalty=None):
+    """``lam/2 sum p w^2 + R(T u)`` through the engine's passes (the fit layer's own assembly)."""
+    T = np.ones(ds.n_features) if transform is None else transform
+    return PreconditionedObjective(SmoothedObjective(RankPasses(ds), risk), T, lam, penalty)
+
+
+def SmoothedAUCObjective(ds, lam, t, n_pos=None, n_neg=None):  # noqa: N802
+    return _objective(SmoothedAUCRisk(t), ds, lam)
+
+
+def SmoothedPRBEPObjective(ds, lam, mu, n_pos=None, n_neg=None):  # noqa: N802
+    return _objective(SmoothedPRBEPRisk(mu), ds, lam)
+
+
+def line_minimum(ds, risk, u, quad):
+    return ray_minimum(risk, RankPasses(ds).scores(u, remember=False), quad)
 
 
 def huber(u, t):
@@ -210,15 +230,13 @@ def test_train_smooth_with_validation_and_continuation(tmp_path):
 
 
 def test_standardized_objective_equals_the_objective_on_standardized_features(small):
-    from dpipe.objectives import StandardizedObjective
-
     X, y = small
     X = X * np.array([1e-3, 1, 10, 1e3, 1e5, 1], dtype=np.float32)
-    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
     m, s = X.astype(np.float64).mean(0), X.astype(np.float64).std(0)
     Z = ((X - m) / s).astype(np.float64)
     v = np.random.default_rng(5).standard_normal(6) * 0.3
-    wrapped = StandardizedObjective(SmoothedAUCObjective(_local(X, y, [700, 800]), 0.0, 0.2, n_pos, n_neg), s, 1e-3)
+    # standardize: w = v / s on the raw shards, the ridge on v (penalty s^2 on w)
+    wrapped = _objective(SmoothedAUCRisk(0.2), _local(X, y, [700, 800]), 1e-3, 1.0 / s, s**2)
     f, g = wrapped.value_and_grad(v)
     bf, bg, bj = brute_auc(Z, y, v, 0.2, 1e-3)
     assert abs(f - bf) <= 1e-7 * abs(bf)
@@ -274,7 +292,8 @@ def test_precondition_keeps_the_objective_and_its_minimizer(tmp_path, objective,
     X = X * np.array([1.0, 30.0, 0.05, 1.0, 4.0], dtype=np.float32)
     X[:, 4] += 0.5 * X[:, 1]  # correlated columns: what a diagonal scaling cannot undo
     path = write_store(tmp_path / "s.zarr", X, y, [700, 800])
-    kw = dict(engine="local", mu_scale=100, lam=1e-2, tol=1e-10, max_iter=3000, calibrate=False, standardize=options.get("standardize", False))
+    kw = dict(engine="local", mu_scale=100, lam=1e-2, tol=1e-10, max_iter=3000, calibrate=False, standardize=options.get("standardize", False),
+              precondition="none", init="zeros")
     plain = dpipe.train(path, objective, **kw)
     pre = dpipe.train(path, objective, **dict(kw, **options))
     expected = "diagonal" if options["precondition"] is True else options["precondition"]
@@ -298,33 +317,30 @@ def test_precondition_is_checked(tmp_path, monkeypatch):
     ParameterError = dpipe.exceptions.ParameterError
     with pytest.raises(ParameterError, match="'standardize' and 'precondition=\"diagonal\"'"):
         dpipe.train(path, "auc-smooth", engine="local", standardize=True, precondition=True)
-    with pytest.raises(ParameterError, match="'precondition' parameter of train must be one of 'none', 'diagonal', 'moments'. Got 'full'"):
+    with pytest.raises(ParameterError, match="'precondition' parameter of train must be one of 'auto', 'none', 'diagonal', 'moments'. Got 'full'"):
         dpipe.train(path, "auc-smooth", engine="local", precondition="full")
-    with pytest.raises(ParameterError, match="'precondition' parameter of train must be True, False or one of"):
+    with pytest.raises(ParameterError, match="'precondition' parameter of train must be one of 'auto', 'none', 'diagonal', 'moments'. Got 1 "):
         dpipe.train(path, "auc-smooth", engine="local", precondition=1)
-    with pytest.raises(ParameterError, match="'precondition' parameter of train applies to the L-BFGS solver of the smoothed objectives; the moment"):
+    with pytest.raises(ParameterError, match="'precondition' parameter of train does not apply to objective 'auc-moment': it applies to auc-smooth, prbep-smooth; the cutting"):
         dpipe.train(path, "auc-moment", engine="local", precondition="moments")
-    from dpipe import _train as train_module
+    from dpipe.fit import _smooth as smooth_module
 
-    monkeypatch.setattr(train_module, "MOMENT_PRECONDITION_MAX_FEATURES", 3)
+    monkeypatch.setattr(smooth_module, "MOMENT_PRECONDITION_MAX_FEATURES", 3)
     with pytest.raises(ParameterError, match="precondition='moments' factors a d x d matrix on the driver; this store has 4 features, more than 3"):
         dpipe.train(path, "auc-smooth", engine="local", precondition="moments")
     X[:, :] = 1.0
     same = write_store(tmp_path / "same.zarr", X, y, [400])
     monkeypatch.undo()
-    with pytest.raises(DPipeError, match="precondition='moments': the class means coincide in every feature.*use precondition='diagonal'"):
+    with pytest.raises(DPipeError, match="precondition='moments': the class means coincide in every feature.*use .*precondition='diagonal'"):
         dpipe.train(same, "auc-smooth", engine="local", precondition="moments")
 
 
 def test_preconditioned_objective_with_a_full_matrix(small):
-    from dpipe.objectives import PreconditionedObjective
-
     X, y = small
-    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
     rng = np.random.default_rng(17)
     T = np.triu(rng.standard_normal((6, 6))) + 3 * np.eye(6)
     penalty = rng.uniform(0.5, 2.0, 6)
-    obj = PreconditionedObjective(SmoothedAUCObjective(_local(X, y, [700, 800]), 0.0, 0.3, n_pos, n_neg), T, 1e-2, penalty)
+    obj = _objective(SmoothedAUCRisk(0.3), _local(X, y, [700, 800]), 1e-2, T, penalty)
     u = rng.standard_normal(6) * 0.05
     f, g = obj.value_and_grad(u)
     w = T @ u
@@ -358,26 +374,23 @@ def test_moment_preconditioner_whitens_the_modelled_hessian():
 
 def test_ray_minimum_curvature_is_the_second_derivative_along_the_ray(small):
     X, y = small
-    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
-    obj = SmoothedAUCObjective(_local(X, y, [700, 800]), 0.0, 0.3, n_pos, n_neg)
     u = X[y > 0].mean(0) - X[y < 0].mean(0)
     u /= np.linalg.norm(u)
-    ray = obj.ray_minimum(u, ridge=1e-2)
-    assert ray.alpha == pytest.approx(obj.line_minimum(u, ridge=1e-2), rel=1e-12)
+    ray = line_minimum(_local(X, y, [700, 800]), SmoothedAUCRisk(0.3), u, 1e-2)
     risk = lambda a: brute_auc(X, y, a * u, 0.3, 0.0)[0]  # noqa: E731
     h = 0.05 * ray.alpha
     expected = (risk(ray.alpha + h) - 2 * risk(ray.alpha) + risk(ray.alpha - h)) / h**2
     assert ray.curvature > 0 and ray.curvature == pytest.approx(expected, rel=1e-4)  # second differences of float32 scores
 
 
-@pytest.mark.parametrize("cls, width", [(SmoothedAUCObjective, 0.3), (SmoothedPRBEPObjective, 1e-3)])
-def test_line_minimum_is_the_minimum_along_the_ray(small, cls, width):
+@pytest.mark.parametrize("risk", [SmoothedAUCRisk(0.3), SmoothedPRBEPRisk(1e-3)], ids=["auc", "prbep"])
+def test_ray_minimum_is_the_minimum_along_the_ray(small, risk):
     X, y = small
-    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
-    obj = cls(LocalDataset([Shard(X=X[:700], y=y[:700]), Shard(X=X[700:], y=y[700:])]), 1e-2, width, n_pos, n_neg)
+    ds = LocalDataset([Shard(X=X[:700], y=y[:700]), Shard(X=X[700:], y=y[700:])])
+    obj = _objective(risk, ds, 1e-2)
     u = X[y > 0].mean(0) - X[y < 0].mean(0) + 0.3 * np.random.default_rng(11).standard_normal(6)  # a ray that ranks
     u /= np.linalg.norm(u)
-    alpha = obj.line_minimum(u)
+    alpha = line_minimum(ds, risk, u, 1e-2 * float(u @ u)).alpha
     grid = np.geomspace(alpha / 50, alpha * 50, 401)
     values = np.array([obj.value_and_grad(a * u)[0] for a in grid])
     best = grid[np.argmin(values)]
@@ -385,28 +398,26 @@ def test_line_minimum_is_the_minimum_along_the_ray(small, cls, width):
     assert obj.value_and_grad(alpha * u)[0] <= values.min() * (1 + 1e-4)
 
 
-def test_line_minimum_of_the_standardized_objective_includes_its_ridge(small):
-    from dpipe.objectives import StandardizedObjective
-
+def test_ray_minimum_of_the_standardized_objective_includes_its_ridge(small):
     X, y = small
-    n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
     scale = np.array([1.0, 2.0, 0.5, 4.0, 1.0, 3.0])
-    obj = StandardizedObjective(SmoothedAUCObjective(LocalDataset([Shard(X=X, y=y)]), 0.0, 0.3, n_pos, n_neg), scale, 5e-2)
+    ds = LocalDataset([Shard(X=X, y=y)])
+    obj = _objective(SmoothedAUCRisk(0.3), ds, 5e-2, 1.0 / scale, scale**2)
     u = (X[y > 0].mean(0) - X[y < 0].mean(0)) * scale
-    alpha = obj.line_minimum(u)
+    w = u / scale
+    alpha = line_minimum(ds, SmoothedAUCRisk(0.3), w, 5e-2 * float(w @ (scale**2 * w))).alpha
     f = lambda a: obj.value_and_grad(a * u)[0]  # noqa: E731
     assert f(alpha) <= min(f(alpha * 0.9), f(alpha * 1.1))
     # the derivative along the ray vanishes at the minimum (to the search's 1 % in alpha)
     assert abs(obj.value_and_grad(alpha * u)[1] @ u) * alpha <= 0.02 * f(alpha)
 
 
-def test_line_minimum_rejects_a_direction_that_scores_every_row_alike():
+def test_ray_minimum_rejects_a_direction_that_scores_every_row_alike():
     X = np.zeros((20, 3), np.float32)
     X[:, 0] = 1.0
     y = np.where(np.arange(20) % 2 == 0, 1, -1)
-    obj = SmoothedAUCObjective(LocalDataset([Shard(X=X, y=y)]), 1e-3, 0.3, 10, 10)
     with pytest.raises(DPipeError, match="scores the same"):
-        obj.line_minimum(np.array([1.0, 0.0, 0.0]))
+        line_minimum(LocalDataset([Shard(X=X, y=y)]), SmoothedAUCRisk(0.3), np.array([1.0, 0.0, 0.0]), 0.0)
 
 
 @pytest.mark.parametrize("objective, options", [("auc-smooth", {"standardize": True}), ("prbep-smooth", {"precondition": True}), ("auc-smooth", {})])
@@ -414,8 +425,8 @@ def test_auc_moment_start_reaches_the_same_minimizer(tmp_path, objective, option
     X, y = classification_data(1500, 5, seed=13, scales=False)
     X = X * np.array([1.0, 30.0, 0.05, 1.0, 4.0], dtype=np.float32)
     path = write_store(tmp_path / "s.zarr", X, y, [700, 800])
-    kw = dict(engine="local", mu_scale=100, lam=1e-2, tol=1e-10, max_iter=3000, calibrate=False, **options)
-    zero = dpipe.train(path, objective, **kw)
+    kw = dict(engine="local", mu_scale=100, lam=1e-2, tol=1e-10, max_iter=3000, calibrate=False, **{"precondition": "none", **options})
+    zero = dpipe.train(path, objective, init="zeros", **kw)
     moment = dpipe.train(path, objective, init="auc-moment", **kw)
     info = moment.fit["info"]
     assert info["init"] == "auc-moment" and info["init_scale"] > 0 and moment.params["init"] == "auc-moment"
@@ -431,27 +442,31 @@ def test_auc_moment_start_reaches_the_same_minimizer(tmp_path, objective, option
 
 
 def test_pooled_scales_equal_the_column_pass():
-    from dpipe._train import pooled_scales
-    from dpipe.reduce import shard_moments
+    from dpipe.io import Shard as _Shard
+    from dpipe.reduce import column_moments_of_shard, shard_moments
 
     X, y = classification_data(3000, 6, seed=14)
     X[:, 2] = 7.0  # a constant column gets scale 1
     expected = X.astype(np.float64).std(0)
     expected[2] = 1.0
-    np.testing.assert_allclose(pooled_scales(shard_moments(X, y)), expected, rtol=1e-9)
+    np.testing.assert_allclose(shard_moments(X, y).scales(), expected, rtol=1e-9)
+    np.testing.assert_allclose(column_moments_of_shard(_Shard(X=X, y=y)).scales(), expected, rtol=1e-9)
 
 
 def test_init_is_checked(tmp_path):
     X, y = classification_data(400, 4, seed=15)
     path = write_store(tmp_path / "s.zarr", X, y, [400])
-    with pytest.raises(dpipe.exceptions.ParameterError, match="'init' parameter of train must be one of 'zeros', 'auc-moment'"):
+    with pytest.raises(dpipe.exceptions.ParameterError, match="'init' parameter of train must be one of 'auto', 'zeros', 'auc-moment'"):
         dpipe.train(path, "auc-smooth", engine="local", init="ones")
-    with pytest.raises(dpipe.exceptions.ParameterError, match="'init' parameter of train applies to the smoothed objectives"):
+    with pytest.raises(dpipe.exceptions.ParameterError, match="'init' parameter of train does not apply to objective 'rocarea': it applies to auc-smooth, prbep-smooth"):
         dpipe.train(path, "rocarea", engine="local", init="auc-moment")
     X[:, :] = 1.0
     same = write_store(tmp_path / "same.zarr", X, y, [400])
     with pytest.raises(DPipeError, match="init='auc-moment': the class means coincide in every feature.*use init='zeros'$"):
-        dpipe.train(same, "auc-smooth", engine="local", init="auc-moment")
+        dpipe.train(same, "auc-smooth", engine="local", init="auc-moment", precondition="none")
+    # the defaults fall back to what needs no moment direction (and say so)
+    fallback = dpipe.train(same, "auc-smooth", engine="local", max_iter=5)
+    assert fallback.fit["info"]["preconditioner"] == "diagonal" and fallback.fit["info"]["init"] == "zeros"
 
 
 def test_moment_preconditioned_fit_on_the_cluster_equals_the_local_one(tmp_path, client):

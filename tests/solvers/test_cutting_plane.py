@@ -9,9 +9,20 @@ import scipy.optimize as so
 from dpipe.engine import LocalDataset, ShardedDataset
 from dpipe.exceptions import ConvergenceWarning
 from dpipe.io import Shard
-from dpipe.objectives import SmoothedAUCObjective
-from dpipe.objectives._structural import StructuralRisk
+from dpipe.engine import RankPasses
+from dpipe.fit._smooth import SmoothedObjective
+from dpipe.fit._structural import StructuralRisk as _StructuralRisk
+from dpipe.objectives import PreconditionedObjective, SmoothedAUCRisk, StructuralLoss
 from dpipe.solvers import fit_smooth
+
+
+def StructuralRisk(ds, loss, n_pos=None, n_neg=None, k=None, *, bias=0.0, scale=None):  # noqa: N802
+    """The cutting plane's risk assembled as the fit layer does: the engine's passes around a pure oracle."""
+    return _StructuralRisk(RankPasses(ds), StructuralLoss(loss, k), bias, scale)
+
+
+def SmoothedAUCObjective(ds, lam, t, n_pos=None, n_neg=None):  # noqa: N802
+    return PreconditionedObjective(SmoothedObjective(RankPasses(ds), SmoothedAUCRisk(t)), np.ones(ds.n_features), lam)
 from dpipe.solvers._cutting_plane import fit_cutting_plane
 from dpipe.solvers._master_qp import solve_simplex_qp
 from dpipe.testing import classification_data, write_store

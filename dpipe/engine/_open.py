@@ -1,0 +1,66 @@
+"""Open a store where its passes will run: on a dask cluster, or in this process."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from .._config import get_setting
+from .._validation import check_choice
+from ..io import Store, open_store
+from ._client import cluster_client, explicit_scheduler
+from ._dataset import LocalDataset, ShardedDataset
+
+__all__ = ["ENGINES", "open_dataset", "resolve_engine"]
+
+log = logging.getLogger("dpipe.engine")
+
+#: where the passes run: "auto" stays in this process for stores of at most
+#: ``dpipe.local-max-bytes`` bytes when no cluster was named
+ENGINES = ("auto", "dask", "local")
+
+
+def resolve_engine(engine: str, store: Store, *, client: Any = None, scheduler: str | None = None, owner: str = "train") -> str:
+    """``"dask"`` or ``"local"`` for ``engine``; ``"auto"`` is local below ``dpipe.local-max-bytes``.
+
+    A named cluster (``client``, ``scheduler``, ``DPIPE_SCHEDULER`` or the
+    ``dpipe.scheduler`` key) always means dask. The choice is logged.
+    """
+    check_choice(engine, "engine", owner, ENGINES)
+    if engine != "auto":
+        return engine
+    if client is not None or explicit_scheduler(scheduler):
+        return "dask"
+    limit = int(get_setting("local-max-bytes"))
+    chosen = "local" if store.nbytes <= limit else "dask"
+    log.info("engine auto: %s (%.1f MB of features, local up to %.0f MB: dpipe.local-max-bytes)", "this process" if chosen == "local" else "dask cluster",
+             store.nbytes / 1e6, limit / 1e6)
+    return chosen
+
+
+@contextlib.contextmanager
+def open_dataset(
+    store: str | Store,
+    *,
+    engine: str = "dask",
+    client: Any = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    memory_limit: str | int | None = None,
+    cache: str | None = None,
+) -> Iterator[ShardedDataset | LocalDataset]:
+    """Open ``store`` on the resolved cluster (or in this process with ``engine="local"``).
+
+    ``engine="auto"`` is resolved by :func:`resolve_engine`.
+    """
+    st = store if isinstance(store, Store) else open_store(store)
+    engine = resolve_engine(engine, st, client=client, scheduler=scheduler, owner="open_dataset")
+    if engine == "local":
+        with LocalDataset(st, cache=cache) as ds:
+            yield ds
+        return
+    with cluster_client(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit) as c:
+        with ShardedDataset(st, c, cache=cache) as ds:
+            yield ds

@@ -1,0 +1,46 @@
+"""The moment family (auc-moment, error-moment): one moments pass, then the fit on the driver."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from ..engine import class_moments
+from ..reduce import ClassMoments
+from ..solvers import fit_auc_moment, fit_error_moment
+from ._outcome import FitOutcome
+
+__all__ = ["fit_moment", "fit_moments"]
+
+log = logging.getLogger("dpipe.fit")
+
+
+def fit_moments(moments: ClassMoments, p: Any) -> FitOutcome:
+    """Fit a moment objective from class moments (no data access).
+
+    Parameters
+    ----------
+    moments : ClassMoments
+        (Weighted) moments of the training data.
+    p : MomentParams
+        Output of :func:`dpipe.fit.resolve`.
+    """
+    if p.objective == "auc-moment":
+        iterative = {} if p.solver == "closed-form" else {"lam": p.lam, "max_iter": p.max_iter, "tol": p.tol, "memory": p.memory}
+        coef, intercept, result = fit_auc_moment(moments, solver=p.solver, ridge=p.ridge, **iterative)
+        return FitOutcome(coef, intercept, result)
+    coef, intercept, result, candidates = fit_error_moment(moments, lam=p.lam, max_iter=p.max_iter, tol=p.tol, memory=p.memory, ridge=p.ridge)
+    return FitOutcome(coef, intercept, result, tuple(candidates))
+
+
+def fit_moment(ds: Any, p: Any, validate: Any = None) -> FitOutcome:
+    """One moments pass over ``ds``, then :func:`fit_moments`."""
+    t0 = time.perf_counter()
+    moments = class_moments(ds)
+    t_data = time.perf_counter() - t0
+    log.info("moments pass: %.3f s (%d negative, %d positive rows)", t_data, moments.count[0], moments.count[1])
+    out = fit_moments(moments, p)
+    out.result.time_data = t_data
+    out.result.info["setup_passes"] = ["class moments"]
+    return out

@@ -1,0 +1,292 @@
+"""Every hyper-parameter of a fit, declared once.
+
+:data:`PARAMS` is the one table. Each :class:`Param` says what the option is (type,
+range or choices, documentation), which objectives and solvers it applies to, and its
+default (one value, or one per family or objective). Everything else is built from it:
+
+* :func:`resolve` validates what a user gave for an objective and returns the family's
+  frozen record (:data:`RECORDS`) with the defaults filled in; an option that does not
+  apply to the objective is a :class:`ParameterError` naming the option, the objective
+  and what to use instead — never silently dropped;
+* ``dpipe.train``'s and ``DPipeClassifier``'s signatures and docstrings
+  (:func:`signature_parameters`, :func:`numpydoc`), and the ``dpipe train`` options
+  (:func:`add_arguments`).
+
+Adding an option is one :class:`Param` entry here plus its use in the family's fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._validation import check_choice, check_int, check_number
+from ..exceptions import ParameterError
+from ._registry import FAMILIES, OBJECTIVES, Objective, get_objective
+
+__all__ = ["Param", "PARAMS", "RECORDS", "resolve", "signature_parameters", "numpydoc", "add_arguments", "applicable"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One hyper-parameter.
+
+    Attributes
+    ----------
+    name : str
+        Python name (the CLI flag is ``--name`` with dashes).
+    kind : {"float", "int", "bool", "choice"}
+    doc : str
+        numpydoc description (also the CLI help).
+    scope : tuple of str
+        Families and objective names it applies to.
+    solvers : tuple of str, optional
+        It applies only with these solvers (empty: any).
+    default : value, mapping or callable
+        The value when not given: a constant; a mapping from objective name or family
+        to value (the objective's own entry first); or ``f(objective) -> value``.
+    low, high, closed : for numbers, the valid range.
+    choices : for ``choice``, the valid values.
+    excludes : tuple of str
+        ``"objective/solver"`` pairs within the scope where it does not apply.
+    instead : str
+        What to use instead, for the error when it does not apply.
+    cli : dict
+        argparse overrides (``nargs``, ``const``, ``help``).
+    """
+
+    name: str
+    kind: str
+    doc: str
+    scope: tuple[str, ...]
+    default: Any = None
+    solvers: tuple[str, ...] = ()
+    low: float = -math.inf
+    high: float = math.inf
+    closed: str = "neither"
+    choices: tuple[Any, ...] = ()
+    excludes: tuple[str, ...] = ()
+    instead: str = ""
+    cli: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def applies(self, objective: Objective, solver: str) -> bool:
+        """Whether the option means something for ``objective`` trained by ``solver``."""
+        in_scope = objective.name in self.scope or objective.family in self.scope
+        return in_scope and (not self.solvers or solver in self.solvers) and f"{objective.name}/{solver}" not in self.excludes
+
+    def default_for(self, objective: Objective) -> Any:
+        """The value used for ``objective`` when the option is not given."""
+        if callable(self.default):
+            return self.default(objective)
+        if isinstance(self.default, Mapping):
+            return self.default.get(objective.name, self.default.get(objective.family))
+        return self.default
+
+    def check(self, value: Any, owner: str) -> Any:
+        """``value`` validated and converted, or a :class:`ParameterError`."""
+        if self.kind == "float":
+            return check_number(value, self.name, owner, self.low, self.high, self.closed)
+        if self.kind == "int":
+            return check_int(value, self.name, owner, low=int(self.low) if math.isfinite(self.low) else 0)
+        if self.kind == "bool":
+            if not isinstance(value, bool) and type(value).__name__ != "bool_":
+                raise ParameterError(f"The {self.name!r} parameter of {owner} must be True or False. Got {value!r} instead.")
+            return bool(value)
+        return check_choice(value, self.name, owner, self.choices)
+
+    @property
+    def where(self) -> str:
+        """The objectives it applies to, for messages and documentation."""
+        names = [o.name for o in OBJECTIVES.values() if o.name in self.scope or o.family in self.scope]
+        return ", ".join(names) + (f" (solver {' or '.join(self.solvers)})" if self.solvers else "") + "".join(f", not {e}" for e in self.excludes)
+
+
+def _calibrate_default(objective: Objective) -> bool:
+    return not objective.own_threshold
+
+
+PARAMS: dict[str, Param] = {
+    p.name: p
+    for p in (
+        Param("solver", "choice", "Solver for the objective (default: the objective's first; see ``dpipe.fit.OBJECTIVES``).",
+              FAMILIES, choices=("closed-form", "lbfgs", "cutting-plane")),
+        Param("lam", "float", "Moment objectives: weight of the unit-norm penalty ``lam (1 - ||w||^2)^2`` (default 1e-3). Smoothed "
+              "objectives and SVM-perf's losses: the ridge ``lam/2 ||w||^2`` (default 1e-4, SVM-perf's C = 100).",
+              FAMILIES, {"moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "cutting-plane"), low=0.0, closed="left",
+              instead="the closed form has no penalty (solver='lbfgs' has)"),
+        Param("C", "float", "SVM-perf's ``-c`` instead of ``lam``: ``lam = 1 / (100 C)`` (SVM-perf's losses are in percent).",
+              ("smooth", "structural"), low=0.0, instead="use lam"),
+        Param("ridge", "float", "Ridge added to the standardized covariance in the auc-moment direction "
+              "``(S+ + S- + ridge I)^-1 (mu+ - mu-)``: auc-moment, error-moment's start, and the smoothed objectives' moment start "
+              "and preconditioner (default 1e-6).", ("moment", "smooth"), 1e-6, low=0.0, closed="left", excludes=("auc-moment/lbfgs",),
+              instead="only the closed form and the starts built on it use the auc-moment direction"),
+        Param("max_iter", "int", "Iteration limit (default 500; 1000 cutting-plane iterations).", FAMILIES,
+              {"moment": 500, "smooth": 500, "structural": 1000}, solvers=("lbfgs", "cutting-plane"), low=1,
+              instead="the closed form does not iterate"),
+        Param("tol", "float", "L-BFGS gradient tolerance (default 1e-4 for the moment objectives, 1e-6 for the smoothed ones).",
+              ("moment", "smooth"), {"moment": 1e-4, "smooth": 1e-6}, solvers=("lbfgs",), low=0.0,
+              instead="the cutting plane stops on its gap: use eps"),
+        Param("memory", "int", "L-BFGS memory (default 20 for the moment objectives, 6 for the smoothed ones, as the papers).",
+              ("moment", "smooth"), {"moment": 20, "smooth": 6}, solvers=("lbfgs",), low=1, instead="only L-BFGS keeps correction pairs"),
+        Param("smoothing", "float", "Huber width t (auc-smooth) or mu (prbep-smooth); default the paper's ``mu = epsilon / D`` "
+              "times ``mu_scale``.", ("smooth",), low=0.0, instead="SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth"),
+        Param("epsilon", "float", "The paper's accuracy epsilon of the default smoothing ``mu = epsilon / D`` (default 1e-3).",
+              ("smooth",), 1e-3, low=0.0, instead="use eps, the cutting plane's tolerance"),
+        Param("mu_scale", "float", "Factor on the default smoothing (the paper studies 1, 100 and 1000; default 1).",
+              ("smooth",), 1.0, low=0.0, instead="SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth"),
+        Param("continuation", "bool", "Start with a 1000 times wider smoothing and shrink it tenfold per stage, warm-starting.",
+              ("smooth",), False, instead="SVM-perf's losses are not smoothed"),
+        Param("standardize", "bool", "Fit on features scaled to unit standard deviation (one extra pass). The ridge then applies to "
+              "the scaled weights, so the objective is not SVM-perf's on raw features; the model keeps raw-feature weights.",
+              ("smooth", "structural"), False, instead="the moment objectives are fitted in standardized coordinates already"),
+        Param("precondition", "choice", "Smoothed objectives: keep the objective and its minimizer, change only the coordinates L-BFGS "
+              "runs in. ``'moments'`` whitens the Hessian modelled from the class moments ``c M + lam diag(p)`` (one moments pass and "
+              "one score pass, a d x d factorization on the driver, d <= 4096); ``'diagonal'`` (or True) scales each feature by its "
+              "standard deviation (one extra pass; excludes ``standardize``); ``'none'`` (or False). Default ``'auto'``: "
+              "``'moments'`` up to 4096 features, else ``'diagonal'`` (``'none'`` with ``standardize``).",
+              ("smooth",), "auto", choices=("auto", "none", "diagonal", "moments"),
+              instead="the cutting plane's dual QP does not need it and the moment objectives are standardized already",
+              cli={"nargs": "?", "const": "diagonal"}),
+        Param("init", "choice", "Smoothed objectives: L-BFGS's start. ``'zeros'``: w = 0; ``'auc-moment'``: the auc-moment direction "
+              "scaled to the objective's minimum along it (one moments pass and one score pass, shared with "
+              "``precondition='moments'``). Default ``'auto'``: ``'auc-moment'`` whenever the moments preconditioner is used, "
+              "else ``'zeros'``.", ("smooth",), "auto", choices=("auto", "zeros", "auc-moment"),
+              instead="the cutting plane starts from its planes; the moment objectives from their own starts"),
+        Param("eps", "float", "Cutting plane: stop when the best ``J`` is within ``eps`` of the lower bound (default 1e-3 = SVM-perf's "
+              "default ``-e 0.1``, which is in percent).", ("structural",), 1e-3, low=0.0, instead="L-BFGS stops on tol"),
+        Param("k", "float", "Prec@k / Rec@k: the number of rows predicted positive (total sample weight with weights). "
+              "Excludes ``k_fraction``.", ("prec@k", "rec@k"), low=0.0, instead="only Prec@k and Rec@k have a cut-off"),
+        Param("k_fraction", "float", "Prec@k / Rec@k: k as a fraction of the training positives (SVM-perf's ``--p``; default 0.5 "
+              "for prec@k, 2 for rec@k).", ("prec@k", "rec@k"), {"prec@k": 0.5, "rec@k": 2.0}, low=0.0,
+              instead="only Prec@k and Rec@k have a cut-off"),
+        Param("bias", "float", "error and f1: SVM-perf's ``--b``, the value of a regularized constant feature that sets the threshold "
+              "(default 1; 0: none, the threshold is then 0).", ("error", "f1"), 1.0, low=0.0, closed="left",
+              instead="the ranking losses ignore a constant feature; their threshold is calibrated"),
+        Param("calibrate", "bool", "After the fit, one score pass sets the intercept to the threshold with the fewest (weighted) "
+              "training errors; error-moment also keeps, among its candidate models, the one with the fewest. Default on, except "
+              "for error and f1, whose bias feature sets their threshold.", FAMILIES, _calibrate_default),
+    )
+}
+
+
+def applicable(objective: Objective, solver: str) -> list[Param]:
+    """The parameters that apply to ``objective`` with ``solver``, in declaration order."""
+    return [p for p in PARAMS.values() if p.applies(objective, solver)]
+
+
+def _record(family: str) -> type:
+    names = [p.name for p in PARAMS.values() if p.name != "C" and (family in p.scope or any(OBJECTIVES[o].family == family for o in p.scope if o in OBJECTIVES))]
+    types = {"float": "float | None", "int": "int | None", "bool": "bool", "choice": "str"}
+    fields = [("objective", str), ("solver", str)] + [(n, types[PARAMS[n].kind]) for n in names if n != "solver"]
+    record = dataclasses.make_dataclass(f"{family.capitalize()}Params", fields, frozen=True)
+    record.__doc__ = f"The resolved hyper-parameters of a {family} fit (generated from dpipe.fit._params.PARAMS)."
+    record.__module__ = __name__
+    return record
+
+
+#: family -> frozen record type of its resolved parameters (an option that does not apply to the objective is None)
+RECORDS: dict[str, type] = {family: _record(family) for family in FAMILIES}
+
+
+def _precondition_alias(value: Any) -> Any:
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return "diagonal" if value else "none"
+    return value
+
+
+def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
+    """Validate the options ``given`` for ``objective``; the family's record with the defaults filled in.
+
+    ``None`` means "not given". Every option given must apply to the objective (and its
+    solver); otherwise the :class:`ParameterError` names it, the objective, where it
+    applies and what to use instead.
+    """
+    spec = get_objective(objective, owner)
+    unknown = sorted(set(given) - set(PARAMS))
+    if unknown:
+        raise ParameterError(f"{owner} got unknown parameter(s) {', '.join(map(repr, unknown))}; valid: {', '.join(PARAMS)}")
+    solver = given.get("solver")
+    if solver is None:
+        solver = spec.solvers[0]
+    elif solver not in spec.solvers:
+        pairs = "; ".join(f"{o.name}: {', '.join(o.solvers)}" for o in OBJECTIVES.values())
+        raise ParameterError(f"The 'solver' parameter of {owner} cannot be {solver!r} for objective {objective!r}. Valid pairs: {pairs}.")
+    values: dict[str, Any] = {"objective": objective, "solver": solver}
+    for name, value in given.items():
+        if value is None or name == "solver":
+            continue
+        p = PARAMS[name]
+        if not p.applies(spec, solver):
+            hint = f"; {p.instead}" if p.instead else ""
+            with_solver = (p.solvers or p.excludes) and (spec.family in p.scope or spec.name in p.scope)
+            raise ParameterError(f"The {name!r} parameter of {owner} does not apply to objective {objective!r}"
+                                 f"{' with solver ' + repr(solver) if with_solver else ''}: it applies to {p.where}{hint}.")
+        values[name] = p.check(_precondition_alias(value) if name == "precondition" else value, owner)
+    if "C" in values:
+        if "lam" in values:
+            raise ParameterError(f"The 'C' and 'lam' parameters of {owner} are two names for one weight (lam = 1 / (100 C)); give one.")
+        values["lam"] = 1.0 / (100.0 * values.pop("C"))
+    _check_combinations(values, owner)
+    record = RECORDS[spec.family]
+    for f in dataclasses.fields(record):
+        if f.name not in values:
+            p = PARAMS[f.name]
+            values[f.name] = p.default_for(spec) if p.applies(spec, solver) else None
+    if spec.family == "structural" and values["lam"] == 0:
+        raise ParameterError(f"The 'lam' parameter of {owner} must be a float in the range (0, inf) for the cutting plane. Got 0 instead.")
+    return record(**values)
+
+
+def _check_combinations(given: dict[str, Any], owner: str) -> None:
+    """Options that exclude each other or need another one (``given``: the options set, validated)."""
+    def both(a: str, b: str, why: str) -> None:
+        if a in given and b in given:
+            raise ParameterError(f"The {a!r} and {b!r} parameters of {owner} exclude each other: {why}.")
+
+    both("k", "k_fraction", "give the count or the fraction of positives")
+    both("smoothing", "epsilon", "smoothing sets the width itself, epsilon and mu_scale set the default one")
+    both("smoothing", "mu_scale", "smoothing sets the width itself, epsilon and mu_scale set the default one")
+    if given.get("standardize") and given.get("precondition") == "diagonal":
+        raise ParameterError(
+            f"The 'standardize' and 'precondition=\"diagonal\"' parameters of {owner} exclude each other: standardize changes the objective "
+            "(ridge on scaled weights) and already solves it in scaled coordinates; precondition='diagonal' keeps the objective and only "
+            "rescales the coordinates. Choose one, or precondition='moments', which goes with either."
+        )
+    if "ridge" in given and given.get("init") == "zeros" and given.get("precondition") in ("none", "diagonal"):
+        raise ParameterError(f"The 'ridge' parameter of {owner} applies to the smoothed objectives only through the auc-moment direction "
+                             "(init='auc-moment' or precondition='moments'), which this fit does not use.")
+
+
+def signature_parameters() -> list[inspect.Parameter]:
+    """Keyword-only parameters, all defaulting to None ("the objective's default"), for generated signatures."""
+    return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in PARAMS]
+
+
+def numpydoc() -> str:
+    """The numpydoc entries of every parameter (for generated docstrings)."""
+    lines = []
+    for p in PARAMS.values():
+        kind = {"float": "float", "int": "int", "bool": "bool", "choice": "{" + ", ".join(map(repr, p.choices)) + "}"}[p.kind]
+        lines.append(f"{p.name} : {kind}, optional")
+        lines.append(f"    {p.doc} Applies to: {p.where}.")
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--name`` options of every parameter, defaulting to None (not given)."""
+    types: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "choice": str}
+    for p in PARAMS.values():
+        flag = "--" + p.name.replace("_", "-")
+        kw: dict[str, Any] = {"dest": p.name, "default": None, "help": f"{p.doc} [{p.where}]".replace("%", "%%")}
+        if p.kind == "bool":
+            kw["action"] = argparse.BooleanOptionalAction
+        else:
+            kw["type"] = types[p.kind]
+            if p.choices:
+                kw["choices"] = list(p.choices)
+        kw.update(p.cli)
+        parser.add_argument(flag, **kw)

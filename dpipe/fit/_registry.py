@@ -1,0 +1,75 @@
+"""The objective registry: one entry per objective, read by everything that lists or checks one."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..objectives import STRUCTURAL_LOSSES
+
+__all__ = ["Objective", "OBJECTIVES", "FAMILIES", "get_objective"]
+
+#: the families of objectives, each with its own fit path (dpipe/fit/_moment.py, _smooth.py, _structural.py)
+FAMILIES = ("moment", "smooth", "structural")
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    """What dpipe knows about one objective.
+
+    Attributes
+    ----------
+    name : str
+        As users type it (``--objective``, ``DPipeClassifier(objective=...)``).
+    family : {"moment", "smooth", "structural"}
+        Moment objectives are fitted from one moments pass; smoothed ones by L-BFGS on
+        a score pass and a gradient pass per evaluation; SVM-perf's structural losses
+        by cutting planes (the same two passes per iteration).
+    solvers : tuple of str
+        The solvers that train it; the first is the default.
+    own_threshold : bool
+        The fit sets the decision threshold itself (a bias feature), so threshold
+        calibration is off by default; the ranking objectives' threshold is calibrated.
+    summary : str
+        One line: what it minimizes.
+    takes_k : bool
+        Prec@k / Rec@k: the fit needs the number of predicted positives.
+    """
+
+    name: str
+    family: str
+    solvers: tuple[str, ...]
+    own_threshold: bool
+    summary: str
+    takes_k: bool = False
+
+
+_STRUCTURAL_SUMMARY = {
+    "rocarea": "SVM-perf's ROCArea loss (mean pairwise hinge)",
+    "prbep": "SVM-perf's precision/recall break-even loss",
+    "f1": "SVM-perf's F1 loss",
+    "prec@k": "SVM-perf's Prec@k loss",
+    "rec@k": "SVM-perf's Rec@k loss",
+    "error": "SVM-perf's error-rate loss (the mean hinge)",
+}
+
+#: objective name -> entry, in the order users see them
+OBJECTIVES: dict[str, Objective] = {
+    o.name: o
+    for o in (
+        Objective("auc-moment", "moment", ("closed-form", "lbfgs"), False, "1 - AUC of the normal model of the class moments (Ghanbari et al.)"),
+        Objective("error-moment", "moment", ("lbfgs",), False, "expected 0-1 error of the normal model, with an intercept"),
+        Objective("auc-smooth", "smooth", ("lbfgs",), False, "lam/2 ||w||^2 + Huber-smoothed pairwise hinge (Zhang et al.)"),
+        Objective("prbep-smooth", "smooth", ("lbfgs",), False, "lam/2 ||w||^2 + smoothed PRBEP structural risk (Zhang et al.)"),
+        *(
+            Objective(loss, "structural", ("cutting-plane",), loss in ("error", "f1"), "lam/2 ||w||^2 + " + _STRUCTURAL_SUMMARY[loss], takes_k=takes_k)
+            for loss, (_, takes_k) in STRUCTURAL_LOSSES.items()
+        ),
+    )
+}
+
+
+def get_objective(name: str, owner: str) -> Objective:
+    """The registry entry of ``name``, or a :class:`ParameterError` listing the objectives."""
+    from .._validation import check_choice
+
+    return OBJECTIVES[check_choice(name, "objective", owner, OBJECTIVES)]

@@ -1,0 +1,191 @@
+"""The smoothed family (auc-smooth, prbep-smooth): L-BFGS, one score pass and one gradient pass per evaluation."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..engine import MergedScores, RankPasses, class_moments, class_totals, column_scales
+from ..exceptions import DPipeError, ParameterError
+from ..objectives import PreconditionedObjective, RayMinimum, SmoothedAUCRisk, SmoothedPRBEPRisk, ray_minimum, train_auc
+from ..reduce import ClassMoments
+from ..solvers import CONTINUATION_START, MOMENT_PRECONDITION_MAX_FEATURES, fit_auc_moment, fit_smooth, moment_preconditioner
+from ._outcome import FitOutcome
+
+__all__ = ["fit_smoothed", "default_smoothing", "SmoothedObjective"]
+
+log = logging.getLogger("dpipe.fit")
+
+#: the options that use the auc-moment ray, and what to use instead when the data has no such direction
+MOMENT_RAY_FALLBACKS = {"init='auc-moment'": "init='zeros'", "precondition='moments'": "precondition='diagonal'"}
+
+
+def default_smoothing(objective: str, total_weight: float, epsilon: float, scale: float) -> float:
+    """The paper's ``mu = epsilon / D`` (times ``scale``) in each objective's own unit.
+
+    ROCArea: the Huber width ``t = m mu = 2 epsilon`` (prox-function over the m pairs,
+    D = m / 2). PRBEP: ``mu = 2 epsilon / n`` (D = n / 2), with n the total sample weight.
+    """
+    if objective == "auc-smooth":
+        return 2.0 * epsilon * scale
+    return 2.0 * epsilon / total_weight * scale
+
+
+class SmoothedObjective:
+    """``value_and_grad(w)`` of a smoothed risk through the engine's two passes (no ridge).
+
+    Parameters
+    ----------
+    passes : RankPasses
+        The dataset's score and gradient passes.
+    risk : SmoothedAUCRisk or SmoothedPRBEPRisk
+        A pure function of the merged scores.
+    """
+
+    def __init__(self, passes: RankPasses, risk: Any) -> None:
+        self.passes = passes
+        self.risk = risk
+        self.last: dict[str, Any] = {}
+        self._scores: MergedScores | None = None
+
+    def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
+        """Smoothed risk and its gradient; records the exact risk and timings in ``last``."""
+        s = self.passes.scores(w)
+        t0 = time.perf_counter()
+        at = self.risk.at(s)
+        t1 = time.perf_counter()
+        grad = self.passes.gradient(at.g_pos, at.g_neg)
+        self._scores = s
+        self.last = {"J": at.exact, "J_mu": at.value, **self.passes.last, "seconds_kernel": t1 - t0}
+        return at.value, grad
+
+    def train_auc(self) -> float:
+        """Exact (weighted) training ROC-AUC of the last evaluated scores."""
+        return train_auc(self._scores)
+
+
+def _moment_ray(moments: ClassMoments, passes: RankPasses, risk: Any, scale: np.ndarray, quad_weights: np.ndarray, lam: float, ridge: float,
+                uses: tuple[str, ...]) -> tuple[np.ndarray, RayMinimum, dict[str, Any]]:
+    """The auc-moment closed-form direction and the smoothed objective's minimum along it (one score pass).
+
+    The direction ``(S+ + S- + ridge I)^-1 (mu+ - mu-)`` (standardized coordinates,
+    returned on raw features with unit standardized norm) is the moment model's
+    ranking. The risk plus the ridge ``lam/2 sum p_j w_j^2`` is minimized exactly along
+    it (:func:`ray_minimum`), which also measures the risk's curvature there: the
+    minimum is ``init="auc-moment"``'s start, the curvature sets
+    ``precondition="moments"``'s scale.
+    """
+    try:
+        coef, _, moment_fit = fit_auc_moment(moments, ridge=ridge)
+    except DPipeError as error:
+        raise DPipeError(f"{' and '.join(uses)}: {error}; use {' and '.join(MOMENT_RAY_FALLBACKS[u] for u in uses)}") from error
+    direction = coef / np.linalg.norm(coef * scale)
+    ray = ray_minimum(risk, passes.scores(direction, remember=False), lam * float(direction @ (quad_weights * direction)))
+    log.info("the auc-moment direction (moment ranking loss %.4g): the objective is lowest at %.4g times it, curvature %.4g there",
+             moment_fit.info["rank_loss"], ray.alpha, ray.curvature)
+    return direction, ray, {"init_rank_loss": moment_fit.info["rank_loss"]}
+
+
+def _resolve_auto(p: Any, d: int) -> tuple[str, str]:
+    """``precondition`` and ``init`` with "auto" resolved for ``d`` features."""
+    precondition = p.precondition
+    if precondition == "auto":
+        precondition = "moments" if d <= MOMENT_PRECONDITION_MAX_FEATURES else ("none" if p.standardize else "diagonal")
+    elif precondition == "moments" and d > MOMENT_PRECONDITION_MAX_FEATURES:
+        raise ParameterError(
+            f"precondition='moments' factors a d x d matrix on the driver; this store has {d} features, more than "
+            f"{MOMENT_PRECONDITION_MAX_FEATURES}. Use precondition='diagonal'."
+        )
+    init = p.init
+    if init == "auto":
+        init = "auc-moment" if precondition == "moments" else "zeros"
+    return precondition, init
+
+
+def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+    """Fit a smoothed rank objective on an opened dataset (two passes per evaluation).
+
+    The objective is ``R_mu(w) + lam/2 sum_j p_j w_j^2`` with ``p = 1`` (SVM-perf's) or,
+    with ``standardize``, ``p = scale^2`` (the ridge on standardized weights). L-BFGS
+    runs in coordinates ``u`` with ``w = T u``: ``T = 1``, ``1 / scale`` with
+    ``standardize`` or ``precondition="diagonal"``, the whitening matrix of
+    :func:`moment_preconditioner` with ``precondition="moments"``. With
+    ``init="auc-moment"`` or ``precondition="moments"`` a moments pass and one score
+    pass come first; the moments also give the feature scales (no column pass).
+    """
+    d = int(ds.n_features)
+    passes = RankPasses(ds)
+    preconditioner, init = _resolve_auto(p, d)
+    lam = p.lam
+    moments, t_setup, setup_passes = None, 0.0, []  # the data passes before L-BFGS, in order
+    uses = tuple(u for u, on in zip(MOMENT_RAY_FALLBACKS, (init == "auc-moment", preconditioner == "moments")) if on)
+    t0 = time.perf_counter()
+    if uses:
+        moments = class_moments(ds)
+        setup_passes.append("class moments")
+        negative, positive = (float(v) for v in moments.weight)
+    else:
+        positive, negative = class_totals(ds)
+    if positive <= 0 or negative <= 0:
+        missing = "positive" if positive <= 0 else "negative"
+        raise DPipeError(f"the training data has no {missing} rows (weight {negative:g} negative, {positive:g} positive); {p.objective} needs both classes")
+    total_weight = positive + negative
+    width = p.smoothing if p.smoothing is not None else default_smoothing(p.objective, total_weight, p.epsilon, p.mu_scale)
+    make_risk = SmoothedAUCRisk if p.objective == "auc-smooth" else SmoothedPRBEPRisk
+    scale = np.ones(d)
+    if p.standardize or preconditioner != "none":
+        if moments is not None:
+            scale = moments.scales()
+        else:
+            scale = column_scales(ds)
+            setup_passes.append("column scales")
+    penalty = scale**2 if p.standardize else np.ones(d)
+    transform = 1.0 / scale if p.standardize or preconditioner == "diagonal" else np.ones(d)
+    start, info = np.zeros(d), {"init_scale": None}
+    if moments is not None:
+        first_width = width * CONTINUATION_START if p.continuation else width  # fit_smooth's first stage
+        try:
+            direction, ray, info_ray = _moment_ray(moments, passes, make_risk(first_width), scale, penalty, lam, p.ridge, uses)
+        except DPipeError as error:
+            explicit = {"init='auc-moment'": p.init != "auto", "precondition='moments'": p.precondition != "auto"}
+            if any(explicit[u] for u in uses):
+                raise
+            # the defaults chose the moment ray, and this data has none: fall back to what needs no moment direction
+            preconditioner = "none" if p.standardize else "diagonal"
+            init = "zeros"
+            transform = 1.0 / scale
+            log.warning("%s; the defaults fall back to precondition=%r, init='zeros'", error, preconditioner)
+            moments = None
+        else:
+            setup_passes.append("ray scores")
+    if moments is not None:
+        if init == "auc-moment":
+            start = ray.alpha * direction
+            info.update(info_ray, init_scale=ray.alpha)
+        if preconditioner == "moments":
+            curvature = ray.curvature
+            if curvature <= 0:  # no pair in a quadratic piece along the ray: any positive scale will do, L-BFGS rescales after one step
+                curvature = max(lam, 1e-12)
+            transform = moment_preconditioner(moments, scale, penalty, lam, curvature)
+            info.update(precondition_curvature=curvature)
+    t_setup = time.perf_counter() - t0
+    if setup_passes:
+        log.info("%s before L-BFGS: %.3f s", ", ".join(setup_passes), t_setup)
+
+    def make(width: float) -> PreconditionedObjective:
+        return PreconditionedObjective(SmoothedObjective(passes, make_risk(width)), transform, lam, penalty)
+
+    coordinates = make(width)  # the change of variables does not depend on the width
+    w_validate = None if validate is None else (lambda u: validate(coordinates.to_raw(u), 0.0))
+    result = fit_smooth(
+        make, coordinates.from_raw(start), width, memory=p.memory, max_iter=p.max_iter, tol=p.tol,
+        continuation=p.continuation, validate=w_validate, name=f"{p.objective}: ", whitened=preconditioner == "moments",
+    )
+    result.time_data = t_setup
+    result.info.update(standardized=bool(p.standardize), preconditioner=preconditioner, init=init, setup_passes=setup_passes, **info)
+    return FitOutcome(coordinates.to_raw(result.x), 0.0, result)
+

@@ -1,0 +1,165 @@
+"""``dpipe.train``: open the store where its passes run, fit the objective's family, calibrate, build the model."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._evaluate import evaluate_dataset
+from ..engine import cluster_client, open_dataset, rank_summary, resolve_engine
+from ..exceptions import ParameterError
+from ..io import Store, open_store
+from ..model import LinearModel
+from ._calibrate import calibrate
+from ._moment import fit_moment
+from ._outcome import FitOutcome
+from ._params import numpydoc, resolve, signature_parameters
+from ._registry import OBJECTIVES
+from ._smooth import fit_smoothed
+from ._structural import fit_structural
+
+__all__ = ["train", "fit_dataset", "finish_fit"]
+
+log = logging.getLogger("dpipe.train")
+
+#: family -> its fit on an opened dataset: ``(dataset, params, validate) -> FitOutcome``
+FAMILY_FITS: dict[str, Callable[..., FitOutcome]] = {"moment": fit_moment, "smooth": fit_smoothed, "structural": fit_structural}
+
+
+def fit_dataset(ds: Any, params: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+    """Fit the resolved ``params`` (a family record from :func:`dpipe.fit.resolve`) on an opened dataset."""
+    return FAMILY_FITS[OBJECTIVES[params.objective].family](ds, params, validate)
+
+
+def finish_fit(ds: Any, outcome: FitOutcome, params: Any, train_metrics: bool = True) -> tuple[np.ndarray, float, dict[str, Any]]:
+    """Calibrate the threshold (when ``params.calibrate``) and measure the training metrics.
+
+    Returns the final ``coef``, ``intercept`` and ``{"train": metrics}`` (empty without
+    ``train_metrics``); the calibration table goes into ``outcome.result.info``.
+    """
+    metrics: dict[str, Any] = {}
+    if params.calibrate:
+        t0 = time.perf_counter()
+        cal = calibrate(outcome, lambda w, b: rank_summary(ds, w, b))
+        outcome.result.info.update(calibration=cal.table, time_calibration=time.perf_counter() - t0)
+        if train_metrics:
+            metrics["train"] = cal.summary.metrics(threshold=cal.threshold)
+        return cal.coef, cal.intercept, metrics
+    if train_metrics:
+        metrics["train"] = evaluate_dataset(ds, outcome.coef, outcome.intercept)
+    return outcome.coef, outcome.intercept, metrics
+
+
+def _validator(vds: Any) -> Callable[[np.ndarray, float], dict[str, float]]:
+    """Per-iteration exact validation AUC and PRBEP on an opened dataset (one pass each)."""
+
+    def validate(w: np.ndarray, intercept: float = 0.0) -> dict[str, float]:
+        v = evaluate_dataset(vds, w, intercept)
+        return {"validation_auc": v["roc_auc"], "validation_prbep": v["prbep"]}
+
+    return validate
+
+
+def train(
+    store: str | os.PathLike | Store,
+    objective: str = "auc-moment",
+    *,
+    validation: str | os.PathLike | Store | None = None,
+    engine: str = "auto",
+    client: Any = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    memory_limit: str | int | None = None,
+    cache: str | None = None,
+    out: str | os.PathLike | None = None,
+    train_metrics: bool = True,
+    **params: Any,
+) -> LinearModel:
+    """Train a linear model on a store for the given objective."""
+    p = resolve(objective, params, "train")
+    spec = OBJECTIVES[objective]
+    if validation is not None and spec.family == "moment":
+        raise ParameterError(f"The 'validation' parameter of train applies to the iterative objectives, not to {objective!r} (fitted from one moments pass); "
+                             "evaluate the model on the store instead.")
+    st = store if isinstance(store, Store) else open_store(store)
+    m = st.manifest
+    engine = resolve_engine(engine, st, client=client, scheduler=scheduler)
+    with contextlib.ExitStack() as stack:
+        c = None if engine == "local" else stack.enter_context(cluster_client(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit))
+        ds = stack.enter_context(open_dataset(st, engine=engine, client=c, cache=cache))
+        validate = None
+        if validation is not None:
+            vst = validation if isinstance(validation, Store) else open_store(validation)
+            validate = _validator(stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream")))
+        log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
+        outcome = fit_dataset(ds, p, validate)
+        outcome.result.time_data += getattr(ds, "load_seconds", 0.0)
+        log.info("%s fit: %.3f s, objective %.8g", objective, outcome.result.time_solve, outcome.result.fun)
+        coef, intercept, metrics = finish_fit(ds, outcome, p, train_metrics)
+    model = LinearModel(
+        coef,
+        intercept,
+        feature_names=m.feature_names,
+        objective=objective,
+        params=dataclasses.asdict(p),
+        encoding=m.encoding,
+        training={
+            "store": st.path,
+            "manifest_sha256": m.digest(),
+            "n_rows": m.n_rows,
+            "n_negative": m.n_negative,
+            "n_positive": m.n_positive,
+            "weighted": bool(m.has_weight),
+            "engine": engine,
+        },
+        fit=outcome.result.to_dict(),
+        metrics=metrics,
+    )
+    if out is not None:
+        model.save(out)
+        log.info("model written to %s", out)
+    return model
+
+
+_RUN_DOC = """
+Parameters
+----------
+store : str or Store
+    Training store (Zarr or Parquet). Its weight column, if any, weights every
+    objective, the calibration and the metrics (a row of weight v counts as v rows).
+objective : str
+    What to minimize; one of :data:`dpipe.fit.OBJECTIVES` (see the README's table).
+validation : str or Store, optional
+    Iterative objectives: the exact validation AUC and PRBEP after every iteration
+    (one more pass each).
+engine : {"auto", "dask", "local"}
+    Run the passes on a dask cluster or in this process. ``"auto"`` (default) stays in
+    this process for stores of at most ``dpipe.local-max-bytes`` bytes of features
+    (200 MB) unless a cluster is named, and logs its choice.
+client, scheduler, workers, memory_limit : optional
+    Cluster selection, see :func:`dpipe.engine.cluster_client`.
+cache : {"auto", "memory", "stream"}, optional
+    Keep shards in worker memory or stream them on every pass.
+out : path, optional
+    Save the model there (JSON).
+train_metrics : bool
+    Keep the model's exact metrics on the training store in the model.
+"""
+
+
+def _finish_signature() -> None:
+    sig = inspect.signature(train)
+    fixed = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    train.__signature__ = sig.replace(parameters=fixed + signature_parameters())  # type: ignore[attr-defined]
+    train.__doc__ = (train.__doc__ or "") + "\n" + _RUN_DOC + numpydoc() + "\n\nReturns\n-------\nLinearModel\n"
+
+
+_finish_signature()

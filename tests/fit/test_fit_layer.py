@@ -1,0 +1,194 @@
+"""The fit layer: no import cycles, one declaration per parameter, every option honoured or refused."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import pathlib
+
+import numpy as np
+import pytest
+
+import dpipe
+from dpipe.cli.main import build_parser
+from dpipe.exceptions import ParameterError
+from dpipe.fit import OBJECTIVES, PARAMS, RECORDS, applicable, resolve
+from dpipe.testing import classification_data, write_store
+
+PACKAGE = pathlib.Path(dpipe.__file__).parent
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the dpipe modules it imports (anywhere in the file, functions included)."""
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for mod, path in files.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = mod.split(".")
+                if node.level:
+                    base = base[: len(base) - node.level + (1 if is_pkg else 0)]
+                    name = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    name = node.module or ""
+                targets = [name] + [f"{name}.{a.name}" for a in node.names]
+            for t in targets:
+                if t in files and t != mod:
+                    graph[mod].add(t)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_anywhere_in_dpipe():
+    graph = _import_graph()
+    assert "dpipe.fit._train" in graph and "dpipe._evaluate" in graph["dpipe.fit._train"]  # the walk sees real edges
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_train_estimator_and_cli_agree_with_the_declaration():
+    declared = set(PARAMS)
+    train_params = set(inspect.signature(dpipe.train).parameters)
+    run_options = {"store", "objective", "validation", "engine", "client", "scheduler", "workers", "memory_limit", "cache", "out", "train_metrics"}
+    assert train_params == declared | run_options
+    estimator_params = set(dpipe.DPipeClassifier().get_params())
+    assert estimator_params == declared | {"objective"}
+    train_parser = build_parser()._subparsers._group_actions[0].choices["train"]
+    cli = {a.dest for a in train_parser._actions} - {"help"}
+    cli_run = {"store", "objective", "validation", "out", "train_metrics", "scheduler", "scheduler_file", "workers", "memory_limit", "cache", "engine"}
+    assert cli == declared | cli_run
+    for name in PARAMS:  # every parameter documented in both docstrings
+        assert f"{name} : " in dpipe.train.__doc__ and f"{name} : " in dpipe.DPipeClassifier.__doc__
+
+
+def test_each_parameter_name_is_declared_once_in_the_package():
+    # a hyper-parameter appears as a declaration only in dpipe/fit/_params.py: no other module lists it as a keyword default
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "_params.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name in ("train", "__init__", "fit") and path.name in ("_train.py", "_estimator.py"):
+                names = {a.arg for a in node.args.args + node.args.kwonlyargs}
+                offenders += [f"{path.name}:{node.name}:{n}" for n in names & (set(PARAMS) - {"objective"})]
+    assert offenders == []
+
+
+#: a valid, non-default value of every parameter (and what to compare for objectives where it applies)
+VALUES = {
+    "solver": None,  # per objective below
+    "lam": 3e-3, "C": 20.0, "ridge": 1e-2, "max_iter": 1, "tol": 1e-3, "memory": 3, "smoothing": 0.05, "epsilon": 5e-3, "mu_scale": 10.0,
+    "continuation": True, "standardize": True, "precondition": "diagonal", "init": "zeros", "eps": 1e-2, "k": 40, "k_fraction": 0.3,
+    "bias": 2.0, "calibrate": False,
+}
+
+
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
+@pytest.mark.parametrize("name", [n for n in PARAMS if n != "solver"])
+def test_every_option_either_applies_or_is_refused(objective, name):
+    spec = OBJECTIVES[objective]
+    solver = "lbfgs" if objective == "auc-moment" else spec.solvers[0]
+    given = {"solver": solver, name: VALUES[name]}
+    if PARAMS[name].applies(spec, solver):
+        record = resolve(objective, given, "train")
+        expected = 1.0 / (100.0 * VALUES["C"]) if name == "C" else VALUES[name]
+        assert getattr(record, "lam" if name == "C" else name) == expected
+    else:
+        with pytest.raises(ParameterError, match=f"'{name}' parameter of train does not apply to objective '{objective}'.*: it applies to "):
+            resolve(objective, given, "train")
+
+
+def test_records_hold_exactly_the_family_parameters():
+    for family, record in RECORDS.items():
+        fields = {f.name for f in dataclasses.fields(record)} - {"objective", "solver"}
+        objectives = [o for o in OBJECTIVES.values() if o.family == family]
+        expected = {p.name for o in objectives for s in o.solvers for p in applicable(o, s)} - {"solver", "C"}
+        assert fields == expected, family
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory):
+    rng = np.random.default_rng(3)  # balanced, overlapping classes: every loss has a non-trivial minimizer
+    X = (rng.standard_normal((400, 4)) * [1.0, 3.0, 0.5, 1.0]).astype(np.float32)
+    y = np.where(X @ np.array([1.0, 0.3, -2.0, 0.5]) + rng.standard_normal(400) > 0.3, 1, -1).astype(np.int8)
+    return write_store(tmp_path_factory.mktemp("opt") / "s.zarr", X, y, [150, 250])
+
+
+def _fingerprint(model):
+    info = model.fit["info"]
+    keys = ("preconditioner", "init", "smoothing", "k", "bias", "standardized", "stages", "calibration")
+    return (np.round(model.coef, 12).tolist(), round(model.intercept, 12), model.fit["nit"], model.fit["nfev"], [str(info.get(k)) for k in keys])
+
+
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
+def test_every_applicable_option_changes_the_fit(small_store, objective):
+    """Honoured, not only accepted: each option that applies changes the model or its fit record."""
+    spec = OBJECTIVES[objective]
+    solver = "lbfgs" if objective == "auc-moment" else spec.solvers[0]
+    base_kw = {"solver": solver, "engine": "local", "train_metrics": False}
+    if spec.takes_k:
+        base_kw["k_fraction"] = 0.5
+    import warnings
+
+    from dpipe.exceptions import ConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        base = _fingerprint(dpipe.train(small_store, objective, **base_kw))
+        for p in applicable(spec, solver):
+            if p.name in ("solver",):
+                continue
+            value = (not p.default_for(spec)) if p.kind == "bool" else VALUES[p.name]
+            kw = dict(base_kw, **{p.name: value})
+            if p.name == "C":
+                kw.pop("lam", None)
+            if p.name == "k":
+                kw.pop("k_fraction")
+            if p.name == "smoothing":
+                kw.pop("epsilon", None)
+            model = dpipe.train(small_store, objective, **kw)
+            assert _fingerprint(model) != base, p.name
