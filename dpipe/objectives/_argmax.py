@@ -163,9 +163,6 @@ __all__ = [
     "TABLE_LOSSES",
 ]
 
-TABLE_LOSSES = ("error", "f1", "prbep", "prec@k", "rec@k")
-"""Names of the contingency-table losses known to :func:`contingency_argmax_reference`."""
-
 
 class MostViolated(NamedTuple):
     """The most violated constraint at the current scores.
@@ -386,29 +383,6 @@ def rocarea_argmax(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None,
     return MostViolated(float(loss), float(value), cp, cn)
 
 
-def rocarea_argmax_reference(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
-    """NumPy reference of :func:`rocarea_argmax`: the ``n+ x n-`` pair matrix.
-
-    Each pair is maximized on its own: ``z_ij = 1`` iff ``s_j > s_i - 1`` (the same
-    predicate as the kernel), ``value = (1/m) sum_ij z_ij (1 - s_i + s_j)``; with sample
-    weights every pair term is multiplied by ``vp_i vn_j`` and ``m = Wp Wn``.
-    """
-    sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
-    if vp is not None or vn is not None:
-        wp = np.ones(sp.size) if vp is None else np.asarray(vp, np.float64)
-        wn = np.ones(sn.size) if vn is None else np.asarray(vn, np.float64)
-        m = wp.sum() * wn.sum()
-        z = sn[None, :] > (sp[:, None] - 1.0)
-        ww = wp[:, None] * wn[None, :]
-        value = float(np.sum(np.where(z, ww * (1.0 - sp[:, None] + sn[None, :]), 0.0)) / m)
-        loss = min(1.0, float(np.sum(np.where(z, ww, 0.0)) / m))
-        return MostViolated(loss, value, -wp * (z @ wn) / m, wn * (wp @ z) / m)
-    m = sp.size * sn.size
-    z = sn[None, :] > (sp[:, None] - 1.0)
-    value = float(np.sum(np.where(z, 1.0 - sp[:, None] + sn[None, :], 0.0)) / m)
-    return MostViolated(float(z.sum() / m), value, -z.sum(axis=1) / m, z.sum(axis=0) / m)
-
-
 # ---------------------------------------------------------------------------
 # contingency tables: shared pieces
 # ---------------------------------------------------------------------------
@@ -428,15 +402,6 @@ def _table_result(sp, sn, b, c, loss):
         coef_neg[j] = 1.0 / n
         sum_fp += sn[j]
     return loss, loss + (sum_fp - sum_fn) / n, coef_pos, coef_neg
-
-
-def _coef_from_table(n_pos: int, n_neg: int, b: int, c: int) -> tuple[np.ndarray, np.ndarray]:
-    n = n_pos + n_neg
-    cp = np.zeros(n_pos)
-    cp[:c] = -1.0 / n
-    cn = np.zeros(n_neg)
-    cn[n_neg - b :] = 1.0 / n
-    return cp, cn
 
 
 # ---------------------------------------------------------------------------
@@ -523,25 +488,6 @@ def error_rate_argmax(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = No
         vp, vn = _sample_weights(sp, sn, vp, vn, owner, False, False)
         loss, value, cp, cn = _error_rate_argmax_w(sp, sn, vp, vn)
     return MostViolated(float(loss), float(value), cp, cn)
-
-
-def error_rate_argmax_reference(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
-    """NumPy reference of :func:`error_rate_argmax`: the per-example (weighted) hinge."""
-    sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
-    if vp is not None or vn is not None:
-        wp = np.ones(sp.size) if vp is None else np.asarray(vp, np.float64)
-        wn = np.ones(sn.size) if vn is None else np.asarray(vn, np.float64)
-        w = wp.sum() + wn.sum()
-        hp, hn = 1.0 - sp, 1.0 + sn
-        fp, fn = hn > 0, hp > 0
-        value = float((np.sum(np.where(fn, wp * hp, 0.0)) + np.sum(np.where(fp, wn * hn, 0.0))) / w)
-        loss = float((wp[fn].sum() + wn[fp].sum()) / w)
-        return MostViolated(loss, value, np.where(fn, -wp / w, 0.0), np.where(fp, wn / w, 0.0))
-    n = sp.size + sn.size
-    hp, hn = 1.0 - sp, 1.0 + sn
-    fp, fn = hn > 0, hp > 0
-    value = float((np.sum(np.where(fn, hp, 0.0)) + np.sum(np.where(fp, hn, 0.0))) / n)
-    return MostViolated(float((fp.sum() + fn.sum()) / n), value, np.where(fn, -1.0 / n, 0.0), np.where(fp, 1.0 / n, 0.0))
 
 
 # ---------------------------------------------------------------------------
@@ -905,163 +851,3 @@ def f1_argmax(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: 
     _integer_weights(vp, vn, owner)
     loss, value, cp, cn = _f1_argmax_w(sp, sn, vp, vn)
     return MostViolated(float(loss), float(value), cp, cn)
-
-
-# ---------------------------------------------------------------------------
-# Algorithm 2: the naive reference over all contingency tables
-# ---------------------------------------------------------------------------
-def _table_loss(loss: str, a: int, b: np.ndarray, n_pos: int, n_neg: int, k: int | None) -> np.ndarray:
-    """Delta for the tables ``(a, b, n+ - a, n- - b)``; NaN where ``y'`` is not admissible."""
-    c = n_pos - a
-    n = n_pos + n_neg
-    b = b.astype(np.float64)
-    if loss == "error":
-        return (b + c) / n
-    if loss == "f1":
-        den = 2.0 * a + b + c
-        return 1.0 - np.divide(2.0 * a, den, out=np.zeros_like(b), where=den > 0)
-    if loss == "prbep":
-        return np.where(a + b == n_pos, 1.0 - a / n_pos, np.nan)
-    if loss == "prec@k":
-        return np.where(a + b == k, 1.0 - a / k, np.nan)
-    if loss == "rec@k":
-        return np.where(a + b == k, 1.0 - a / n_pos, np.nan)
-    raise ParameterError(f"The 'loss' parameter of contingency_argmax_reference must be one of {TABLE_LOSSES}. Got {loss!r} instead.")
-
-
-def _weighted_contingency_reference(sp, sn, loss: str, k, vp, vn) -> MostViolated:
-    """Weighted Algorithm 2 over candidate tables (see contingency_argmax_reference)."""
-    wp = np.ones(sp.size) if vp is None else np.asarray(vp, np.float64)
-    wn = np.ones(sn.size) if vn is None else np.asarray(vn, np.float64)
-    tp, tn = float(wp.sum()), float(wn.sum())
-    w = tp + tn
-    # cumulative weights and score sums: positives from the bottom, negatives from the top
-    pc = np.concatenate([[0.0], np.cumsum(wp)])
-    bot = np.concatenate([[0.0], np.cumsum(wp * sp)])
-    wn_top, sn_top = wn[::-1], sn[::-1]
-    nc = np.concatenate([[0.0], np.cumsum(wn_top)])
-    top = np.concatenate([[0.0], np.cumsum(wn_top * sn_top)])
-
-    def flipped_sum(x, cum, sums):  # best score sum of weight x: linear between rows
-        return np.interp(x, cum, sums)
-
-    if loss == "error":
-        cs = np.unique(pc)[::-1]  # a = Wp - c increasing
-        bs = np.unique(nc)
-        tables = [(c, bs) for c in cs]
-    elif loss == "f1":
-        _integer_weights(wp, wn, "contingency_argmax_reference")
-        tables = [(float(c), np.arange(int(round(tn)) + 1, dtype=np.float64)) for c in range(int(round(tp)), -1, -1)]
-    elif loss in ("prbep", "prec@k", "rec@k"):
-        kk = tp if loss == "prbep" else float(k)
-        c0 = tp - kk
-        hi = min(kk, tn)
-        lo = min(max(0.0, kk - tp), hi)
-        bs = np.concatenate([[lo, hi], nc, pc - c0])
-        bs = np.unique(bs[(bs >= lo) & (bs <= hi)])
-        tables = [(None, bs)]
-    else:
-        raise ParameterError(f"The 'loss' parameter of contingency_argmax_reference must be one of {TABLE_LOSSES}. Got {loss!r} instead.")
-    best, best_b, best_c, best_loss = -np.inf, np.nan, np.nan, np.nan
-    for c, bs in tables:
-        if c is None:  # fixed predicted-positive weight
-            cs = np.maximum(0.0, c0 + bs)
-            delta = np.clip(cs / tp if loss == "rec@k" else bs / kk, 0.0, 1.0)
-        else:
-            cs = np.full(bs.shape, c)
-            a = tp - c
-            if loss == "error":
-                delta = (bs + c) / w
-            else:
-                delta = (bs + c) / (bs + tp + a)  # 1 - 2a / (2a + b + c)
-        vals = delta + (flipped_sum(bs, nc, top) - flipped_sum(cs, pc, bot)) / w
-        j = int(np.argmax(vals))
-        if vals[j] > best:
-            best, best_b, best_c, best_loss = float(vals[j]), float(bs[j]), float(cs[j]), float(delta[j])
-    cp = -np.clip(best_c - pc[:-1], 0.0, wp) / w
-    cn = (np.clip(best_b - nc[:-1], 0.0, wn_top) / w)[::-1]
-    return MostViolated(best_loss, best, cp, cn)
-
-
-def contingency_argmax_reference(
-    sp: np.ndarray,
-    sn: np.ndarray,
-    loss: str,
-    k: float | None = None,
-    vp: np.ndarray | None = None,
-    vn: np.ndarray | None = None,
-) -> MostViolated:
-    """Algorithm 2 (Joachims 2005): the best labeling of every contingency table.
-
-    For each ``a`` (TP) and ``b`` (FP), the best labeling in that table flips the
-    ``n+ - a`` lowest positives and the ``b`` highest negatives; its value is
-    ``Delta(a, b, c, d) + (sum of those negatives - sum of those positives) / n``
-    (cumulative sums, the paper's ``O(n^2)`` rewrite). All ``(n+ + 1)(n- + 1)`` tables
-    are evaluated, rows (``a``) in a loop and columns (``b``) as a vector; the first
-    maximum in (``a``, ``b``) order is kept.
-
-    Parameters
-    ----------
-    sp, sn : ndarray, float64, sorted increasing
-        Scores of the positives and of the negatives.
-    loss : {"error", "f1", "prbep", "prec@k", "rec@k"}
-        The contingency-table loss (see the module docstring).
-    k : int, optional
-        Number of predicted positives, for ``"prec@k"`` and ``"rec@k"`` (with sample
-        weights: their total weight).
-    vp, vn : ndarray, optional
-        Sample weights (see the module docstring). A table is then a pair of weights
-        ``(c, b)`` (FN, FP), its best labeling flips weight ``c`` of the lowest
-        positives and ``b`` of the highest negatives (one row of each class in part),
-        and the score sums are interpolated linearly between the rows' cumulative
-        weights. Candidates: for the error rate every pair of row boundaries (the value
-        is concave piecewise linear in ``b`` and in ``c``); for PRBEP / Prec@k / Rec@k
-        the FP weights at the row boundaries of either class and the two ends of the
-        admissible range; for F1 (integer weights only) every integer table
-        ``(Wp + 1) x (Wn + 1)``, i.e. Algorithm 2 on the expanded data. The first
-        maximum is kept (``a``, then ``b`` increasing).
-
-    Returns
-    -------
-    MostViolated
-    """
-    sp, sn = np.asarray(sp, np.float64), np.asarray(sn, np.float64)
-    if vp is not None or vn is not None:
-        return _weighted_contingency_reference(sp, sn, loss, k, vp, vn)
-    n_pos, n_neg = sp.size, sn.size
-    n = n_pos + n_neg
-    bot = np.concatenate([[0.0], np.cumsum(sp)])
-    top = np.concatenate([[0.0], np.cumsum(sn[::-1])])
-    bs = np.arange(n_neg + 1)
-    best, best_a, best_b, best_loss = -np.inf, -1, -1, np.nan
-    for a in range(n_pos + 1):
-        delta = _table_loss(loss, a, bs, n_pos, n_neg, k)
-        vals = delta + (top - bot[n_pos - a]) / n
-        vals = np.where(np.isnan(delta), -np.inf, vals)
-        j = int(np.argmax(vals))
-        if vals[j] > best:
-            best, best_a, best_b, best_loss = float(vals[j]), a, j, float(delta[j])
-    if best_a < 0:
-        raise ParameterError(f"no admissible labeling for loss {loss!r} with k={k!r}, n+={n_pos}, n-={n_neg}")
-    cp, cn = _coef_from_table(n_pos, n_neg, best_b, n_pos - best_a)
-    return MostViolated(best_loss, best, cp, cn)
-
-
-def prbep_argmax_reference(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
-    """Algorithm 2 reference of :func:`prbep_argmax`."""
-    return contingency_argmax_reference(sp, sn, "prbep", None, vp, vn)
-
-
-def prec_at_k_argmax_reference(sp: np.ndarray, sn: np.ndarray, k: float, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
-    """Algorithm 2 reference of :func:`prec_at_k_argmax`."""
-    return contingency_argmax_reference(sp, sn, "prec@k", k, vp, vn)
-
-
-def rec_at_k_argmax_reference(sp: np.ndarray, sn: np.ndarray, k: float, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
-    """Algorithm 2 reference of :func:`rec_at_k_argmax`."""
-    return contingency_argmax_reference(sp, sn, "rec@k", k, vp, vn)
-
-
-def f1_argmax_reference(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
-    """Algorithm 2 reference of :func:`f1_argmax`: all ``O(n+ n-)`` tables (``O(Wp Wn)`` weighted)."""
-    return contingency_argmax_reference(sp, sn, "f1", None, vp, vn)

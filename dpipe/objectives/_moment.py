@@ -33,6 +33,9 @@ __all__ = ["StandardizedMoments", "AUCMomentObjective", "ErrorMomentObjective", 
 
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
+#: added to the diagonal of each standardized class covariance in F_n01 (features have unit pooled variance)
+COVARIANCE_JITTER = 1e-12
+
 
 def _log_pdf(z: np.ndarray | float) -> np.ndarray | float:
     return -0.5 * np.square(z) - _LOG_SQRT_2PI
@@ -170,7 +173,9 @@ class ErrorMomentObjective:
         w, b = v[:-1], float(v[-1])
         out = []
         for c in (0, 1):
-            Sw = self.std.cov[c] @ w
+            # a jitter keeps a class whose standardized covariance is singular (fewer rows than
+            # features) at a finite z: without it its modelled error is exactly 0 and log F is -inf
+            Sw = self.std.cov[c] @ w + COVARIANCE_JITTER * w
             sigma = np.sqrt(max(float(w @ Sw), 1e-300))
             mean = float(self.std.mu[c] @ w) + b
             out.append((mean / sigma, Sw, sigma, mean))

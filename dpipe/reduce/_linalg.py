@@ -50,13 +50,3 @@ def rmatvec(X: np.ndarray, g: np.ndarray) -> np.ndarray:
     """``X.T @ g`` in float64; shape (d,)."""
     X = np.ascontiguousarray(X)
     return _rmatvec(X, np.ascontiguousarray(g, dtype=np.float64), np.zeros(X.shape[1]))
-
-
-def matvec_reference(X: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """NumPy reference of :func:`matvec`."""
-    return np.asarray(X, dtype=np.float64) @ np.asarray(w, dtype=np.float64)
-
-
-def rmatvec_reference(X: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """NumPy reference of :func:`rmatvec`."""
-    return np.asarray(X, dtype=np.float64).T @ np.asarray(g, dtype=np.float64)

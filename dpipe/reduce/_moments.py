@@ -176,27 +176,6 @@ def shard_moments(X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None
     return out
 
 
-def moments_reference(X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None) -> ClassMoments:
-    """One plain NumPy pass over all rows (two-pass formula in float64), for tests."""
-    X = np.asarray(X, dtype=np.float64)
-    d = X.shape[1]
-    out = ClassMoments.empty(d)
-    for c, label in ((0, -1), (1, 1)):
-        m = y == label
-        out.count[c] = int(m.sum())
-        if not m.any():
-            continue
-        Xc = X[m]
-        v = np.ones(Xc.shape[0]) if weight is None else np.asarray(weight, np.float64)[m]
-        out.weight[c] = v.sum()
-        if out.weight[c] == 0:
-            continue
-        out.mean[c] = (v @ Xc) / out.weight[c]
-        C = Xc - out.mean[c]
-        out.m2[c] = (C * v[:, None]).T @ C
-    return out
-
-
 def class_moments_of_shard(shard) -> ClassMoments:
     """:func:`shard_moments` of a :class:`dpipe.io.Shard` (the task a moments pass runs)."""
     return shard_moments(shard.X, shard.y, shard.weight)
