@@ -138,8 +138,10 @@ PARAMS: dict[str, Param] = {
               ("smooth",), 1e-3, low=0.0, instead="use eps, the cutting plane's tolerance"),
         Param("mu_scale", "float", "Factor on the default smoothing (the paper studies 1, 100 and 1000; default 1).",
               ("smooth",), 1.0, low=0.0, instead="SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth"),
-        Param("continuation", "bool", "Start with a 1000 times wider smoothing and shrink it tenfold per stage, warm-starting.",
-              ("smooth",), False, instead="SVM-perf's losses are not smoothed"),
+        Param("continuation", "bool", "Start with a 1000 times wider smoothing and shrink it by ``continuation_factor`` per stage, "
+              "warm-starting.", ("smooth",), False, instead="SVM-perf's losses are not smoothed"),
+        Param("continuation_factor", "float", "With ``continuation``: the factor the smoothing shrinks by per stage (default 10).",
+              ("smooth",), 10.0, low=1.0, instead="SVM-perf's losses are not smoothed"),
         Param("standardize", "bool", "Fit on features scaled to unit standard deviation (one extra pass). The ridge then applies to "
               "the scaled weights, so the objective is not SVM-perf's on raw features; the model keeps raw-feature weights.",
               ("smooth", "structural"), False, instead="the moment objectives are fitted in standardized coordinates already"),
@@ -250,6 +252,8 @@ def _check_combinations(given: dict[str, Any], owner: str) -> None:
     both("k", "k_fraction", "give the count or the fraction of positives")
     both("smoothing", "epsilon", "smoothing sets the width itself, epsilon and mu_scale set the default one")
     both("smoothing", "mu_scale", "smoothing sets the width itself, epsilon and mu_scale set the default one")
+    if "continuation_factor" in given and not given.get("continuation"):
+        raise ParameterError(f"The 'continuation_factor' parameter of {owner} applies only with continuation=True.")
     if given.get("standardize") and given.get("precondition") == "diagonal":
         raise ParameterError(
             f"The 'standardize' and 'precondition=\"diagonal\"' parameters of {owner} exclude each other: standardize changes the objective "

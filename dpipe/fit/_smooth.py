@@ -183,7 +183,7 @@ def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[s
     w_validate = None if validate is None else (lambda u: validate(coordinates.to_raw(u), 0.0))
     result = fit_smooth(
         make, coordinates.from_raw(start), width, memory=p.memory, max_iter=p.max_iter, tol=p.tol,
-        continuation=p.continuation, validate=w_validate, name=f"{p.objective}: ", whitened=preconditioner == "moments",
+        continuation=p.continuation, continuation_factor=p.continuation_factor, validate=w_validate, name=f"{p.objective}: ", whitened=preconditioner == "moments",
     )
     result.time_data = t_setup
     result.info.update(standardized=bool(p.standardize), preconditioner=preconditioner, init=init, setup_passes=setup_passes, **info)

@@ -118,11 +118,14 @@ def test_each_parameter_name_is_declared_once_in_the_package():
     assert offenders == []
 
 
+#: options that need another one to apply
+COMPANIONS = {"continuation_factor": {"continuation": True}}
+
 #: a valid, non-default value of every parameter (and what to compare for objectives where it applies)
 VALUES = {
     "solver": None,  # per objective below
     "lam": 3e-3, "C": 20.0, "ridge": 1e-2, "max_iter": 1, "tol": 1e-3, "memory": 3, "smoothing": 0.05, "epsilon": 5e-3, "mu_scale": 10.0,
-    "continuation": True, "standardize": True, "precondition": "diagonal", "init": "zeros", "eps": 1e-2, "k": 40, "k_fraction": 0.3,
+    "continuation": True, "continuation_factor": 3.0, "standardize": True, "precondition": "diagonal", "init": "zeros", "eps": 1e-2, "k": 40, "k_fraction": 0.3,
     "bias": 2.0, "calibrate": False,
 }
 
@@ -132,7 +135,7 @@ VALUES = {
 def test_every_option_either_applies_or_is_refused(objective, name):
     spec = OBJECTIVES[objective]
     solver = "lbfgs" if objective == "auc-moment" else spec.solvers[0]
-    given = {"solver": solver, name: VALUES[name]}
+    given = {"solver": solver, name: VALUES[name], **COMPANIONS.get(name, {})}
     if PARAMS[name].applies(spec, solver):
         record = resolve(objective, given, "train")
         expected = 1.0 / (100.0 * VALUES["C"]) if name == "C" else VALUES[name]
@@ -140,6 +143,11 @@ def test_every_option_either_applies_or_is_refused(objective, name):
     else:
         with pytest.raises(ParameterError, match=f"'{name}' parameter of train does not apply to objective '{objective}'.*: it applies to "):
             resolve(objective, given, "train")
+
+
+def test_an_option_that_needs_another_is_refused_alone():
+    with pytest.raises(ParameterError, match="'continuation_factor' parameter of train applies only with continuation=True"):
+        resolve("auc-smooth", {"continuation_factor": 3.0}, "train")
 
 
 def test_records_hold_exactly_the_family_parameters():
@@ -184,6 +192,10 @@ def test_every_applicable_option_changes_the_fit(small_store, objective):
                 continue
             value = (not p.default_for(spec)) if p.kind == "bool" else VALUES[p.name]
             kw = dict(base_kw, **{p.name: value})
+            reference = base
+            if p.name in COMPANIONS:  # compared with the companion alone
+                reference = _fingerprint(dpipe.train(small_store, objective, **dict(base_kw, **COMPANIONS[p.name])))
+                kw.update(COMPANIONS[p.name])
             if p.name == "C":
                 kw.pop("lam", None)
             if p.name == "k":
@@ -191,4 +203,4 @@ def test_every_applicable_option_changes_the_fit(small_store, objective):
             if p.name == "smoothing":
                 kw.pop("epsilon", None)
             model = dpipe.train(small_store, objective, **kw)
-            assert _fingerprint(model) != base, p.name
+            assert _fingerprint(model) != reference, p.name
