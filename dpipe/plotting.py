@@ -1,14 +1,14 @@
-"""Figures users would rather look at than read: ROC curves and convergence curves."""
+"""Figures users would rather look at than read: ROC curves."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_roc", "plot_convergence"]
+__all__ = ["plot_roc"]
 
 
 def _pyplot():
@@ -43,21 +43,3 @@ def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]], path: s
     finally:
         plt.close(fig)
 
-
-def plot_convergence(histories: Mapping[str, Sequence[Mapping[str, Any]]], path: str | os.PathLike, key: str = "fun", title: str = "convergence") -> str:
-    """Write a PNG of ``key`` against wall time, one line per named fit history."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name, hist in histories.items():
-        if not hist:
-            continue
-        t = [h["seconds"] for h in hist]
-        v = [h[key] for h in hist]
-        ax.plot(t, v, marker=".", lw=1.2, label=name)
-    ax.set(xlabel="seconds", ylabel=key, title=title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=9)
-    try:
-        return _save(fig, path)
-    finally:
-        plt.close(fig)

@@ -101,8 +101,12 @@ class Param:
     @property
     def where(self) -> str:
         """The objectives it applies to, for messages and documentation."""
-        names = [o.name for o in OBJECTIVES.values() if o.name in self.scope or o.family in self.scope]
-        return ", ".join(names) + (f" (solver {' or '.join(self.solvers)})" if self.solvers else "") + "".join(f", not {e}" for e in self.excludes)
+        names = []
+        for o in OBJECTIVES.values():
+            solvers = [s for s in o.solvers if self.applies(o, s)]
+            if solvers:
+                names.append(o.name if len(solvers) == len(o.solvers) else f"{o.name} (solver {' or '.join(solvers)})")
+        return ", ".join(names)
 
 
 def _calibrate_default(objective: Objective) -> bool:

@@ -94,9 +94,10 @@ arithmetic is monotone, so the computed increments are non-increasing too and th
 binary searches are exact for them. ROCArea is Algorithm 3 without its sort (the
 inputs are sorted): one merge sweep, ``O(n)``.
 
-Each kernel has a plain NumPy reference: the pairwise ``O(m)`` form for ROCArea, the
-per-example form for the error rate, and Algorithm 2 over all ``O(n+ n-)`` contingency
-tables (:func:`contingency_argmax_reference`) for the others. Data moved: the two
+Each kernel has a plain NumPy reference in :mod:`dpipe.testing`: the pairwise
+``O(m)`` form for ROCArea, the per-example form for the error rate, and Algorithm 2
+over all ``O(n+ n-)`` contingency tables
+(:func:`dpipe.testing.contingency_argmax_reference`) for the others. Data moved: the two
 sorted score arrays in, two coefficient arrays of the same sizes out (8 bytes per row
 each way).
 
@@ -148,19 +149,11 @@ from ..exceptions import ParameterError
 __all__ = [
     "MostViolated",
     "rocarea_argmax",
-    "rocarea_argmax_reference",
     "error_rate_argmax",
-    "error_rate_argmax_reference",
     "prbep_argmax",
-    "prbep_argmax_reference",
     "prec_at_k_argmax",
-    "prec_at_k_argmax_reference",
     "rec_at_k_argmax",
-    "rec_at_k_argmax_reference",
     "f1_argmax",
-    "f1_argmax_reference",
-    "contingency_argmax_reference",
-    "TABLE_LOSSES",
 ]
 
 

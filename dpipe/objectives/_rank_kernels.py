@@ -1,8 +1,9 @@
 """Driver-side kernels over merged sorted scores: smoothed ROCArea and PRBEP.
 
 Scores arrive sorted in increasing order, one array per class. Each kernel has a
-plain NumPy reference (binary searches and prefix sums) that the tests compare with;
-the numba versions replace the searches by monotone two-pointer sweeps.
+plain NumPy reference (binary searches and prefix sums) in :mod:`dpipe.testing` that
+the tests compare with; the numba versions replace the searches by monotone
+two-pointer sweeps.
 
 ROCArea (DESIGN.md): with ``u = 1 - s_i + s_j`` for a positive ``i`` and a negative
 ``j``, the Huberized hinge is ``h_t(u) = 0 (u <= 0), u^2 / (2t) (0 < u < t),
@@ -38,12 +39,9 @@ import numpy as np
 
 __all__ = [
     "auc_gamma",
-    "auc_gamma_reference",
     "prbep_beta",
-    "prbep_beta_reference",
     "prbep_risk_exact",
     "sorted_auc",
-    "sorted_auc_reference",
 ]
 
 
@@ -515,7 +513,7 @@ def prbep_beta(
 
     Notes
     -----
-    ``f`` is evaluated at breakpoints bit for bit as in :func:`prbep_beta_reference`,
+    ``f`` is evaluated at breakpoints bit for bit as in :func:`dpipe.testing.prbep_beta_reference`,
     and both take the first breakpoint with ``f <= 0`` (the left end of a zero plateau
     of ``f``), the breakpoint before it and the same interpolation, so ``beta`` and
     ``theta`` are identical wherever the computed ``f`` is monotone. Rounding can make

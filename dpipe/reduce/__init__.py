@@ -8,7 +8,6 @@ from ._moments import (
     column_moments_of_shard,
     merge_column_moments,
     merge_moments,
-    moments_reference,
     shard_moments,
 )
 from ._scores import class_totals_of_shard, shard_scores, shard_scores_labels, shard_sorted_scores
@@ -23,7 +22,6 @@ __all__ = [
     "shard_moments",
     "class_moments_of_shard",
     "merge_moments",
-    "moments_reference",
     "shard_scores",
     "class_totals_of_shard",
     "shard_scores_labels",

@@ -22,7 +22,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["unit_scales", "ClassMoments", "ColumnMoments", "column_moments_of_shard", "merge_column_moments", "shard_moments", "class_moments_of_shard", "merge_moments", "moments_reference", "BLOCK_ROWS"]
+__all__ = ["unit_scales", "ClassMoments", "ColumnMoments", "column_moments_of_shard", "merge_column_moments", "shard_moments", "class_moments_of_shard", "merge_moments", "BLOCK_ROWS"]
 
 #: Rows converted to float64 at a time; bounds the temporary memory of a shard pass.
 BLOCK_ROWS = 8192

@@ -1,4 +1,5 @@
-"""Helpers shared by dpipe's tests and benchmarks: small stores and non-Gaussian data."""
+"""Helpers shared by dpipe's tests and benchmarks: small stores, non-Gaussian data and
+plain NumPy references of the numba kernels and oracles (never imported by production code)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,41 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..io import ShardWriter
+from ._references import (
+    TABLE_LOSSES,
+    auc_gamma_reference,
+    contingency_argmax_reference,
+    error_rate_argmax_reference,
+    f1_argmax_reference,
+    matvec_reference,
+    moments_reference,
+    prbep_argmax_reference,
+    prbep_beta_reference,
+    prec_at_k_argmax_reference,
+    rec_at_k_argmax_reference,
+    rmatvec_reference,
+    rocarea_argmax_reference,
+    sorted_auc_reference,
+)
 
-__all__ = ["write_store", "classification_data"]
+__all__ = [
+    "write_store",
+    "classification_data",
+    "matvec_reference",
+    "rmatvec_reference",
+    "moments_reference",
+    "auc_gamma_reference",
+    "prbep_beta_reference",
+    "sorted_auc_reference",
+    "rocarea_argmax_reference",
+    "error_rate_argmax_reference",
+    "prbep_argmax_reference",
+    "prec_at_k_argmax_reference",
+    "rec_at_k_argmax_reference",
+    "f1_argmax_reference",
+    "contingency_argmax_reference",
+    "TABLE_LOSSES",
+]
 
 
 def write_store(

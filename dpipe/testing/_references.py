@@ -51,7 +51,7 @@ def rmatvec_reference(X: np.ndarray, g: np.ndarray) -> np.ndarray:
 # class moments (dpipe.reduce._moments)
 # ---------------------------------------------------------------------------
 def moments_reference(X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None) -> ClassMoments:
-    """One plain NumPy pass over all rows (two-pass formula in float64), for tests."""
+    """NumPy reference of :func:`~dpipe.reduce._moments.shard_moments`: one pass over all rows (two-pass formula in float64)."""
     X = np.asarray(X, dtype=np.float64)
     d = X.shape[1]
     out = ClassMoments.empty(d)

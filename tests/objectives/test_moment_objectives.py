@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dpipe.testing import classification_data
+from dpipe.testing import classification_data, moments_reference
 from scipy.optimize import approx_fprime
 from scipy.stats import norm
 from sklearn.linear_model import LogisticRegression
@@ -12,7 +12,7 @@ from sklearn.metrics import roc_auc_score
 
 from dpipe.exceptions import DPipeError
 from dpipe.objectives import AUCMomentObjective, ErrorMomentObjective, StandardizedMoments
-from dpipe.reduce import moments_reference, shard_moments
+from dpipe.reduce import shard_moments
 from dpipe.solvers import fit_auc_moment, fit_error_moment
 
 

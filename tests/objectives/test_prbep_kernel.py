@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpipe.objectives._rank_kernels import prbep_beta, prbep_beta_reference, prbep_risk_exact
+from dpipe.objectives._rank_kernels import prbep_beta, prbep_risk_exact
+from dpipe.testing import prbep_beta_reference
 
 EPS = np.finfo(np.float64).eps
 

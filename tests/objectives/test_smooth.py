@@ -18,8 +18,8 @@ from dpipe._runs import merge_runs as merge_class_runs
 from dpipe.engine import RankPasses
 from dpipe.fit._smooth import SmoothedObjective
 from dpipe.objectives import PreconditionedObjective, SmoothedAUCRisk, SmoothedPRBEPRisk, ray_minimum
-from dpipe.objectives._rank_kernels import auc_gamma, auc_gamma_reference, prbep_beta, prbep_risk_exact, sorted_auc, sorted_auc_reference
-from dpipe.testing import classification_data, write_store
+from dpipe.objectives._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact, sorted_auc
+from dpipe.testing import auc_gamma_reference, classification_data, sorted_auc_reference, write_store
 
 
 def _objective(risk, ds, lam, transform=None, penalty=None):

@@ -11,19 +11,14 @@ import numpy as np
 import pytest
 
 from dpipe.exceptions import ParameterError
-from dpipe.objectives._argmax import (
+from dpipe.objectives._argmax import error_rate_argmax, f1_argmax, prbep_argmax, prec_at_k_argmax, rec_at_k_argmax, rocarea_argmax
+from dpipe.testing import (
     contingency_argmax_reference,
-    error_rate_argmax,
     error_rate_argmax_reference,
-    f1_argmax,
     f1_argmax_reference,
-    prbep_argmax,
     prbep_argmax_reference,
-    prec_at_k_argmax,
     prec_at_k_argmax_reference,
-    rec_at_k_argmax,
     rec_at_k_argmax_reference,
-    rocarea_argmax,
     rocarea_argmax_reference,
 )
 

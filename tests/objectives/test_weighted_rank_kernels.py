@@ -9,15 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from dpipe.objectives._rank_kernels import (
-    auc_gamma,
-    auc_gamma_reference,
-    prbep_beta,
-    prbep_beta_reference,
-    prbep_risk_exact,
-    sorted_auc,
-    sorted_auc_reference,
-)
+from dpipe.objectives._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact, sorted_auc
+from dpipe.testing import auc_gamma_reference, prbep_beta_reference, sorted_auc_reference
 
 EPS = np.finfo(np.float64).eps
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpipe.reduce._linalg import matvec, matvec_reference, rmatvec, rmatvec_reference
+from dpipe.reduce._linalg import matvec, rmatvec
+from dpipe.testing import matvec_reference, rmatvec_reference
 
 
 @pytest.mark.parametrize("shape", [(0, 3), (1, 1), (37, 5), (1000, 118)])
