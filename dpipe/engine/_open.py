@@ -9,6 +9,7 @@ from typing import Any
 
 from .._config import get_setting
 from .._validation import check_choice
+from ..exceptions import ParameterError
 from ..io import Store, open_store
 from ._client import cluster_client, explicit_scheduler
 from ._dataset import LocalDataset, ShardedDataset
@@ -22,16 +23,26 @@ log = logging.getLogger("dpipe.engine")
 ENGINES = ("auto", "dask", "local")
 
 
-def resolve_engine(engine: str, store: Store, *, client: Any = None, scheduler: str | None = None, owner: str = "train") -> str:
+def resolve_engine(
+    engine: str, store: Store, *, client: Any = None, scheduler: str | None = None, workers: int | None = None, memory_limit: Any = None,
+    owner: str = "train",
+) -> str:
     """``"dask"`` or ``"local"`` for ``engine``; ``"auto"`` is local below ``dpipe.local-max-bytes``.
 
     A named cluster (``client``, ``scheduler``, ``DPIPE_SCHEDULER`` or the
-    ``dpipe.scheduler`` key) always means dask. The choice is logged.
+    ``dpipe.scheduler`` key) or an embedded cluster's ``workers`` / ``memory_limit``
+    always mean dask; with ``engine="local"`` they are an error. The choice is logged.
     """
     check_choice(engine, "engine", owner, ENGINES)
-    if engine != "auto":
+    cluster_options = [name for name, value in (("client", client), ("workers", workers), ("memory_limit", memory_limit)) if value is not None]
+    if engine == "local":
+        if cluster_options or scheduler:
+            named = cluster_options + (["scheduler"] if scheduler else [])
+            raise ParameterError(f"The {', '.join(map(repr, named))} parameter(s) of {owner} choose a dask cluster; engine='local' runs in this process. Drop one.")
         return engine
-    if client is not None or explicit_scheduler(scheduler):
+    if engine == "dask":
+        return engine
+    if cluster_options or explicit_scheduler(scheduler):
         return "dask"
     limit = int(get_setting("local-max-bytes"))
     chosen = "local" if store.nbytes <= limit else "dask"
@@ -56,7 +67,7 @@ def open_dataset(
     ``engine="auto"`` is resolved by :func:`resolve_engine`.
     """
     st = store if isinstance(store, Store) else open_store(store)
-    engine = resolve_engine(engine, st, client=client, scheduler=scheduler, owner="open_dataset")
+    engine = resolve_engine(engine, st, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, owner="open_dataset")
     if engine == "local":
         with LocalDataset(st, cache=cache) as ds:
             yield ds

@@ -91,7 +91,7 @@ def train(
                              "evaluate the model on the store instead.")
     st = store if isinstance(store, Store) else open_store(store)
     m = st.manifest
-    engine = resolve_engine(engine, st, client=client, scheduler=scheduler)
+    engine = resolve_engine(engine, st, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit)
     with contextlib.ExitStack() as stack:
         c = None if engine == "local" else stack.enter_context(cluster_client(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit))
         ds = stack.enter_context(open_dataset(st, engine=engine, client=c, cache=cache))
@@ -143,7 +143,8 @@ validation : str or Store, optional
 engine : {"auto", "dask", "local"}
     Run the passes on a dask cluster or in this process. ``"auto"`` (default) stays in
     this process for stores of at most ``dpipe.local-max-bytes`` bytes of features
-    (200 MB) unless a cluster is named, and logs its choice.
+    (200 MB) unless a cluster is named (``client``, ``scheduler``, ``workers``,
+    ``memory_limit``), and logs its choice.
 client, scheduler, workers, memory_limit : optional
     Cluster selection, see :func:`dpipe.engine.cluster_client`.
 cache : {"auto", "memory", "stream"}, optional

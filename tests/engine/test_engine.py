@@ -152,3 +152,31 @@ def test_closing_a_dataset_frees_its_shards_on_the_workers(tmp_path, client):
             assert sum(n for n, _ in client.run(_live_shards_and_hosts).values()) >= 4 + sum(n for n, _ in before.values())
         after = client.run(_live_shards_and_hosts)
         assert after == before, "the closed dataset's shards or shard hosts are still alive on a worker"
+
+
+def test_engine_auto_stays_local_for_small_stores_unless_a_cluster_is_named(tmp_path, caplog, monkeypatch):
+    import logging
+
+    import dask
+
+    from dpipe.engine import resolve_engine
+    from dpipe.exceptions import ParameterError
+    from dpipe.io import open_store
+
+    monkeypatch.delenv("DPIPE_SCHEDULER", raising=False)
+    X, y = classification_data(500, 4, seed=1)
+    st = open_store(write_store(tmp_path / "s.zarr", X, y, [500]))
+    with caplog.at_level(logging.INFO, logger="dpipe.engine"):
+        assert resolve_engine("auto", st) == "local"
+    assert "engine auto: this process" in caplog.text
+    with dask.config.set({"dpipe.local-max-bytes": st.nbytes - 1}):
+        assert resolve_engine("auto", st) == "dask"
+    assert resolve_engine("auto", st, workers=2) == "dask"
+    assert resolve_engine("auto", st, memory_limit="1GiB") == "dask"
+    assert resolve_engine("auto", st, scheduler="tcp://127.0.0.1:1") == "dask"
+    with dask.config.set({"dpipe.scheduler": "tcp://127.0.0.1:1"}):
+        assert resolve_engine("auto", st) == "dask"
+    with pytest.raises(ParameterError, match="'workers' parameter\\(s\\) of train choose a dask cluster; engine='local'"):
+        resolve_engine("local", st, workers=2)
+    with pytest.raises(ParameterError, match="'engine' parameter of train must be one of 'auto', 'dask', 'local'"):
+        resolve_engine("gpu", st)
