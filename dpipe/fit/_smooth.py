@@ -16,9 +16,12 @@ from ..reduce import ClassMoments
 from ..solvers import CONTINUATION_START, MOMENT_PRECONDITION_MAX_FEATURES, fit_auc_moment, fit_smooth, moment_preconditioner
 from ._outcome import FitOutcome
 
-__all__ = ["fit_smoothed", "default_smoothing", "SmoothedObjective"]
+__all__ = ["fit_smoothed", "default_smoothing", "SmoothedObjective", "smoothed_objective", "RISKS"]
 
 log = logging.getLogger("dpipe.fit")
+
+#: objective -> its pure risk, built from the smoothing width
+RISKS = {"auc-smooth": SmoothedAUCRisk, "prbep-smooth": SmoothedPRBEPRisk}
 
 #: the options that use the auc-moment ray, and what to use instead when the data has no such direction
 MOMENT_RAY_FALLBACKS = {"init='auc-moment'": "init='zeros'", "precondition='moments'": "precondition='diagonal'"}
@@ -66,6 +69,18 @@ class SmoothedObjective:
     def train_auc(self) -> float:
         """Exact (weighted) training ROC-AUC of the last evaluated scores."""
         return train_auc(self._scores)
+
+
+def smoothed_objective(
+    passes: RankPasses, objective: str, smoothing: float, lam: float, transform: np.ndarray | None = None, penalty: np.ndarray | None = None
+) -> PreconditionedObjective:
+    """``u -> R_mu(T u) + lam/2 sum_j p_j (T u)_j^2`` with value and gradient through the engine's two passes.
+
+    What the smoothed family's L-BFGS minimizes (``T = 1``, ``p = 1``: SVM-perf's objective
+    on raw features in raw coordinates); also what benchmarks time per evaluation.
+    """
+    T = np.ones(passes.n_features) if transform is None else transform
+    return PreconditionedObjective(SmoothedObjective(passes, RISKS[objective](smoothing)), T, lam, penalty)
 
 
 def _moment_ray(moments: ClassMoments, passes: RankPasses, risk: Any, scale: np.ndarray, quad_weights: np.ndarray, lam: float, ridge: float,
@@ -135,7 +150,7 @@ def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[s
         raise DPipeError(f"the training data has no {missing} rows (weight {negative:g} negative, {positive:g} positive); {p.objective} needs both classes")
     total_weight = positive + negative
     width = p.smoothing if p.smoothing is not None else default_smoothing(p.objective, total_weight, p.epsilon, p.mu_scale)
-    make_risk = SmoothedAUCRisk if p.objective == "auc-smooth" else SmoothedPRBEPRisk
+    make_risk = RISKS[p.objective]
     scale = np.ones(d)
     if p.standardize or preconditioner != "none":
         if moments is not None:
@@ -177,7 +192,7 @@ def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[s
         log.info("%s before L-BFGS: %.3f s", ", ".join(setup_passes), t_setup)
 
     def make(width: float) -> PreconditionedObjective:
-        return PreconditionedObjective(SmoothedObjective(passes, make_risk(width)), transform, lam, penalty)
+        return smoothed_objective(passes, p.objective, width, lam, transform, penalty)
 
     coordinates = make(width)  # the change of variables does not depend on the width
     w_validate = None if validate is None else (lambda u: validate(coordinates.to_raw(u), 0.0))

@@ -18,8 +18,8 @@ Grammar of one line (bytes; whitespace is space, tab, CR, VT, FF)::
 lines and returns CSR arrays; the kernel reports an error code and the line of the
 first malformed token, and :func:`parse_block` raises an
 :class:`~dpipe.exceptions.InputError` naming the file and 1-based line.
-:func:`parse_block_reference` does the same in plain Python (regular expressions
-and :func:`float`); the test-suite checks that both agree.
+:func:`dpipe.testing.parse_block_reference` does the same in plain Python (regular
+expressions and :func:`float`); the test-suite checks that both agree.
 
 Numbers are converted exactly: the kernel uses the exact fast path (at most 15
 significant digits and a decimal exponent in [-22, 22], one correctly rounded
@@ -37,7 +37,7 @@ import numpy as np
 
 from ..exceptions import InputError
 
-__all__ = ["SvmBlock", "parse_block", "parse_block_reference", "looks_like_svmlight", "MAX_INDEX"]
+__all__ = ["SvmBlock", "parse_block", "looks_like_svmlight", "MAX_INDEX"]
 
 MAX_INDEX = 2**31 - 1
 
@@ -372,55 +372,6 @@ def parse_block(data: bytes, first_line: int = 1, path: str = "<bytes>") -> SvmB
 
 
 _NUM = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_IDX = re.compile(rb"\d+")
-
-
-def parse_block_reference(data: bytes, first_line: int = 1, path: str = "<bytes>") -> SvmBlock:
-    """Plain-Python parser with the same grammar, results and errors as :func:`parse_block`.
-
-    Slow; used by the tests to check the numba kernel.
-    """
-    labels: list[float] = []
-    indptr = [0]
-    indices: list[int] = []
-    values: list[float] = []
-    lines: list[int] = []
-    for k, raw in enumerate(bytes(data).split(b"\n")):
-        lineno = first_line + k
-        toks = raw.split(b"#", 1)[0].split()
-        if not toks:
-            continue
-        if not _NUM.fullmatch(toks[0]):
-            raise _error(ERR_LABEL, path, lineno, toks[0])
-        prev = -1
-        for t in toks[1:]:
-            if t.startswith(b"qid:"):
-                raise _error(ERR_QID, path, lineno, t)
-            i, sep, v = t.partition(b":")
-            if not sep or not _IDX.fullmatch(i):
-                raise _error(ERR_FEATURE, path, lineno, t)
-            idx = int(i)
-            if idx > MAX_INDEX:
-                raise _error(ERR_BIG, path, lineno, t)
-            if not _NUM.fullmatch(v):
-                raise _error(ERR_VALUE, path, lineno, t)
-            if idx <= prev:
-                raise _error(ERR_ORDER, path, lineno, t)
-            indices.append(idx)
-            values.append(float(v))
-            prev = idx
-        labels.append(float(toks[0]))
-        indptr.append(len(indices))
-        lines.append(lineno)
-    block = SvmBlock(
-        np.array(labels, dtype=np.float64),
-        np.array(indptr, dtype=np.int64),
-        np.array(indices, dtype=np.int32),
-        np.array(values, dtype=np.float64),
-        np.array(lines, dtype=np.int64),
-    )
-    _check_finite(block, path)
-    return block
 
 
 _SVM_LINE = re.compile(rb"\s*[+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?(?:\s+(?:\d+|qid):\S+)+\s*")

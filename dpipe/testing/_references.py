@@ -9,14 +9,18 @@ Algorithm 2 over all contingency tables).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..exceptions import ParameterError
+from ..io import _svmlight as _svm
 from ..objectives._argmax import MostViolated, _integer_weights
 from ..objectives._rank_kernels import _class_weights
 from ..reduce._moments import ClassMoments
 
 __all__ = [
+    "parse_block_reference",
     "matvec_reference",
     "rmatvec_reference",
     "moments_reference",
@@ -455,3 +459,54 @@ def rec_at_k_argmax_reference(sp: np.ndarray, sn: np.ndarray, k: float, vp: np.n
 def f1_argmax_reference(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """Algorithm 2 reference of :func:`~dpipe.objectives._argmax.f1_argmax`: all ``O(n+ n-)`` tables (``O(Wp Wn)`` weighted)."""
     return contingency_argmax_reference(sp, sn, "f1", None, vp, vn)
+
+
+_IDX = re.compile(rb"\d+")
+
+
+def parse_block_reference(data: bytes, first_line: int = 1, path: str = "<bytes>") -> _svm.SvmBlock:
+    """Plain-Python parser with the same grammar, results and errors as :func:`dpipe.io._svmlight.parse_block`.
+
+    Slow; used by the tests to check the numba kernel.
+    """
+    labels: list[float] = []
+    indptr = [0]
+    indices: list[int] = []
+    values: list[float] = []
+    lines: list[int] = []
+    for k, raw in enumerate(bytes(data).split(b"\n")):
+        lineno = first_line + k
+        toks = raw.split(b"#", 1)[0].split()
+        if not toks:
+            continue
+        if not _svm._NUM.fullmatch(toks[0]):
+            raise _svm._error(_svm.ERR_LABEL, path, lineno, toks[0])
+        prev = -1
+        for t in toks[1:]:
+            if t.startswith(b"qid:"):
+                raise _svm._error(_svm.ERR_QID, path, lineno, t)
+            i, sep, v = t.partition(b":")
+            if not sep or not _IDX.fullmatch(i):
+                raise _svm._error(_svm.ERR_FEATURE, path, lineno, t)
+            idx = int(i)
+            if idx > _svm.MAX_INDEX:
+                raise _svm._error(_svm.ERR_BIG, path, lineno, t)
+            if not _svm._NUM.fullmatch(v):
+                raise _svm._error(_svm.ERR_VALUE, path, lineno, t)
+            if idx <= prev:
+                raise _svm._error(_svm.ERR_ORDER, path, lineno, t)
+            indices.append(idx)
+            values.append(float(v))
+            prev = idx
+        labels.append(float(toks[0]))
+        indptr.append(len(indices))
+        lines.append(lineno)
+    block = _svm.SvmBlock(
+        np.array(labels, dtype=np.float64),
+        np.array(indptr, dtype=np.int64),
+        np.array(indices, dtype=np.int32),
+        np.array(values, dtype=np.float64),
+        np.array(lines, dtype=np.int64),
+    )
+    _svm._check_finite(block, path)
+    return block

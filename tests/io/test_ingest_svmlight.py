@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from dpipe.exceptions import InputError
 from dpipe.io import ingest, open_store
-from dpipe.io._svmlight import parse_block, parse_block_reference
+from dpipe.io._svmlight import parse_block
+from dpipe.testing import parse_block_reference
 
 DOC = """# a comment line
 +1 1:0.5 3:2 # trailing comment

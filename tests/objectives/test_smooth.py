@@ -16,6 +16,7 @@ from dpipe.exceptions import DPipeError
 from dpipe.io import Shard
 from dpipe._runs import merge_runs as merge_class_runs
 from dpipe.engine import RankPasses
+from dpipe.fit import smoothed_objective
 from dpipe.fit._smooth import SmoothedObjective
 from dpipe.objectives import PreconditionedObjective, SmoothedAUCRisk, SmoothedPRBEPRisk, ray_minimum
 from dpipe.objectives._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact, sorted_auc
@@ -29,11 +30,11 @@ def _objective(risk, ds, lam, transform=None, penalty=None):
 
 
 def SmoothedAUCObjective(ds, lam, t, n_pos=None, n_neg=None):  # noqa: N802
-    return _objective(SmoothedAUCRisk(t), ds, lam)
+    return smoothed_objective(RankPasses(ds), "auc-smooth", t, lam)
 
 
 def SmoothedPRBEPObjective(ds, lam, mu, n_pos=None, n_neg=None):  # noqa: N802
-    return _objective(SmoothedPRBEPRisk(mu), ds, lam)
+    return smoothed_objective(RankPasses(ds), "prbep-smooth", mu, lam)
 
 
 def line_minimum(ds, risk, u, quad):

@@ -10,9 +10,9 @@ from dpipe.engine import LocalDataset, ShardedDataset
 from dpipe.exceptions import ConvergenceWarning
 from dpipe.io import Shard
 from dpipe.engine import RankPasses
-from dpipe.fit._smooth import SmoothedObjective
-from dpipe.fit._structural import StructuralRisk as _StructuralRisk
-from dpipe.objectives import PreconditionedObjective, SmoothedAUCRisk, StructuralLoss
+from dpipe.fit import StructuralRisk as _StructuralRisk
+from dpipe.fit import smoothed_objective
+from dpipe.objectives import StructuralLoss
 from dpipe.solvers import fit_smooth
 
 
@@ -22,7 +22,7 @@ def StructuralRisk(ds, loss, n_pos=None, n_neg=None, k=None, *, bias=0.0, scale=
 
 
 def SmoothedAUCObjective(ds, lam, t, n_pos=None, n_neg=None):  # noqa: N802
-    return PreconditionedObjective(SmoothedObjective(RankPasses(ds), SmoothedAUCRisk(t)), np.ones(ds.n_features), lam)
+    return smoothed_objective(RankPasses(ds), "auc-smooth", t, lam)
 from dpipe.solvers._cutting_plane import fit_cutting_plane
 from dpipe.solvers._master_qp import solve_simplex_qp
 from dpipe.testing import classification_data, write_store
