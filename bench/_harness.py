@@ -93,9 +93,16 @@ def warm_up(dpipe: Any, client: Any, work: Path, objectives: Sequence[str] = OBJ
     path = work / "warm-up.zarr"
     if not path.exists():
         dpipe.make_data(str(path), rows=4000, features=8, seed=0, shard_rows=1000)
+    from dpipe.fit import OBJECTIVES as SPECS
+
     t0 = time.perf_counter()
     for objective in objectives:
-        quiet_train(dpipe, str(path), objective, client=client, validation=str(path), max_iter=3, train_metrics=False)
+        spec = SPECS[objective]
+        # validation and max_iter only where they apply (the moment objectives take no validation store, the closed form no max_iter)
+        opts: dict[str, Any] = {} if spec.family == "moment" else {"validation": str(path)}
+        if spec.solvers[0] != "closed-form":
+            opts["max_iter"] = 3
+        quiet_train(dpipe, str(path), objective, client=client, train_metrics=False, **opts)
     return time.perf_counter() - t0
 
 

@@ -71,7 +71,8 @@ def race(dpipe, client, name: str, a) -> list[dict]:
         runs = {}
         lam_perf = LAM / 4 if perf == "prbep" else LAM
         runs[perf] = _train(dpipe, client, train, perf, lam=lam_perf, eps=a.eps or EPS[name], max_iter=a.cp_max_iter, standardize=standardize)
-        runs[smooth] = _train(dpipe, client, train, smooth, lam=LAM, max_iter=a.lbfgs_max_iter, tol=1e-10, standardize=standardize)
+        runs[smooth] = _train(dpipe, client, train, smooth, lam=LAM, max_iter=a.lbfgs_max_iter, tol=1e-10, standardize=standardize,
+                              precondition="none", init="zeros")  # from w = 0, unpreconditioned, as the results were measured
         j_best = min(min(h["J"] for h in m.fit["history"]) for m, _, _ in runs.values())
         for objective, (model, wall, caught) in runs.items():
             fit = model.fit

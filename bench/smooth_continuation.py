@@ -50,7 +50,7 @@ def main() -> None:
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         model = dpipe.train(train, objective, client=client, continuation=continuation, standardize=STANDARDIZE.get(name, False),
-                                            max_iter=a.max_iter, calibrate=False, train_metrics=False)
+                                            precondition="none", init="zeros", max_iter=a.max_iter, calibrate=False, train_metrics=False)
                     runs["continuation" if continuation else "plain"] = (model.fit, [str(w.message) for w in caught])
                 best = min(h["J"] for fit, _ in runs.values() for h in fit["history"])
                 for mode, (fit, warned) in runs.items():

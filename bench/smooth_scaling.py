@@ -60,8 +60,8 @@ def _median_seconds(fn, repeats: int) -> float:
 def measure(path: Path, client, evals: int, seed: int = 0) -> dict:
     """Plain-pass and evaluation times for one store."""
     import dpipe
-    from dpipe.engine import ShardedDataset
-    from dpipe.objectives import SmoothedAUCObjective, SmoothedPRBEPObjective
+    from dpipe.engine import RankPasses, ShardedDataset
+    from dpipe.fit import smoothed_objective
 
     st = dpipe.open_store(str(path))
     m = st.manifest
@@ -75,8 +75,8 @@ def measure(path: Path, client, evals: int, seed: int = 0) -> dict:
         row["load_s"] = ds.load_seconds
         row["plain_pass_memory_s"] = _median_seconds(lambda: ds.map_reduce(_plain_pass, _add, w), 5)
         for name, obj in (
-            ("auc-smooth", SmoothedAUCObjective(ds, 1e-4, 2e-3, m.n_positive, m.n_negative)),
-            ("prbep-smooth", SmoothedPRBEPObjective(ds, 1e-4, 2e-3 / m.n_rows, m.n_positive, m.n_negative)),
+            ("auc-smooth", smoothed_objective(RankPasses(ds), "auc-smooth", 2e-3, 1e-4)),
+            ("prbep-smooth", smoothed_objective(RankPasses(ds), "prbep-smooth", 2e-3 / m.n_rows, 1e-4)),
         ):
             obj.value_and_grad(w)  # warm-up (numba compilation, first actor calls)
             totals, parts = [], []

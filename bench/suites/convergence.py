@@ -33,13 +33,16 @@ from ..datasets import ingest_pair
 LAM = 1e-4
 #: measure -> (smoothed objective, cutting-plane objective, validation key)
 MEASURES = {"ROC-AUC": ("auc-smooth", "rocarea", "validation_auc"), "PRBEP": ("prbep-smooth", "prbep", "validation_prbep")}
+#: L-BFGS in raw (or standardized) coordinates, no preconditioning, from w = 0 (the defaults would be
+#: the moments preconditioner and the auc-moment start)
+PLAIN = {"precondition": "none", "init": "zeros"}
 #: solver label -> options of the smoothed objective (None: the cutting plane)
 SOLVERS: dict[str, dict[str, Any] | None] = {
-    "L-BFGS mu^": {"mu_scale": 1.0},
-    "L-BFGS 100 mu^": {"mu_scale": 100.0},
-    "L-BFGS 1000 mu^": {"mu_scale": 1000.0},
-    "L-BFGS continuation": {"continuation": True},
-    "L-BFGS mu^, auc-moment start": {"mu_scale": 1.0, "init": "auc-moment"},
+    "L-BFGS mu^": {"mu_scale": 1.0, **PLAIN},
+    "L-BFGS 100 mu^": {"mu_scale": 100.0, **PLAIN},
+    "L-BFGS 1000 mu^": {"mu_scale": 1000.0, **PLAIN},
+    "L-BFGS continuation": {"continuation": True, **PLAIN},
+    "L-BFGS mu^, auc-moment start": {"mu_scale": 1.0, "precondition": "none", "init": "auc-moment"},
     "cutting plane": None,
 }
 #: dataset -> (standardize, cutting-plane eps, L-BFGS iterations, cutting-plane iterations)

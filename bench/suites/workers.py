@@ -28,7 +28,10 @@ def _options(objective: str, iterations: int) -> dict[str, Any]:
     """Train options that fix the work: no early stop by tolerance."""
     if objective.endswith("-moment"):
         return {}
-    return {"max_iter": iterations, "eps": 1e-12} if objective == "rocarea" else {"max_iter": iterations, "tol": 1e-12}
+    if objective == "rocarea":
+        return {"max_iter": iterations, "eps": 1e-12}
+    # from w = 0 without preconditioning: the iterations are the whole work (the defaults add a moments and a score pass)
+    return {"max_iter": iterations, "tol": 1e-12, "precondition": "none", "init": "zeros"}
 
 
 def _one(dpipe: Any, client: Any, store: str, objective: str, iterations: int) -> dict[str, Any]:

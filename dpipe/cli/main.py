@@ -42,7 +42,7 @@ def _add_cluster(p: argparse.ArgumentParser, cache_default: str | None = None, e
     g.add_argument("--memory-limit", dest="memory_limit", help="memory limit per embedded worker, e.g. 4GiB (default auto)")
     g.add_argument("--cache", choices=("auto", "memory", "stream"), default=cache_default, help="keep shards in worker memory or stream them on every pass (default auto: persist when they fit)")
     g.add_argument("--engine", choices=("auto", "dask", "local"), default=engine_default,
-                   help=f"'local' runs every pass in this process (no cluster); 'auto' does so for stores up to dpipe.local-max-bytes (200 MB) when no scheduler is named (default {engine_default})")
+                   help=f"'local' runs every pass in this process (no cluster); 'auto' does so for stores up to dpipe.local-max-bytes (1 GB) when no scheduler is named (default {engine_default})")
 
 
 def _cluster_kwargs(a: argparse.Namespace) -> dict[str, Any]:

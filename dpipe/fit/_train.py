@@ -143,7 +143,7 @@ validation : str or Store, optional
 engine : {"auto", "dask", "local"}
     Run the passes on a dask cluster or in this process. ``"auto"`` (default) stays in
     this process for stores of at most ``dpipe.local-max-bytes`` bytes of features
-    (200 MB) unless a cluster is named (``client``, ``scheduler``, ``workers``,
+    (1 GB) unless a cluster is named (``client``, ``scheduler``, ``workers``,
     ``memory_limit``), and logs its choice.
 client, scheduler, workers, memory_limit : optional
     Cluster selection, see :func:`dpipe.engine.cluster_client`.

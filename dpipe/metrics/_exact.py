@@ -71,6 +71,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._runs import merge_runs
 from .._validation import check_number
 from ..exceptions import ParameterError
 
@@ -261,8 +262,7 @@ class RankSummary:
         if len(parts) == 1:
             return parts[0]
         scores = np.concatenate([p.scores for p in parts])
-        # Each part is a sorted run; the stable sort (timsort) merges the runs.
-        order = np.argsort(-scores, kind="stable")
+        _, order, _ = merge_runs([-p.scores for p in parts])  # each part is a decreasing run
         if not any(p.weighted for p in parts):
             pos = np.concatenate([p.pos for p in parts])
             neg = np.concatenate([p.neg for p in parts])
