@@ -13,7 +13,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._config import get_setting
 from .engine import LocalDataset
 from .exceptions import ParameterError
-from .fit import OBJECTIVES, PARAMS, finish_fit, fit_dataset, resolve
+from .fit import OBJECTIVES, PARAMS, finish_fit, fit_dataset, model_params, resolve
 from .fit._params import numpydoc, signature_parameters
 from .io import Shard
 from .model import LinearModel
@@ -37,8 +37,8 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     at ``fit``. Binary classification only; ``classes_[1]`` is the positive class.
 
     ``fit`` takes NumPy arrays, pandas DataFrames (feature names are kept), scipy
-    sparse matrices (densified one shard of 65,536 rows at a time, refused above
-    ``dpipe.estimator-max-dense-bytes``) and dask arrays or DataFrames (computed into
+    sparse matrices (densified into float32 shards of 65,536 rows, refused when the dense
+    copy would exceed ``dpipe.estimator-max-dense-bytes``) and dask arrays or DataFrames (computed into
     memory on the current scheduler, then fitted as the in-memory input).
     ``sample_weight`` weights every objective as repeated rows. A target that is not
     binary is a ``ValueError`` ("Only binary classification is supported").
@@ -92,12 +92,27 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         for i, start in enumerate(range(0, max(n, 1), ESTIMATOR_SHARD_ROWS)):
             block = X[start : start + ESTIMATOR_SHARD_ROWS]
             block = block.toarray() if hasattr(block, "toarray") else block
-            w = None if weight is None else weight[start : start + ESTIMATOR_SHARD_ROWS].astype(np.float32)
+            w = None if weight is None else weight[start : start + ESTIMATOR_SHARD_ROWS]  # float64: whole weights stay exact
             shards.append(Shard(X=np.ascontiguousarray(block, dtype=np.float32), y=y_pm[start : start + ESTIMATOR_SHARD_ROWS], weight=w, index=i))
         return shards
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> DPipeClassifier:
-        """Fit on features ``X`` (n, d) and two-valued labels ``y`` (n,), optionally weighted."""
+        """Fit the objective on ``X`` and two-valued labels ``y``.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, sparse matrix or dask array of shape (n, d)
+            Features.
+        y : array-like of shape (n,)
+            Labels with exactly two values; ``classes_[1]`` (the larger) is positive.
+        sample_weight : array-like of shape (n,), optional
+            Non-negative weights; a row of weight v counts as v repeated rows.
+
+        Returns
+        -------
+        DPipeClassifier
+            ``self``, fitted.
+        """
         p = resolve(self.objective, {name: getattr(self, name) for name in PARAMS}, "DPipeClassifier")
         if _is_dask(X) or _is_dask(y) or _is_dask(sample_weight):
             import dask
@@ -128,11 +143,28 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.n_iter_ = max(1, int(outcome.result.nit))
         self.fit_result_ = outcome.result
+        self.fit_params_ = model_params(p)
         return self
 
     def decision_function(self, X: Any) -> Any:
-        """Scores ``X @ coef_.T + intercept_``, shape (n,); lazy for dask arrays."""
+        """Scores ``X @ coef_.T + intercept_``.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, sparse matrix, dask array or dask DataFrame of shape (n, d)
+            Features, in the columns ``fit`` saw.
+
+        Returns
+        -------
+        ndarray or dask array of shape (n,)
+            The scores (lazy for dask input); positive means ``classes_[1]``.
+        """
         check_is_fitted(self)
+        if _is_dask(X) and hasattr(X, "columns"):  # a dask DataFrame: check its columns, then score its blocks
+            names = list(getattr(self, "feature_names_in_", []))
+            if names and list(X.columns) != names:
+                raise ValueError(f"The dask DataFrame's columns {list(X.columns)[:5]}... differ from the feature names seen in fit {names[:5]}...")
+            X = X.to_dask_array(lengths=True)
         if _is_dask(X):
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has shape {X.shape}, but DPipeClassifier is expecting {self.n_features_in_} features as input.")
@@ -141,7 +173,18 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
 
     def predict(self, X: Any) -> Any:
-        """``classes_[1]`` where the score is > 0, else ``classes_[0]``."""
+        """``classes_[1]`` where the score is > 0, else ``classes_[0]``.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, sparse matrix, dask array or dask DataFrame of shape (n, d)
+            Features.
+
+        Returns
+        -------
+        ndarray or dask array of shape (n,)
+            Predicted labels (lazy for dask input).
+        """
         s = self.decision_function(X)
         if _is_dask(s):
             return s.map_blocks(lambda b: self.classes_[(b > 0).astype(int)], dtype=self.classes_.dtype)
@@ -151,7 +194,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         """The fitted rule as a :class:`LinearModel` (to save, evaluate or serve)."""
         check_is_fitted(self)
         names = feature_names if feature_names is not None else (list(self.feature_names_in_) if hasattr(self, "feature_names_in_") else None)
-        return LinearModel(self.coef_[0], self.intercept_[0], feature_names=names, objective=self.objective, params=self.get_params(), fit=self.fit_result_.to_dict())
+        return LinearModel(self.coef_[0], self.intercept_[0], feature_names=names, objective=self.objective, params=self.fit_params_, fit=self.fit_result_.to_dict())
 
 
 def _finish_class() -> None:

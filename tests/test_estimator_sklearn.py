@@ -156,3 +156,27 @@ def test_dask_array_matches_numpy(data, objective):
     assert isinstance(scores, da.Array)
     np.testing.assert_allclose(scores.compute(), ref.decision_function(X), rtol=1e-12)
     np.testing.assert_array_equal(lazy.predict(da.from_array(X, chunks=(250, 6))).compute(), ref.predict(X))
+
+
+def test_dask_dataframe_fit_and_predict_keep_the_columns():
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((400, 3))
+    y = np.where(X[:, 0] - X[:, 2] + 0.5 * rng.standard_normal(400) > 0, 1, 0)
+    df = pd.DataFrame(X, columns=["a", "b", "c"])
+    ddf = dd.from_pandas(df, npartitions=3)
+    clf = DPipeClassifier("auc-smooth").fit(ddf, y)
+    assert list(clf.feature_names_in_) == ["a", "b", "c"]
+    np.testing.assert_allclose(np.asarray(clf.decision_function(ddf).compute()), clf.decision_function(df), rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(clf.predict(ddf).compute()), clf.predict(df))
+    with pytest.raises(ValueError, match="columns"):
+        clf.decision_function(ddf.rename(columns={"a": "z"}))
+
+
+def test_to_model_keeps_the_resolved_parameters():
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((200, 3))
+    y = np.where(X[:, 0] + rng.standard_normal(200) > 0, 1, -1)
+    model = DPipeClassifier("rocarea", C=10).fit(X, y).to_model()
+    assert model.params["lam"] == pytest.approx(1e-3) and model.params["eps"] == 1e-3 and model.params["given"] == ["C"]

@@ -3,7 +3,7 @@
 from ._client import cluster_client, describe_client, explicit_scheduler
 from ._dataset import CACHE_MODES, LocalDataset, ShardedDataset, choose_cache
 from ._open import ENGINES, open_dataset, resolve_engine
-from ._passes import MergedScores, RankPasses, class_moments, class_totals, column_scales, rank_summary
+from ._passes import ClassTotals, MergedScores, RankPasses, class_moments, class_totals, column_scales, rank_summary
 
 __all__ = [
     "cluster_client",
@@ -17,6 +17,7 @@ __all__ = [
     "open_dataset",
     "resolve_engine",
     "MergedScores",
+    "ClassTotals",
     "RankPasses",
     "class_moments",
     "class_totals",

@@ -55,7 +55,7 @@ def resolve_engine(
 def open_dataset(
     store: str | Store,
     *,
-    engine: str = "dask",
+    engine: str = "auto",
     client: Any = None,
     scheduler: str | None = None,
     workers: int | None = None,

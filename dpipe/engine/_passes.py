@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from .._runs import MergedScores, merge_runs, scatter_runs
 from ..metrics import RankSummary
 from ..reduce import ClassMoments, class_moments_of_shard, class_totals_of_shard, class_scores, column_moments_of_shard, gradient_pass, merge_column_moments, merge_moments, score_pass, shard_sorted_scores
 
-__all__ = ["MergedScores", "RankPasses", "class_moments", "class_totals", "column_scales", "rank_summary"]
+__all__ = ["MergedScores", "RankPasses", "ClassTotals", "class_moments", "class_totals", "column_scales", "rank_summary"]
 
 
 @dataclasses.dataclass
@@ -93,7 +93,7 @@ class RankPasses:
             self._pending, self._w = _Scatter(key, pos, neg), w
         weighted = merged.pos_weight is not None
         n = merged.pos.size + merged.neg.size
-        self.last = {"seconds_score": t1 - t0, "seconds_merge": t2 - t1, "bytes_moved": (16 if weighted else 8) * n + 16 * w.size * len(parts)}
+        self.last = {"seconds_score": t1 - t0, "seconds_merge": t2 - t1, "bytes_moved": (16 if weighted else 8) * n + 8 * w.size * len(parts)}
         return merged
 
     def gradient(self, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:
@@ -106,7 +106,7 @@ class RankPasses:
         per_shard = list(zip(scatter_runs(np.asarray(g_pos, dtype=np.float64), *pend.pos), scatter_runs(np.asarray(g_neg, dtype=np.float64), *pend.neg)))
         grad = np.asarray(self.ds.map_reduce_each(gradient_pass, np.add, per_shard, w, pend.key), dtype=np.float64)
         self.last["seconds_gradient"] = time.perf_counter() - t0
-        self.last["bytes_moved"] += 8 * (g_pos.size + g_neg.size) + 8 * w.size * len(per_shard)
+        self.last["bytes_moved"] += 8 * (g_pos.size + g_neg.size) + 16 * w.size * len(per_shard)  # w out, a d-vector back per shard
         return grad
 
 
@@ -115,12 +115,21 @@ def class_moments(dataset: Any) -> ClassMoments:
     return dataset.map_reduce(class_moments_of_shard, merge_moments)
 
 
-def class_totals(dataset: Any) -> tuple[float, float]:
-    """``(W+, W-)``: total sample weight per class; from the manifest's counts when the store has no weight column, else one pass."""
+class ClassTotals(NamedTuple):
+    """Total sample weight per class (row counts without weights)."""
+
+    positive: float
+    negative: float
+    #: no weights, or every weight a whole number
+    integral: bool
+
+
+def class_totals(dataset: Any) -> ClassTotals:
+    """Total sample weight per class: from the manifest's counts when the store has no weight column, else one pass."""
     if not dataset.weighted and dataset.store is not None:
-        return float(dataset.store.manifest.n_positive), float(dataset.store.manifest.n_negative)
-    neg, pos = dataset.map_reduce(class_totals_of_shard, np.add)
-    return float(pos), float(neg)
+        return ClassTotals(float(dataset.store.manifest.n_positive), float(dataset.store.manifest.n_negative), True)
+    neg, pos, fractional = dataset.map_reduce(class_totals_of_shard, np.add)
+    return ClassTotals(float(pos), float(neg), fractional == 0)
 
 
 def column_scales(dataset: Any) -> np.ndarray:

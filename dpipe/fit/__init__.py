@@ -16,7 +16,7 @@ from ._params import PARAMS, RECORDS, Param, applicable, resolve
 from ._registry import FAMILIES, OBJECTIVES, Objective, get_objective
 from ._smooth import smoothed_objective
 from ._structural import StructuralRisk
-from ._train import finish_fit, fit_dataset, train
+from ._train import finish_fit, fit_dataset, model_params, train
 
 __all__ = [
     "OBJECTIVES",
@@ -31,6 +31,7 @@ __all__ = [
     "FitOutcome",
     "fit_dataset",
     "finish_fit",
+    "model_params",
     "train",
     "smoothed_objective",
     "StructuralRisk",

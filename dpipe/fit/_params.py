@@ -53,8 +53,9 @@ class Param:
     choices : for ``choice``, the valid values.
     excludes : tuple of str
         ``"objective/solver"`` pairs within the scope where it does not apply.
-    instead : str
-        What to use instead, for the error when it does not apply.
+    instead : str or mapping
+        What to use instead, for the error when it does not apply: one text, or one
+        per objective name or family (looked up in that order).
     cli : dict
         argparse overrides (``nargs``, ``const``, ``help``).
     """
@@ -70,7 +71,7 @@ class Param:
     closed: str = "neither"
     choices: tuple[Any, ...] = ()
     excludes: tuple[str, ...] = ()
-    instead: str = ""
+    instead: str | Mapping[str, str] = ""
     cli: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def applies(self, objective: Objective, solver: str) -> bool:
@@ -98,6 +99,12 @@ class Param:
             return bool(value)
         return check_choice(value, self.name, owner, self.choices)
 
+    def hint_for(self, objective: Objective) -> str:
+        """What to use instead of this option for ``objective``."""
+        if isinstance(self.instead, Mapping):
+            return self.instead.get(objective.name, self.instead.get(objective.family, ""))
+        return self.instead
+
     @property
     def where(self) -> str:
         """The objectives it applies to, for messages and documentation."""
@@ -113,6 +120,12 @@ def _calibrate_default(objective: Objective) -> bool:
     return not objective.own_threshold
 
 
+#: the objectives with a cut-off k, and the structural losses whose bias feature sets the threshold (from the registry)
+_NOT_SMOOTHED = {"structural": "SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth", "moment": "the moment objectives are not smoothed"}
+_TAKES_K = tuple(o.name for o in OBJECTIVES.values() if o.takes_k)
+_BIAS_FEATURE = tuple(o.name for o in OBJECTIVES.values() if o.family == "structural" and o.own_threshold)
+
+
 PARAMS: dict[str, Param] = {
     p.name: p
     for p in (
@@ -121,31 +134,34 @@ PARAMS: dict[str, Param] = {
         Param("lam", "float", "Moment objectives: weight of the unit-norm penalty ``lam (1 - ||w||^2)^2`` (default 1e-3). Smoothed "
               "objectives and SVM-perf's losses: the ridge ``lam/2 ||w||^2`` (default 1e-4, SVM-perf's C = 100).",
               FAMILIES, {"moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "cutting-plane"), low=0.0, closed="left",
-              instead="the closed form has no penalty (solver='lbfgs' has)"),
+              instead="the closed form has no penalty: use solver='lbfgs'"),
         Param("C", "float", "SVM-perf's ``-c`` instead of ``lam``: ``lam = 1 / (100 C)`` (SVM-perf's losses are in percent).",
               ("smooth", "structural"), low=0.0, instead="use lam"),
         Param("ridge", "float", "Ridge added to the standardized covariance in the auc-moment direction "
               "``(S+ + S- + ridge I)^-1 (mu+ - mu-)``: auc-moment, error-moment's start, and the smoothed objectives' moment start "
               "and preconditioner (default 1e-6).", ("moment", "smooth"), 1e-6, low=0.0, closed="left", excludes=("auc-moment/lbfgs",),
-              instead="only the closed form and the starts built on it use the auc-moment direction"),
+              instead={"moment": "the L-BFGS route does not use the closed-form direction: use solver='closed-form'",
+                       "structural": "SVM-perf's losses do not use the auc-moment direction"}),
         Param("max_iter", "int", "Iteration limit (default 500; 1000 cutting-plane iterations).", FAMILIES,
               {"moment": 500, "smooth": 500, "structural": 1000}, solvers=("lbfgs", "cutting-plane"), low=1,
-              instead="the closed form does not iterate"),
+              instead="the closed form does not iterate: use solver='lbfgs'"),
         Param("tol", "float", "L-BFGS gradient tolerance (default 1e-4 for the moment objectives, 1e-6 for the smoothed ones).",
               ("moment", "smooth"), {"moment": 1e-4, "smooth": 1e-6}, solvers=("lbfgs",), low=0.0,
-              instead="the cutting plane stops on its gap: use eps"),
+              instead={"moment": "the closed form does not iterate: use solver='lbfgs'", "structural": "the cutting plane stops on its gap: use eps"}),
         Param("memory", "int", "L-BFGS memory (default 20 for the moment objectives, 6 for the smoothed ones, as the papers).",
-              ("moment", "smooth"), {"moment": 20, "smooth": 6}, solvers=("lbfgs",), low=1, instead="only L-BFGS keeps correction pairs"),
+              ("moment", "smooth"), {"moment": 20, "smooth": 6}, solvers=("lbfgs",), low=1,
+              instead={"moment": "the closed form does not iterate: use solver='lbfgs'", "structural": "only L-BFGS keeps correction pairs"}),
         Param("smoothing", "float", "Huber width t (auc-smooth) or mu (prbep-smooth); default the paper's ``mu = epsilon / D`` "
-              "times ``mu_scale``.", ("smooth",), low=0.0, instead="SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth"),
+              "times ``mu_scale``.", ("smooth",), low=0.0, instead=_NOT_SMOOTHED),
         Param("epsilon", "float", "The paper's accuracy epsilon of the default smoothing ``mu = epsilon / D`` (default 1e-3).",
-              ("smooth",), 1e-3, low=0.0, instead="use eps, the cutting plane's tolerance"),
+              ("smooth",), 1e-3, low=0.0,
+              instead={"structural": "use eps, the cutting plane's tolerance", "moment": "the moment objectives are not smoothed"}),
         Param("mu_scale", "float", "Factor on the default smoothing (the paper studies 1, 100 and 1000; default 1).",
-              ("smooth",), 1.0, low=0.0, instead="SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth"),
+              ("smooth",), 1.0, low=0.0, instead=_NOT_SMOOTHED),
         Param("continuation", "bool", "Start with a 1000 times wider smoothing and shrink it by ``continuation_factor`` per stage, "
-              "warm-starting.", ("smooth",), False, instead="SVM-perf's losses are not smoothed"),
+              "warm-starting.", ("smooth",), False, instead=_NOT_SMOOTHED),
         Param("continuation_factor", "float", "With ``continuation``: the factor the smoothing shrinks by per stage (default 10).",
-              ("smooth",), 10.0, low=1.0, instead="SVM-perf's losses are not smoothed"),
+              ("smooth",), 10.0, low=1.0, instead=_NOT_SMOOTHED),
         Param("standardize", "bool", "Fit on features scaled to unit standard deviation (one extra pass). The ridge then applies to "
               "the scaled weights, so the objective is not SVM-perf's on raw features; the model keeps raw-feature weights.",
               ("smooth", "structural"), False, instead="the moment objectives are fitted in standardized coordinates already"),
@@ -164,13 +180,14 @@ PARAMS: dict[str, Param] = {
               instead="the cutting plane starts from its planes; the moment objectives from their own starts"),
         Param("eps", "float", "Cutting plane: stop when the best ``J`` is within ``eps`` of the lower bound (default 1e-3 = SVM-perf's "
               "default ``-e 0.1``, which is in percent).", ("structural",), 1e-3, low=0.0, instead="L-BFGS stops on tol"),
-        Param("k", "float", "Prec@k / Rec@k: the number of rows predicted positive (total sample weight with weights). "
-              "Excludes ``k_fraction``.", ("prec@k", "rec@k"), low=0.0, instead="only Prec@k and Rec@k have a cut-off"),
+        Param("k", "float", "Prec@k / Rec@k: the number of rows predicted positive (counted in weight units with sample weights; a "
+              "whole number unless some weight is fractional). "
+              "Excludes ``k_fraction``.", _TAKES_K, low=0.0, instead="only Prec@k and Rec@k have a cut-off"),
         Param("k_fraction", "float", "Prec@k / Rec@k: k as a fraction of the training positives (SVM-perf's ``--p``; default 0.5 "
-              "for prec@k, 2 for rec@k).", ("prec@k", "rec@k"), {"prec@k": 0.5, "rec@k": 2.0}, low=0.0,
+              "for prec@k, 2 for rec@k).", _TAKES_K, {"prec@k": 0.5, "rec@k": 2.0}, low=0.0,
               instead="only Prec@k and Rec@k have a cut-off"),
         Param("bias", "float", "error and f1: SVM-perf's ``--b``, the value of a regularized constant feature that sets the threshold "
-              "(default 1; 0: none, the threshold is then 0).", ("error", "f1"), 1.0, low=0.0, closed="left",
+              "(default 1; 0: none, the threshold is then 0).", _BIAS_FEATURE, 1.0, low=0.0, closed="left",
               instead="the ranking losses ignore a constant feature; their threshold is calibrated"),
         Param("calibrate", "bool", "After the fit, one score pass sets the intercept to the threshold with the fewest (weighted) "
               "training errors; error-moment also keeps, among its candidate models, the one with the fewest. Default on, except "
@@ -188,8 +205,10 @@ def _record(family: str) -> type:
     names = [p.name for p in PARAMS.values() if p.name != "C" and (family in p.scope or any(OBJECTIVES[o].family == family for o in p.scope if o in OBJECTIVES))]
     types = {"float": "float | None", "int": "int | None", "bool": "bool", "choice": "str"}
     fields = [("objective", str), ("solver", str)] + [(n, types[PARAMS[n].kind]) for n in names if n != "solver"]
+    fields += [("given", tuple), ("owner", str)]  # the options the user set, and who resolved them (for messages)
     record = dataclasses.make_dataclass(f"{family.capitalize()}Params", fields, frozen=True)
-    record.__doc__ = f"The resolved hyper-parameters of a {family} fit (generated from dpipe.fit._params.PARAMS)."
+    record.__doc__ = (f"The resolved hyper-parameters of a {family} fit (generated from dpipe.fit._params.PARAMS); ``given`` names "
+                      "the options the user set, ``owner`` who resolved them.")
     record.__module__ = __name__
     return record
 
@@ -227,11 +246,12 @@ def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
             continue
         p = PARAMS[name]
         if not p.applies(spec, solver):
-            hint = f"; {p.instead}" if p.instead else ""
+            hint = f"; {p.hint_for(spec)}" if p.hint_for(spec) else ""
             with_solver = (p.solvers or p.excludes) and (spec.family in p.scope or spec.name in p.scope)
             raise ParameterError(f"The {name!r} parameter of {owner} does not apply to objective {objective!r}"
                                  f"{' with solver ' + repr(solver) if with_solver else ''}: it applies to {p.where}{hint}.")
         values[name] = p.check(_precondition_alias(value) if name == "precondition" else value, owner)
+    given_names = tuple(sorted(set(values) - {"objective", "solver"}))
     if "C" in values:
         if "lam" in values:
             raise ParameterError(f"The 'C' and 'lam' parameters of {owner} are two names for one weight (lam = 1 / (100 C)); give one.")
@@ -239,12 +259,16 @@ def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
     _check_combinations(values, owner)
     record = RECORDS[spec.family]
     for f in dataclasses.fields(record):
+        if f.name in ("given", "owner"):
+            continue
         if f.name not in values:
             p = PARAMS[f.name]
             values[f.name] = p.default_for(spec) if p.applies(spec, solver) else None
+    if "k" in given_names:  # the count replaces the default fraction
+        values["k_fraction"] = None
     if spec.family == "structural" and values["lam"] == 0:
         raise ParameterError(f"The 'lam' parameter of {owner} must be a float in the range (0, inf) for the cutting plane. Got 0 instead.")
-    return record(**values)
+    return record(**values, given=given_names, owner=owner)
 
 
 def _check_combinations(given: dict[str, Any], owner: str) -> None:
@@ -264,9 +288,6 @@ def _check_combinations(given: dict[str, Any], owner: str) -> None:
             "(ridge on scaled weights) and already solves it in scaled coordinates; precondition='diagonal' keeps the objective and only "
             "rescales the coordinates. Choose one, or precondition='moments', which goes with either."
         )
-    if "ridge" in given and given.get("init") == "zeros" and given.get("precondition") in ("none", "diagonal"):
-        raise ParameterError(f"The 'ridge' parameter of {owner} applies to the smoothed objectives only through the auc-moment direction "
-                             "(init='auc-moment' or precondition='moments'), which this fit does not use.")
 
 
 def signature_parameters() -> list[inspect.Parameter]:

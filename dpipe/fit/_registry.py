@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .._validation import check_choice
 from ..objectives import STRUCTURAL_LOSSES
 
 __all__ = ["Objective", "OBJECTIVES", "FAMILIES", "get_objective"]
@@ -70,6 +71,4 @@ OBJECTIVES: dict[str, Objective] = {
 
 def get_objective(name: str, owner: str) -> Objective:
     """The registry entry of ``name``, or a :class:`ParameterError` listing the objectives."""
-    from .._validation import check_choice
-
     return OBJECTIVES[check_choice(name, "objective", owner, OBJECTIVES)]

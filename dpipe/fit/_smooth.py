@@ -118,6 +118,11 @@ def _resolve_auto(p: Any, d: int) -> tuple[str, str]:
     init = p.init
     if init == "auto":
         init = "auc-moment" if precondition == "moments" else "zeros"
+    elif init == "auc-moment" and d > MOMENT_PRECONDITION_MAX_FEATURES:
+        raise ParameterError(
+            f"init='auc-moment' needs the d x d class moments on the driver; this store has {d} features, more than "
+            f"{MOMENT_PRECONDITION_MAX_FEATURES}. Use init='zeros'."
+        )
     return precondition, init
 
 
@@ -138,13 +143,16 @@ def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[s
     lam = p.lam
     moments, t_setup, setup_passes = None, 0.0, []  # the data passes before L-BFGS, in order
     uses = tuple(u for u, on in zip(MOMENT_RAY_FALLBACKS, (init == "auc-moment", preconditioner == "moments")) if on)
+    if "ridge" in p.given and not uses:
+        raise ParameterError(f"The 'ridge' parameter of {p.owner} applies to {p.objective} only through the auc-moment direction "
+                             f"(init='auc-moment' or precondition='moments'), which this fit does not use (init={init!r}, precondition={preconditioner!r}).")
     t0 = time.perf_counter()
     if uses:
         moments = class_moments(ds)
         setup_passes.append("class moments")
         negative, positive = (float(v) for v in moments.weight)
     else:
-        positive, negative = class_totals(ds)
+        positive, negative, _ = class_totals(ds)
     if positive <= 0 or negative <= 0:
         missing = "positive" if positive <= 0 else "negative"
         raise DPipeError(f"the training data has no {missing} rows (weight {negative:g} negative, {positive:g} positive); {p.objective} needs both classes")

@@ -9,29 +9,12 @@ from typing import Any
 import numpy as np
 
 from ..engine import RankPasses, class_totals, column_scales
-from ..exceptions import ParameterError
+from ..metrics import resolve_k
 from ..objectives import StructuralLoss
 from ..solvers import fit_cutting_plane
 from ._outcome import FitOutcome
 
-__all__ = ["fit_structural", "StructuralRisk", "resolve_k"]
-
-
-def resolve_k(p: Any, positive_weight: float, total_weight: float, weighted: bool, owner: str = "train") -> float | None:
-    """The number of predicted positives of prec@k / rec@k (SVM-perf's ``-p`` convention).
-
-    ``k`` as given; else ``k_fraction`` times the positives (their total weight with
-    sample weights; rounded to a whole row count without). Defaults: half the
-    positives for prec@k, twice for rec@k.
-    """
-    if p.k is None and p.k_fraction is None:
-        return None
-    k = p.k if p.k is not None else p.k_fraction * positive_weight
-    if not weighted:
-        k = max(1, int(round(k)))
-    if k > total_weight:
-        raise ParameterError(f"The 'k' of {owner} must be at most the number of training rows ({total_weight:g}); got {k:g}.")
-    return k
+__all__ = ["fit_structural", "StructuralRisk"]
 
 
 class StructuralRisk:
@@ -103,9 +86,9 @@ def fit_structural(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict
         scale = column_scales(ds)
         setup_passes.append("column scales")
     k = None
-    if p.k is not None or p.k_fraction is not None:
-        positive, negative = class_totals(ds)
-        k = resolve_k(p, positive, positive + negative, weighted=ds.weighted)
+    if p.k is not None or p.k_fraction is not None:  # prec@k, rec@k: the one k rule of the metrics
+        totals = class_totals(ds)
+        k = resolve_k(p.k, p.k_fraction, positive=totals.positive, total=totals.positive + totals.negative, integral=totals.integral, owner=p.owner)
     t_setup = time.perf_counter() - t0
     risk = StructuralRisk(RankPasses(ds), StructuralLoss(p.objective, k), p.bias or 0.0, scale)
     v_validate = None if validate is None else (lambda v: validate(*risk.split(v)))

@@ -26,12 +26,20 @@ from ._registry import OBJECTIVES
 from ._smooth import fit_smoothed
 from ._structural import fit_structural
 
-__all__ = ["train", "fit_dataset", "finish_fit"]
+__all__ = ["train", "fit_dataset", "finish_fit", "model_params"]
 
 log = logging.getLogger("dpipe.train")
 
 #: family -> its fit on an opened dataset: ``(dataset, params, validate) -> FitOutcome``
 FAMILY_FITS: dict[str, Callable[..., FitOutcome]] = {"moment": fit_moment, "smooth": fit_smoothed, "structural": fit_structural}
+
+
+def model_params(params: Any) -> dict[str, Any]:
+    """The resolved hyper-parameters a model keeps (the record without who resolved it)."""
+    out = dataclasses.asdict(params)
+    out.pop("owner")
+    out["given"] = list(out["given"])
+    return out
 
 
 def fit_dataset(ds: Any, params: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
@@ -109,7 +117,7 @@ def train(
         intercept,
         feature_names=m.feature_names,
         objective=objective,
-        params=dataclasses.asdict(p),
+        params=model_params(p),
         encoding=m.encoding,
         training={
             "store": st.path,

@@ -10,6 +10,7 @@ from ._exact import (
     precision_score,
     recall_at_k,
     recall_score,
+    resolve_k,
     roc_auc_score,
     roc_curve_points,
 )
@@ -26,4 +27,5 @@ __all__ = [
     "f1_score",
     "binary_metrics",
     "roc_curve_points",
+    "resolve_k",
 ]

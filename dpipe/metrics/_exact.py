@@ -87,6 +87,7 @@ __all__ = [
     "f1_score",
     "binary_metrics",
     "roc_curve_points",
+    "resolve_k",
 ]
 
 
@@ -177,6 +178,72 @@ def _ratio(num: int | float, den: int | float) -> float:
     if isinstance(num, (int, np.integer)) and isinstance(den, (int, np.integer)):
         return int(num) / int(den)
     return float(num) / float(den)
+
+
+def resolve_k(k: Any, k_fraction: Any, *, positive: float, total: float, integral: bool, owner: str) -> int | float:
+    """The one rule for the cut-off of Prec@k / Rec@k, in training and in evaluation.
+
+    ``k`` is a number of rows predicted positive; ``k_fraction`` is k as a fraction of the
+    positives (SVM-perf's ``-p``); exactly one is given. Rows are counted in weight units
+    with sample weights (a row of weight v counts as v rows). While every weight is a
+    whole number (or there are none) k is a whole number of rows: ``k`` must be an int
+    and ``k_fraction`` gives ``max(1, round(k_fraction * positives))``, so integer weights
+    give the k of the repeated rows. With fractional weights ``k`` may be any amount in
+    ``(0, total]`` and ``k_fraction`` gives ``k_fraction * positives``, unrounded.
+
+    Parameters
+    ----------
+    k, k_fraction : number or None
+        As given by the user.
+    positive, total : float
+        The positives' and all rows' count (total weight with sample weights).
+    integral : bool
+        No weights, or every weight a whole number.
+    owner : str
+        Who asks, for the messages.
+    """
+    unit = "rows" if integral else "rows, counted in weight units"
+    if k is not None and k_fraction is not None:
+        raise ParameterError(
+            f"The 'k' and 'k_fraction' parameters of {owner} exclude each other: give k (a number of {unit}) "
+            "or k_fraction (a fraction of the positives), not both."
+        )
+    if k_fraction is not None:
+        f = check_number(k_fraction, "k_fraction", owner, 0.0, math.inf)
+        if positive == 0:
+            raise ParameterError(f"The 'k_fraction' parameter of {owner} is a fraction of the positives, which are {positive!r}.")
+        if integral:
+            kf: int | float = max(1, int(round(f * positive)))
+            ok = kf <= total
+        else:
+            kf = f * positive
+            ok = kf <= total * (1.0 + 1e-12)
+            kf = min(kf, total)
+        if not ok:
+            raise ParameterError(f"The 'k_fraction' parameter of {owner} gives k = {f!r} x {positive!r} positives = {kf!r}, more than "
+                                 f"the {total!r} {unit}.")
+        return kf
+    if integral:
+        msg = f"The 'k' parameter of {owner} must be an int in the range [1, {int(total)}] (a number of {unit}). Got {k!r} instead."
+    else:
+        msg = (f"The 'k' parameter of {owner} must be a number in the range (0, {total!r}]: with fractional sample weights k "
+               f"counts rows in weight units (the top rows whose total weight is k). Got {k!r} instead.")
+    if k is None:
+        raise ParameterError(msg + " Give k, or k_fraction (a fraction of the positives).")
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer, float, np.floating)):
+        raise ParameterError(msg)
+    if not integral:
+        v = float(k)
+        if not (0.0 < v <= total * (1.0 + 1e-12)):  # also rejects NaN
+            raise ParameterError(msg)
+        return min(v, total)
+    if isinstance(k, (float, np.floating)) and not float(k).is_integer():
+        raise ParameterError(msg + " k is a count of rows: use k_fraction for a fraction of the positives "
+                             "(e.g. k_fraction=0.01 is 1% of the number of positives).")
+    kk = int(k)
+    if not 1 <= kk <= total:
+        raise ParameterError(msg)
+    return kk
 
 
 # ---------------------------------------------------------------------------
@@ -330,60 +397,12 @@ class RankSummary:
         return p, q
 
     def _resolve_k(self, k: Any, k_fraction: Any, owner: str, default_positives: bool) -> int | float:
-        """The cut-off of precision / recall at k: a row count, or a weight amount with weights."""
-        weighted = self.weighted
+        """The cut-off of precision / recall at k (:func:`resolve_k` on this summary's masses)."""
         p, q = self._masses()
-        total = p + q
-        if k is not None and k_fraction is not None:
-            raise ParameterError(
-                f"The 'k' and 'k_fraction' parameters of {owner} exclude each other: give k (a number of rows"
-                f"{', counted in weight units' if weighted else ''}) or k_fraction (a fraction of the positives), not both."
-            )
-        if k_fraction is not None:
-            f = check_number(k_fraction, "k_fraction", owner, 0.0, math.inf)
-            what = "the total weight of the positives" if weighted else "the number of positives"
-            if p == 0:
-                raise ParameterError(f"The 'k_fraction' parameter of {owner} is a fraction of {what}, which is 0.")
-            if weighted:
-                kf: int | float = f * p
-                ok = kf <= total * (1.0 + 1e-12)
-                kf = min(kf, total)
-            else:
-                kf = max(1, int(round(f * p)))
-                ok = kf <= total
-            if not ok:
-                raise ParameterError(
-                    f"The 'k_fraction' parameter of {owner} gives k = {f!r} * {p!r} ({what}) = {kf!r}, more than the "
-                    f"{'total weight' if weighted else 'number of rows'} {total!r}."
-                )
-            return kf
-        if weighted:
-            msg = (
-                f"The 'k' parameter of {owner} must be a number in the range (0, {total!r}]: with sample weights k "
-                f"counts rows in weight units (the top rows whose total weight is k). Got {k!r} instead."
-            )
-        else:
-            msg = f"The 'k' parameter of {owner} must be an int in the range [1, {total}] (a number of rows). Got {k!r} instead."
-        if k is None:
-            if default_positives:
-                return p
-            raise ParameterError(msg + " Give k, or k_fraction (a fraction of the positives).")
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer, float, np.floating)):
-            raise ParameterError(msg)
-        if weighted:
-            v = float(k)
-            if not (0.0 < v <= total * (1.0 + 1e-12)):  # also rejects NaN
-                raise ParameterError(msg)
-            return min(v, total)
-        if isinstance(k, (float, np.floating)):
-            raise ParameterError(
-                msg + " k is a count of rows: use k_fraction for a fraction of the positives "
-                "(e.g. k_fraction=0.01 is 1% of the number of positives)."
-            )
-        kk = int(k)
-        if not 1 <= kk <= total:
-            raise ParameterError(msg)
-        return kk
+        integral = not self.weighted or bool(np.all(self.pos == np.round(self.pos)) and np.all(self.neg == np.round(self.neg)))
+        if k is None and k_fraction is None and default_positives:
+            return p
+        return resolve_k(k, k_fraction, positive=p, total=p + q, integral=integral, owner=owner)
 
     # -- ranking metrics ------------------------------------------------------
     def roc_auc(self) -> float:

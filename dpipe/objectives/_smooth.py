@@ -112,7 +112,7 @@ class SmoothedPRBEPRisk:
     def at(self, s: MergedScores) -> RiskAt:
         """The risk and every row's derivative at the scores ``s``."""
         wp, wn = _check_classes(self.name, s)
-        n = wp + wn if s.weighted else s.pos.size + s.neg.size
+        n = wp + wn
         bp, bn, value, _ = prbep_beta(s.pos, s.neg, n, self.mu, s.pos_weight, s.neg_weight)
         exact = prbep_risk_exact(s.pos, s.neg, n, s.pos_weight, s.neg_weight)
         scale = 2.0 / n

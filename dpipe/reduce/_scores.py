@@ -30,7 +30,7 @@ def shard_sorted_scores(shard, coef: np.ndarray, intercept: float) -> tuple[np.n
 
 
 def class_totals_of_shard(shard) -> np.ndarray:
-    """``[W-, W+]``: the negative and positive rows' total sample weight (their counts without weights)."""
+    """``[W-, W+, F]``: the negative and positive rows' total sample weight (their counts without weights) and the number of fractional weights."""
     v = np.ones(shard.n_rows) if shard.weight is None else shard.weight.astype(np.float64)
     pos = shard.y > 0
-    return np.array([v[~pos].sum(), v[pos].sum()])
+    return np.array([v[~pos].sum(), v[pos].sum(), float(np.count_nonzero(v != np.round(v)))])

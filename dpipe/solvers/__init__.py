@@ -6,7 +6,7 @@ from ._master_qp import solve_simplex_qp
 from ._moment_fit import best_moment_intercept, fit_auc_moment, fit_error_moment
 from ._precondition import MOMENT_PRECONDITION_MAX_FEATURES, moment_preconditioner, pairwise_second_moment
 from ._result import Candidate, FitResult
-from ._smooth_fit import CONTINUATION_START, default_smoothing, fit_smooth
+from ._smooth_fit import CONTINUATION_START, fit_smooth
 
-__all__ = ["FitResult", "Candidate", "minimize_lbfgs", "fit_auc_moment", "fit_error_moment", "best_moment_intercept", "fit_smooth", "default_smoothing", "CONTINUATION_START", "fit_cutting_plane", "solve_simplex_qp",
+__all__ = ["FitResult", "Candidate", "minimize_lbfgs", "fit_auc_moment", "fit_error_moment", "best_moment_intercept", "fit_smooth", "CONTINUATION_START", "fit_cutting_plane", "solve_simplex_qp",
            "moment_preconditioner", "pairwise_second_moment", "MOMENT_PRECONDITION_MAX_FEATURES"]

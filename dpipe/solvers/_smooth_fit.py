@@ -11,21 +11,10 @@ import numpy as np
 from ._lbfgs import minimize_lbfgs
 from ._result import FitResult
 
-__all__ = ["default_smoothing", "fit_smooth", "CONTINUATION_START"]
+__all__ = ["fit_smooth", "CONTINUATION_START"]
 
 #: how many times the target smoothing continuation starts from
 CONTINUATION_START = 1000.0
-
-
-def default_smoothing(objective: str, n_positive: int, n_negative: int, epsilon: float = 1e-3, scale: float = 1.0) -> float:
-    """The paper's ``mu = epsilon / D`` (times ``scale``) in each objective's own unit.
-
-    ROCArea: the Huber width ``t = m mu = 2 epsilon`` (prox-function over the m
-    pairs, D = m / 2). PRBEP: ``mu = 2 epsilon / n`` (D = n / 2).
-    """
-    if objective == "auc-smooth":
-        return 2.0 * epsilon * scale
-    return 2.0 * epsilon / (n_positive + n_negative) * scale
 
 
 def fit_smooth(

@@ -152,7 +152,7 @@ def test_an_option_that_needs_another_is_refused_alone():
 
 def test_records_hold_exactly_the_family_parameters():
     for family, record in RECORDS.items():
-        fields = {f.name for f in dataclasses.fields(record)} - {"objective", "solver"}
+        fields = {f.name for f in dataclasses.fields(record)} - {"objective", "solver", "given", "owner"}
         objectives = [o for o in OBJECTIVES.values() if o.family == family]
         expected = {p.name for o in objectives for s in o.solvers for p in applicable(o, s)} - {"solver", "C"}
         assert fields == expected, family
@@ -204,3 +204,51 @@ def test_every_applicable_option_changes_the_fit(small_store, objective):
                 kw.pop("epsilon", None)
             model = dpipe.train(small_store, objective, **kw)
             assert _fingerprint(model) != reference, p.name
+
+
+def test_the_use_instead_hint_fits_the_objective():
+    with pytest.raises(ParameterError, match="the closed form does not iterate: use solver='lbfgs'"):
+        resolve("auc-moment", {"tol": 1e-3}, "train")
+    with pytest.raises(ParameterError, match="the cutting plane stops on its gap: use eps"):
+        resolve("rocarea", {"tol": 1e-3}, "train")
+    with pytest.raises(ParameterError, match="the moment objectives are not smoothed"):
+        resolve("error-moment", {"mu_scale": 10.0}, "train")
+
+
+def test_a_given_k_replaces_the_default_fraction():
+    assert resolve("prec@k", {"k": 5}, "train").k_fraction is None
+    assert resolve("prec@k", {}, "train").k_fraction == 0.5
+    assert resolve("rec@k", {"k": 5}, "DPipeClassifier").given == ("k",)
+
+
+def test_ridge_the_fit_does_not_use_is_refused(small_store):
+    with pytest.raises(ParameterError, match="'ridge' parameter of train applies to auc-smooth only through the auc-moment direction"):
+        dpipe.train(small_store, "auc-smooth", engine="local", ridge=1e-3, precondition="none")
+    with pytest.raises(ParameterError, match="'ridge' parameter of train applies to auc-smooth only through"):
+        dpipe.train(small_store, "auc-smooth", engine="local", ridge=1e-3, precondition="diagonal")
+    model = dpipe.train(small_store, "auc-smooth", engine="local", ridge=1e-3, train_metrics=False)  # the default uses it
+    assert model.params["ridge"] == 1e-3 and model.params["given"] == ["ridge"]
+
+
+def test_the_moment_start_is_refused_above_the_feature_limit(small_store, monkeypatch):
+    from dpipe.fit import _smooth
+
+    monkeypatch.setattr(_smooth, "MOMENT_PRECONDITION_MAX_FEATURES", 3)
+    with pytest.raises(ParameterError, match="init='auc-moment' needs the d x d class moments on the driver; this store has 4 features"):
+        dpipe.train(small_store, "auc-smooth", engine="local", init="auc-moment", precondition="diagonal")
+    model = dpipe.train(small_store, "auc-smooth", engine="local", train_metrics=False)  # auto: no moments above the limit
+    assert model.fit["info"]["preconditioner"] == "diagonal" and model.fit["info"]["init"] == "zeros"
+
+
+def test_k_is_the_same_count_with_whole_weights_and_without(tmp_path):
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((300, 3)).astype(np.float32)
+    y = np.where(X[:, 0] + rng.standard_normal(300) > 0.5, 1, -1).astype(np.int8)
+    plain = write_store(tmp_path / "p.zarr", X, y, [300])
+    ones = write_store(tmp_path / "w.zarr", X, y, [300], weight=np.ones(300, np.float32))
+    a = dpipe.train(plain, "prec@k", engine="local", k_fraction=0.37, train_metrics=False)
+    b = dpipe.train(ones, "prec@k", engine="local", k_fraction=0.37, train_metrics=False)
+    assert a.fit["info"]["k"] == b.fit["info"]["k"] == round(0.37 * int((y > 0).sum()))
+    np.testing.assert_allclose(a.coef, b.coef, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ParameterError, match="'k' parameter of train must be an int"):
+        dpipe.train(ones, "rec@k", engine="local", k=2.5)

@@ -116,12 +116,15 @@ def test_integer_weights_best_threshold_is_brute_force_optimum(seed):
 
 
 def test_weighted_top_k_counts_a_straddling_row_in_part():
-    # distinct scores, unit weights: k = 2.5 takes the two top rows and half the third
+    # distinct scores, fractional weights: k = 1.25 takes the two top rows and half the third
     y = np.array([1, -1, 1, -1, 1])
     s = np.array([5.0, 4.0, 3.0, 2.0, 1.0])
-    w = np.ones(5)
-    assert precision_at_k(y, s, 2.5, sample_weight=w) == (1 + 0.5) / 2.5
-    assert recall_at_k(y, s, 2.5, sample_weight=w) == (1 + 0.5) / 3
+    w = np.full(5, 0.5)
+    assert precision_at_k(y, s, 1.25, sample_weight=w) == (0.5 + 0.25) / 1.25
+    assert recall_at_k(y, s, 1.25, sample_weight=w) == (0.5 + 0.25) / 1.5
+    # with whole weights (or none) k is a whole number of rows, as for the repeated rows
+    with pytest.raises(ParameterError, match="'k' parameter.*must be an int"):
+        precision_at_k(y, s, 2.5, sample_weight=np.ones(5))
     # k in weight units: the top row alone weighs 4
     w2 = np.array([4.0, 1.0, 1.0, 1.0, 1.0])
     assert precision_at_k(y, s, 4, sample_weight=w2) == 1.0
@@ -285,7 +288,7 @@ def test_k_and_k_fraction_exclude_each_other():
             call()
 
 
-@pytest.mark.parametrize("k", [0.01, 0.5, np.float64(0.25), 2.0])
+@pytest.mark.parametrize("k", [0.01, 0.5, np.float64(0.25), 2.5])
 def test_fractional_k_points_to_k_fraction(k):
     y, s = np.array([1, -1, 1, -1] * 5), np.arange(20.0)
     for call in (precision_at_k, recall_at_k):
@@ -347,19 +350,22 @@ def test_k_fraction_out_of_range():
     with pytest.raises(ParameterError, match="'k_fraction' parameter.*more than"):
         precision_at_k(y, s, k_fraction=4.5)  # 22.5 -> 22 rows > 20
     with pytest.raises(ParameterError, match="'k_fraction' parameter.*more than"):
-        precision_at_k(y, s, k_fraction=4.5, sample_weight=np.ones(20))
+        precision_at_k(y, s, k_fraction=4.5, sample_weight=np.ones(20))  # whole weights: 22 rows, as without weights
+    with pytest.raises(ParameterError, match="'k_fraction' parameter.*more than"):
+        precision_at_k(y, s, k_fraction=4.5, sample_weight=np.full(20, 0.5))  # 11.25 > 10
     assert precision_at_k(y, s, k_fraction=4.0) == precision_at_k(y, s, 20) == 0.25
     y_neg = -np.ones(20)
-    with pytest.raises(ParameterError, match="'k_fraction' parameter.*which is 0"):
+    with pytest.raises(ParameterError, match="'k_fraction' parameter.*which are 0"):
         recall_at_k(y_neg, s, k_fraction=0.5)
-    with pytest.raises(ParameterError, match="'k_fraction' parameter.*which is 0"):
+    with pytest.raises(ParameterError, match="'k_fraction' parameter.*which are 0"):
         recall_at_k(y, s, k_fraction=0.5, sample_weight=(y != 1).astype(float))
 
 
 @pytest.mark.parametrize("k", [0, 0.0, -1.0, 20.5, float("nan"), float("inf"), True, "3"])
 def test_invalid_weighted_k(k):
     y, s = np.array([1, -1, 1, -1] * 5), np.arange(20.0)
-    w = np.ones(20)  # total weight 20
+    w = np.full(20, 1.5)  # fractional weights: k is a weight amount in (0, 30]
+    k = 30.5 if k == 20.5 else k
     with pytest.raises(ParameterError, match="'k' parameter.*weight units"):
         precision_at_k(y, s, k, sample_weight=w)
     with pytest.raises(ParameterError, match="'k' parameter.*weight units"):
