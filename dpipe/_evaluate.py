@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._output import check_output_path
 from .engine import open_dataset, rank_summary
 from .io import Store, open_store
 from .model import LinearModel
@@ -113,10 +114,8 @@ def predict(
     str
         The path written.
     """
+    out = check_output_path(out, overwrite=overwrite, what="predictions")  # before any pass
     model, st = _model_and_store(model, store)
-    out = os.path.abspath(os.fspath(out))
-    if os.path.exists(out) and not overwrite:
-        raise FileExistsError(f"{out}: exists; pass overwrite=True (--overwrite) to replace it")
     schema = pa.schema([("row", pa.int64()), ("score", pa.float64()), ("label", pa.int8()), ("y", pa.int8())])
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".tmp-", dir=os.path.dirname(out))
     os.close(fd)

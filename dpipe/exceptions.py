@@ -10,6 +10,9 @@ __all__ = [
     "DPipeError",
     "InputError",
     "StoreError",
+    "ShardValueError",
+    "OutputError",
+    "OutputExistsError",
     "ParameterError",
     "DPipeWarning",
     "ConvergenceWarning",
@@ -41,6 +44,53 @@ class InputError(DPipeError, ValueError):
 
 class StoreError(DPipeError, ValueError):
     """A dataset store is missing, malformed or inconsistent with its manifest."""
+
+
+class ShardValueError(StoreError):
+    """A shard holds a value no pass can use (a NaN or infinite feature, a bad sample weight).
+
+    Raised on the worker by the pass that met it, naming the shard and its row;
+    the engine adds the store's path (and the row's place in the store) when it
+    re-raises it on the driver (:meth:`with_store`).
+
+    Attributes
+    ----------
+    shard : int
+        Shard number.
+    row : int
+        Row within the shard (0-based).
+    problem : str
+        What is wrong with the row.
+    store : str or None
+        Path of the store, once known.
+    store_row : int or None
+        Row within the store (0-based), once known.
+    """
+
+    def __init__(self, problem: str, shard: int, row: int, store: str | None = None, store_row: int | None = None):
+        self.problem, self.shard, self.row, self.store, self.store_row = problem, int(shard), int(row), store, store_row
+        where = f"shard {self.shard}, row {self.row}"
+        if store_row is not None:
+            where += f" (row {store_row} of the store)"
+        super().__init__(f"{store}, {where}: {problem}" if store else f"{where}: {problem}")
+
+    def __reduce__(self):  # pickled between worker and driver: keep the fields
+        return (type(self), (self.problem, self.shard, self.row, self.store, self.store_row))
+
+    def with_store(self, store: str, store_row: int | None = None) -> ShardValueError:
+        """The same error naming the store (and the row's place in it)."""
+        return type(self)(self.problem, self.shard, self.row, store, store_row)
+
+
+class OutputError(DPipeError, OSError):
+    """An output path (``--out``, ``--json``, a store to create) cannot be written.
+
+    The message starts with the path.
+    """
+
+
+class OutputExistsError(OutputError, FileExistsError):
+    """An output path exists and replacing it was not asked for."""
 
 
 class ParameterError(DPipeError, ValueError):

@@ -1,14 +1,18 @@
-"""The ``dpipe`` command: ingest | info | make-data | train | evaluate | predict | demo."""
+"""The ``dpipe`` command: ingest | info | make-data | train | evaluate | predict | verify | demo."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import os
 import sys
+import traceback
 import warnings
 from collections.abc import Sequence
 from typing import Any
+
+from ..exceptions import DPipeError
 
 __all__ = ["main", "build_parser"]
 
@@ -143,7 +147,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-data", dest="test_data", help="test file for --data (default: a random 25%% split of --data)")
     _add_ingest_options(p)
     _add_cluster(p, engine_default="dask")
+    for name in ("train", "evaluate", "predict"):
+        sub.choices[name].add_argument("--verify", action="store_true", default=None,
+                                       help="re-hash every shard read and compare with the checksums recorded at write time (dask config dpipe.verify)")
+    p = sub.add_parser("verify", help="read every shard of a store and check it against the checksums in its manifest (exit 0 ok, 1 damaged)")
+    p.add_argument("store")
+    p.add_argument("--record", action="store_true", help="compute and record checksums for a store written without them (dpipe <= 0.1)")
     return parser
+
+
+def _with_verify(cmd: Any) -> Any:
+    """Run ``cmd`` with the dask config key ``dpipe.verify`` on when ``--verify`` was given."""
+    def run(a: argparse.Namespace) -> None:
+        if not getattr(a, "verify", None):
+            return cmd(a)
+        import dask.config
+
+        with dask.config.set({"dpipe.verify": True}):
+            return cmd(a)
+    return run
+
+
+def _cmd_verify(a: argparse.Namespace) -> None:
+    import time
+
+    from ..io import record_checksums, verify_store
+
+    t0 = time.perf_counter()
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int, rows: int) -> None:
+        if tty:
+            print(f"\r{a.store}: shard {done}/{total}, {rows} rows {'hashed' if a.record else 'verified'}", end="", file=sys.stderr, flush=True)
+
+    try:
+        m = (record_checksums if a.record else verify_store)(a.store, progress)
+    finally:
+        if tty:
+            print(file=sys.stderr)
+    what = "checksums recorded (manifest schema 2)" if a.record else f"every shard matches its {m.checksum_algorithm} checksums"
+    print(f"{a.store}: ok, {m.n_shards} shards, {m.n_rows} rows: {what} ({time.perf_counter() - t0:.2f} s)")
 
 
 def _setup_logging(verbose: int, quiet: bool) -> None:
@@ -202,10 +245,13 @@ def _cmd_train(a: argparse.Namespace) -> None:
 
 def _cmd_evaluate(a: argparse.Namespace) -> None:
     from .._evaluate import evaluate
+    from .._output import check_output_path
 
     k: float | None = a.k
     if k is not None and float(k).is_integer():
         k = int(k)
+    if a.json_out:  # before the pass
+        check_output_path(a.json_out, overwrite=True, what="metrics")
     metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, **_cluster_kwargs(a))
     _print_metrics(metrics)
     if a.json_out:
@@ -221,15 +267,19 @@ def _cmd_predict(a: argparse.Namespace) -> None:
 
 
 def _cmd_ingest(a: argparse.Namespace) -> None:
+    from .._output import check_output_path
     from ..io import ingest
 
+    check_output_path(a.dest, overwrite=True, what="store", directory=True)  # an existing DEST is the writer's to judge (--overwrite)
     m = ingest(a.src, a.dest, format=a.format, shard_rows=a.shard_rows, overwrite=a.overwrite, **_ingest_kwargs(a))
     print(f"{a.dest}: {m.n_rows} rows, {m.n_features} features, {m.n_shards} shards, {m.n_positive} positive / {m.n_negative} negative")
 
 
 def _cmd_make_data(a: argparse.Namespace) -> None:
+    from .._output import check_output_path
     from ..io import make_data
 
+    check_output_path(a.dest, overwrite=True, what="store", directory=True)
     m = make_data(
         a.dest, rows=a.rows, features=a.features, positive_rate=a.positive_rate, seed=a.seed, model_seed=a.model_seed,
         label_noise=a.label_noise, n_groups=a.n_groups, shard_rows=a.shard_rows, format=a.format, overwrite=a.overwrite,
@@ -247,11 +297,20 @@ _COMMANDS = {
     "ingest": _cmd_ingest,
     "info": _cmd_info,
     "make-data": _cmd_make_data,
-    "train": _cmd_train,
-    "evaluate": _cmd_evaluate,
-    "predict": _cmd_predict,
+    "train": _with_verify(_cmd_train),
+    "evaluate": _with_verify(_cmd_evaluate),
+    "predict": _with_verify(_cmd_predict),
+    "verify": _cmd_verify,
     "demo": _cmd_demo,
 }
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error as one line naming its path: ``PATH: No space left on device`` for an OSError from the system."""
+    if isinstance(exc, OSError) and not isinstance(exc, DPipeError) and exc.strerror:
+        where = ": ".join(os.fsdecode(f) for f in (exc.filename, exc.filename2) if f is not None)
+        return f"{where}: {exc.strerror}" if where else exc.strerror
+    return " ".join(str(exc).split("\n")) or type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -259,7 +318,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
     _setup_logging(a.verbose, a.quiet)
-    from ..exceptions import DPipeError
 
     def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
         print(f"dpipe: warning: {message}", file=sys.stderr)
@@ -268,8 +326,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             _COMMANDS[a.command](a)
-        except (DPipeError, ValueError, FileExistsError, FileNotFoundError) as exc:
-            print(f"dpipe {a.command}: error: {exc}", file=sys.stderr)
+        except (DPipeError, ValueError, OSError) as exc:  # OSError: a read-only file system, a full disk, a permission
+            if a.verbose:
+                traceback.print_exc(file=sys.stderr)
+            print(f"dpipe {a.command}: error: {_one_line(exc)}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
             print("dpipe: interrupted", file=sys.stderr)

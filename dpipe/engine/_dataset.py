@@ -28,6 +28,7 @@ reloads lost shards from the store).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -41,6 +42,7 @@ from distributed.comm.core import CommClosedError
 
 from .._config import get_setting
 from .._validation import check_choice
+from ..exceptions import ShardValueError
 from ..io import Shard, Store, open_store, read_shard
 
 __all__ = ["ShardedDataset", "ShardHost", "LocalDataset", "CACHE_MODES", "choose_cache"]
@@ -52,6 +54,23 @@ CACHE_MODES = ("auto", "memory", "stream")
 
 def _apply_streamed(fn: Callable, shard_args: tuple, *args: Any) -> Any:
     return fn(read_shard(*shard_args), *args)
+
+
+@contextlib.contextmanager
+def _naming_store(store: Store | None):
+    """Re-raise a pass's :class:`ShardValueError` (which names a shard and a row) naming the store too.
+
+    The worker-side reductions see a shard, not its store; the dataset knows the
+    store's path and where each shard starts, and adds both here on the driver.
+    """
+    try:
+        yield
+    except ShardValueError as error:
+        if store is None or error.store is not None:
+            raise
+        bounds = store.manifest.shard_bounds
+        start = bounds[error.shard][0] if 0 <= error.shard < len(bounds) else None
+        raise error.with_store(store.path, None if start is None else start + error.row).with_traceback(error.__traceback__) from None
 
 
 def _n_rows(shard: Shard) -> int:
@@ -199,6 +218,10 @@ class ShardedDataset:
 
     def map_gather(self, fn: Callable, *args: Any) -> list:
         """``[fn(shard, *args) for shard]`` evaluated on the workers, in shard order."""
+        with _naming_store(self.store):
+            return self._map_gather(fn, args)
+
+    def _map_gather(self, fn: Callable, args: tuple) -> list:
         if self._hosts_alive():
             try:
                 with self.client.as_current():  # actor proxies bind to the current client
@@ -216,7 +239,8 @@ class ShardedDataset:
         """Apply ``fn`` to every shard and merge the results pairwise with ``combine``."""
         futures = self._submit_map(fn, args)
         n_tasks = 2 * len(futures) - 1
-        result = self._tree(futures, combine)
+        with _naming_store(self.store):
+            result = self._tree(futures, combine)
         if log.isEnabledFor(logging.DEBUG):
             args_bytes = sum(sizeof(a) for a in args) * self.n_shards
             log.debug(
@@ -233,6 +257,10 @@ class ShardedDataset:
         :class:`LocalDataset`. With shard hosts (meant for small results such as a
         d-vector per shard) the driver receives every shard's result and merges them.
         """
+        with _naming_store(self.store):
+            return self._map_reduce_each(fn, combine, per_shard, args)
+
+    def _map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], args: tuple) -> Any:
         if self._hosts_alive():
             try:
                 with self.client.as_current():
@@ -361,7 +389,7 @@ class LocalDataset:
         One BLAS thread, as in a dask worker process (distributed sets it so), makes
         the per-shard results bitwise equal to the workers' own.
         """
-        with _one_blas_thread():
+        with _naming_store(self.store), _one_blas_thread():
             return [fn(s, *args) for s in self._iter()]
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
@@ -370,7 +398,7 @@ class LocalDataset:
 
     def map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], *args: Any) -> Any:
         """Merge ``fn(shard, *args, *per_shard[i])`` pairwise with ``combine``."""
-        with _one_blas_thread():
+        with _naming_store(self.store), _one_blas_thread():
             parts = [fn(s, *args, *a) for s, a in zip(self._iter(), per_shard)]
         return _tree_local(parts, combine)
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._evaluate import evaluate_dataset
+from .._output import check_output_path
 from ..engine import cluster_client, open_dataset, rank_summary, resolve_engine
 from ..exceptions import ParameterError
 from ..io import Store, open_store
@@ -97,6 +98,8 @@ def train(
     if validation is not None and spec.family == "moment":
         raise ParameterError(f"The 'validation' parameter of train applies to the iterative objectives, not to {objective!r} (fitted from one moments pass); "
                              "evaluate the model on the store instead.")
+    if out is not None:  # before any pass: a fit must not be lost to an unwritable path
+        check_output_path(out, overwrite=True, what="model")
     st = store if isinstance(store, Store) else open_store(store)
     m = st.manifest
     engine = resolve_engine(engine, st, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit)

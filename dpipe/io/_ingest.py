@@ -446,7 +446,7 @@ class _SvmlightJob:
         self.warnings: list[str] = []
 
     def _parse(self, f: _File):
-        return lambda data, nl, first_line: parse_block(data, first_line, f.path)
+        return lambda data, nl, first_line: parse_block(data, first_line, f.path, float32=True)
 
     def scan(self) -> None:
         labels = LabelCounter()

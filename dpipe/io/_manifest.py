@@ -1,24 +1,60 @@
-"""The store manifest: what a dataset store holds, kept in the store and as ``manifest.json``."""
+"""The store manifest: what a dataset store holds, kept in the store and as ``manifest.json``.
+
+One typed schema (:class:`Manifest`, a :class:`msgspec.Struct`) decodes the manifest
+with strict types; :func:`validate_manifest` then checks what types cannot say (the
+shard bounds partition ``[0, n_rows)``, class counts add up, one entry per shard).
+Every malformed manifest is one :class:`~dpipe.exceptions.StoreError` naming the
+store and the field.
+
+Schema versions: 1 (dpipe <= 0.1, no checksums) is still read; 2 adds ``shards``,
+one :class:`ShardRecord` per shard with its row count, class counts and a content
+hash of every array (see :mod:`dpipe.io._checksum`).
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import hashlib
 import json
 import os
-from typing import Any
+import re
+import tempfile
+from typing import Any, Literal
+
+import msgspec
 
 from ..exceptions import StoreError
+from ._checksum import CHECKSUM_ALGORITHM
 
-__all__ = ["Manifest", "SCHEMA_VERSION", "MANIFEST_NAME", "read_manifest", "write_manifest"]
+__all__ = [
+    "Manifest", "ShardRecord", "SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS", "MANIFEST_NAME",
+    "read_manifest", "write_manifest", "decode_manifest", "validate_manifest", "canonical_json", "write_json_atomic",
+]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 MANIFEST_NAME = "manifest.json"
 
+_HEX128 = re.compile(r"[0-9a-f]{32}")
 
-@dataclasses.dataclass
-class Manifest:
+
+class ShardRecord(msgspec.Struct, kw_only=True):
+    """What the writer saw of one shard: rows, class counts, content hash per array.
+
+    Attributes
+    ----------
+    rows : int
+    class_counts : [n_negative, n_positive]
+    digests : dict
+        Array name (``X``, ``y``, ``group``, ``weight``) -> xxh3_128 hex digest of its decoded values.
+    """
+
+    rows: int
+    class_counts: list[int]
+    digests: dict[str, str]
+
+
+class Manifest(msgspec.Struct, kw_only=True):
     """Description of a sharded dataset store.
 
     Attributes
@@ -51,10 +87,14 @@ class Manifest:
     dpipe_version : str
         Version of dpipe that wrote the store.
     schema_version : int
-        Version of this manifest's layout.
+        Version of this manifest's layout (1: no checksums; 2: ``shards``).
+    shards : list of ShardRecord or None
+        Schema 2: per shard, rows, class counts and content hashes.
+    checksum_algorithm : str or None
+        Schema 2: ``"xxh3_128"``.
     """
 
-    format: str
+    format: Literal["zarr", "parquet"]
     n_rows: int
     n_features: int
     feature_names: list[str]
@@ -64,11 +104,13 @@ class Manifest:
     group_column: str | None = None
     group_counts: list[list[int]] | None = None
     has_weight: bool = False
-    source: dict[str, Any] = dataclasses.field(default_factory=dict)
-    encoding: dict[str, Any] = dataclasses.field(default_factory=dict)
+    source: dict[str, Any] = msgspec.field(default_factory=dict)
+    encoding: dict[str, Any] = msgspec.field(default_factory=dict)
     created: str = ""
     dpipe_version: str = ""
     schema_version: int = SCHEMA_VERSION
+    shards: list[ShardRecord] | None = None
+    checksum_algorithm: str | None = None
 
     @property
     def n_shards(self) -> int:
@@ -85,26 +127,27 @@ class Manifest:
         """Rows with label -1."""
         return int(sum(c[0] for c in self.class_counts))
 
+    @property
+    def has_checksums(self) -> bool:
+        """Whether per-shard content hashes are recorded (schema 2)."""
+        return self.shards is not None
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain-JSON dictionary."""
-        return dataclasses.asdict(self)
+        """Plain-JSON dictionary (a schema-1 manifest keeps its old layout, so its digest is unchanged)."""
+        d = msgspec.to_builtins(self)
+        if self.schema_version < 2:
+            d.pop("shards", None)
+            d.pop("checksum_algorithm", None)
+        return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str = "manifest") -> Manifest:
-        """Build from a dictionary, checking the schema version and required fields."""
-        version = d.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise StoreError(f"{where}: unsupported manifest schema_version {version!r} (this dpipe reads {SCHEMA_VERSION})")
-        names = {f.name for f in dataclasses.fields(cls)}
-        missing = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in d]
-        if missing:
-            raise StoreError(f"{where}: manifest lacks the field(s) {', '.join(missing)}")
-        return cls(**{k: v for k, v in d.items() if k in names})
+    def from_dict(cls, d: Any, where: str = "manifest") -> Manifest:
+        """Decode and validate a dictionary (strict types, then :func:`validate_manifest`)."""
+        return decode_manifest(d, where)
 
     def digest(self) -> str:
         """sha256 of the canonical JSON form; models record it to name their training data."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()
+        return hashlib.sha256(canonical_json(self.to_dict()).encode()).hexdigest()
 
     @staticmethod
     def now() -> str:
@@ -112,23 +155,143 @@ class Manifest:
         return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON text (sorted keys, no spaces): two manifests agree when these are equal."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def _field_of(error: msgspec.ValidationError) -> tuple[str, str]:
+    """(field path without ``$.``, message) of a msgspec validation error."""
+    text = str(error)
+    m = re.search(r" - at `\$\.?(.*)`$", text)
+    if m:
+        return m.group(1) or "(top level)", text[: m.start()]
+    m = re.match(r"Object missing required field `(.*)`$", text)
+    if m:
+        return m.group(1), "missing (required)"
+    return "(top level)", text
+
+
+def decode_manifest(raw: Any, where: str) -> Manifest:
+    """Decode a manifest from JSON text/bytes or an already parsed object, then validate it.
+
+    ``where`` names the store in error messages.
+    """
+    if isinstance(raw, (bytes, str)):
+        try:
+            raw = msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise StoreError(f"{where}: manifest is not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise StoreError(f"{where}: manifest is a JSON {_json_kind(raw)}, expected an object")
+    version = raw.get("schema_version")
+    if type(version) is not int or version not in READABLE_SCHEMA_VERSIONS:
+        raise StoreError(f"{where}: manifest field schema_version: unsupported value {version!r} (this dpipe reads {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})")
+    try:
+        m = msgspec.convert(raw, Manifest, strict=True)
+    except msgspec.ValidationError as exc:
+        field, msg = _field_of(exc)
+        raise StoreError(f"{where}: manifest field {field}: {msg}") from None
+    validate_manifest(m, where)
+    return m
+
+
+def _json_kind(v: Any) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def validate_manifest(m: Manifest, where: str) -> None:
+    """Check what the types cannot: counts, the shard partition, one entry per shard."""
+    def bad(field: str, msg: str) -> StoreError:
+        return StoreError(f"{where}: manifest field {field}: {msg}")
+
+    if m.n_rows < 0:
+        raise bad("n_rows", f"must be >= 0, got {m.n_rows}")
+    if m.n_features < 0:
+        raise bad("n_features", f"must be >= 0, got {m.n_features}")
+    if len(m.feature_names) != m.n_features:
+        raise bad("feature_names", f"{len(m.feature_names)} names for n_features = {m.n_features}")
+    prev = 0
+    for i, b in enumerate(m.shard_bounds):
+        if len(b) != 2 or b[0] != prev or b[1] < b[0]:
+            raise bad(f"shard_bounds[{i}]", f"expected [start, stop] with start = previous stop ({prev}) and stop >= start, got {b}"
+                      " (shard bounds must partition [0, n_rows) in order)")
+        prev = b[1]
+    if prev != m.n_rows:
+        raise bad("shard_bounds", f"shards cover rows 0..{prev}, n_rows is {m.n_rows} (a shard is missing or n_rows is wrong)")
+    n = m.n_shards
+
+    def per_shard(field: str, values: list | None) -> None:
+        if values is not None and len(values) != n:
+            raise bad(field, f"{len(values)} entries for {n} shards (shard_bounds)")
+
+    per_shard("class_counts", m.class_counts)
+    for i, (c, (start, stop)) in enumerate(zip(m.class_counts, m.shard_bounds)):
+        if len(c) != 2 or min(c) < 0 or sum(c) != stop - start:
+            raise bad(f"class_counts[{i}]", f"expected [n_negative, n_positive] adding up to the shard's {stop - start} rows, got {c}")
+    per_shard("group_counts", m.group_counts)
+    if m.group_counts is not None:
+        k = len(m.groups) if m.groups is not None else (len(m.group_counts[0]) if m.group_counts else 0)
+        for i, (c, (start, stop)) in enumerate(zip(m.group_counts, m.shard_bounds)):
+            if len(c) != k or min(c, default=0) < 0 or sum(c) != stop - start:
+                raise bad(f"group_counts[{i}]", f"expected {k} non-negative counts adding up to the shard's {stop - start} rows, got {c}")
+    if m.schema_version == 1:
+        if m.shards is not None:
+            raise bad("shards", "present in a schema_version 1 manifest")
+        return
+    if m.shards is None:
+        raise bad("shards", f"missing (required by schema_version {m.schema_version})")
+    if m.checksum_algorithm != CHECKSUM_ALGORITHM:
+        raise bad("checksum_algorithm", f"expected {CHECKSUM_ALGORITHM!r}, got {m.checksum_algorithm!r}")
+    per_shard("shards", m.shards)
+    want = {"X", "y"} | ({"group"} if m.group_counts is not None else set()) | ({"weight"} if m.has_weight else set())
+    for i, (r, (start, stop), c) in enumerate(zip(m.shards, m.shard_bounds, m.class_counts)):
+        if r.rows != stop - start:
+            raise bad(f"shards[{i}].rows", f"{r.rows} rows, shard_bounds[{i}] = [{start}, {stop}] has {stop - start}")
+        if r.class_counts != c:
+            raise bad(f"shards[{i}].class_counts", f"{r.class_counts} disagrees with class_counts[{i}] = {c}")
+        if set(r.digests) != want:
+            raise bad(f"shards[{i}].digests", f"arrays {sorted(r.digests)}, the store has {sorted(want)}")
+        for name, h in r.digests.items():
+            if not _HEX128.fullmatch(h):
+                raise bad(f"shards[{i}].digests.{name}", f"expected 32 lowercase hex digits, got {h!r}")
+
+
+def write_json_atomic(path: str, obj: Any, indent: int | None = 1) -> None:
+    """Write ``obj`` as JSON to ``path`` through a temporary file in the same directory and a rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=indent)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
 def write_manifest(directory: str, manifest: Manifest) -> None:
-    """Write ``manifest.json`` into ``directory``."""
-    with open(os.path.join(directory, MANIFEST_NAME), "w") as f:
-        json.dump(manifest.to_dict(), f, indent=1)
-        f.write("\n")
+    """Write ``manifest.json`` into ``directory`` (temporary file + rename)."""
+    write_json_atomic(os.path.join(directory, MANIFEST_NAME), manifest.to_dict())
 
 
-def read_manifest(directory: str) -> Manifest:
-    """Read the manifest of the store at ``directory``."""
+def read_manifest_raw(directory: str) -> bytes:
+    """Bytes of ``manifest.json`` of the store at ``directory``."""
     path = os.path.join(directory, MANIFEST_NAME)
     if not os.path.isdir(directory):
         raise StoreError(f"{directory}: no such store (not a directory)")
     if not os.path.exists(path):
         raise StoreError(f"{directory}: not a dpipe store ({MANIFEST_NAME} is missing)")
-    try:
-        with open(path) as f:
-            d = json.load(f)
-    except json.JSONDecodeError as exc:
-        raise StoreError(f"{path}: manifest is not valid JSON ({exc})") from None
-    return Manifest.from_dict(d, where=path)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_manifest(directory: str) -> Manifest:
+    """Read and validate the manifest of the store at ``directory``."""
+    return decode_manifest(read_manifest_raw(directory), where=directory)

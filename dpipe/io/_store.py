@@ -6,23 +6,58 @@ arrays ``X`` (n x d float32), ``y`` (n int8 in {-1, +1}) and optionally ``group`
 (``part-00000.parquet`` ...) whose columns are ``X`` (fixed-size list of d float32),
 ``y``, and optionally ``group`` and ``weight``.
 
-:func:`read_shard` is a pure function of (path, format, shard bounds): dask workers
-call it to load their shards.
+:func:`read_shard` is a pure function of (path, format, shard bounds, expected
+contents): dask workers call it to load their shards.
+
+Integrity checks
+----------------
+At open, always: the manifest decodes with its schema and is consistent (shard
+bounds partition ``[0, n_rows)``, class counts add up, one entry per shard); a Zarr
+store's attributes hold the same manifest as ``manifest.json``; the arrays have the
+manifest's shape; every Parquet part is present, non-empty, and no part lies beyond
+the manifest's shards.
+
+On every shard read, always (cheap: a few ``stat`` calls and a count of ``y``,
+which is read anyway): the shard's Zarr chunk files of ``X`` and ``y`` exist and
+are non-empty (the writer writes every chunk, so a missing one is damage rather
+than zeros); a Parquet part holds the rows of its own position (its ``dpipe.shard``
+metadata); the row count; the class counts of ``y`` equal the manifest's.
+
+In verify mode (``verify=True``, ``dpipe verify``, ``--verify``, the dask config key
+``dpipe.verify``): every array of the shard is re-hashed and compared with the
+checksum recorded at write time (:mod:`dpipe.io._checksum`).
+
+A store written before checksums (manifest schema 1) is read with a
+:class:`~dpipe.exceptions.DataWarning` (see :class:`Store`); verify mode refuses it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
+import warnings
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow.parquet as pq
 import zarr
 
-from ..exceptions import StoreError
-from ._manifest import Manifest, read_manifest
+from .._config import get_setting
+from ..exceptions import DataWarning, StoreError
+from ._checksum import shard_digests
+from ._manifest import MANIFEST_NAME, Manifest, canonical_json, decode_manifest, read_manifest_raw
 
-__all__ = ["Shard", "Store", "open_store", "read_shard"]
+__all__ = ["Shard", "ShardCheck", "Store", "open_store", "read_shard", "ZARR_MANIFEST_KEY", "OLD_STORE_MESSAGE"]
+
+#: key of the manifest in the Zarr group's attributes
+ZARR_MANIFEST_KEY = "dpipe_manifest"
+
+#: message of a store written before checksums (format with the store's path)
+OLD_STORE_MESSAGE = "{path}: written by dpipe <= 0.1 without checksums; re-ingest it, or run `dpipe verify --record {path}` to add them"
+
+_PART = re.compile(r"part-(\d{5,})\.parquet$")
 
 
 @dataclasses.dataclass
@@ -56,19 +91,85 @@ class Shard:
         return sum(a.nbytes for a in (self.X, self.y, self.group, self.weight) if a is not None)
 
 
-def read_shard(path: str, format: str, index: int, start: int, stop: int, n_features: int) -> Shard:
-    """Read shard ``index`` (rows ``start:stop``) of the store at ``path``."""
+class ShardCheck(NamedTuple):
+    """What a shard must hold, from the manifest; travels with :meth:`Store.shard_args` to the workers.
+
+    Attributes
+    ----------
+    class_counts : (n_negative, n_positive)
+    digests : dict or None
+        Recorded content hashes (schema 2), compared in verify mode.
+    has_group, has_weight : bool
+        Which optional arrays the shard has.
+    chunk_files : bool
+        Whether every Zarr chunk must have a file (stores with checksums, written with ``write_empty_chunks``).
+    """
+
+    class_counts: tuple[int, int]
+    digests: dict[str, str] | None
+    has_group: bool
+    has_weight: bool
+    chunk_files: bool
+
+
+def _check_chunk_files(path: str, root: Any, name: str, start: int, stop: int, where: str) -> None:
+    """Every chunk file of array ``name`` holding rows ``start:stop`` exists and is not empty."""
+    arr = root[name]
+    if stop <= start or any(s == 0 for s in arr.shape):
+        return
+    rows = arr.chunks[0]
+    tail = (0,) * (len(arr.shape) - 1)  # X is one chunk wide
+    for c in range(start // rows, (stop - 1) // rows + 1):
+        key = arr.metadata.encode_chunk_key((c, *tail))
+        fn = os.path.join(path, name, *key.split("/"))
+        try:
+            size = os.stat(fn).st_size
+        except FileNotFoundError:
+            raise StoreError(f"{where}: chunk file {name}/{key} (rows {c * rows}..{min((c + 1) * rows, arr.shape[0])}) is missing") from None
+        if size == 0:
+            raise StoreError(f"{where}: chunk file {name}/{key} is empty")
+
+
+def _check_part_position(table: Any, index: int, start: int, stop: int, where: str) -> None:
+    meta = table.schema.metadata or {}
+    raw = meta.get(b"dpipe.shard")
+    if raw is None:
+        return  # written before parts carried their position
+    try:
+        pos = json.loads(raw)
+        got = (int(pos["index"]), int(pos["start"]), int(pos["stop"]))
+    except (ValueError, KeyError, TypeError):
+        raise StoreError(f"{where}: part file's dpipe.shard metadata is unreadable ({raw[:80]!r})") from None
+    if got != (index, start, stop):
+        raise StoreError(f"{where}: part file holds shard {got[0]} (rows {got[1]}..{got[2]}): parts swapped, copied or moved")
+
+
+def read_shard(path: str, format: str, index: int, start: int, stop: int, n_features: int,
+               check: ShardCheck | None = None, verify: bool = False) -> Shard:
+    """Read shard ``index`` (rows ``start:stop``) of the store at ``path``.
+
+    With ``check`` (from :meth:`Store.shard_args`) the cheap integrity checks run;
+    with ``verify`` every array is re-hashed and compared with ``check.digests``.
+    """
     where = f"{path}, shard {index} (rows {start}..{stop})"
     try:
         if format == "zarr":
             root = zarr.open_group(path, mode="r")
+            if check is not None and check.chunk_files:
+                _check_chunk_files(path, root, "X", start, stop, where)
+                _check_chunk_files(path, root, "y", start, stop, where)
             X = np.asarray(root["X"][start:stop], dtype=np.float32)
             y = np.asarray(root["y"][start:stop], dtype=np.int8)
             group = np.asarray(root["group"][start:stop]) if "group" in root else None
             weight = np.asarray(root["weight"][start:stop]) if "weight" in root else None
         elif format == "parquet":
-            table = pq.read_table(os.path.join(path, f"part-{index:05d}.parquet"))
+            fn = os.path.join(path, f"part-{index:05d}.parquet")
+            if check is not None and not os.path.exists(fn):
+                raise StoreError(f"{where}: part file {os.path.basename(fn)} is missing")
+            table = pq.read_table(fn)
             n = table.num_rows
+            if check is not None:
+                _check_part_position(table, index, start, stop, where)
             if n != stop - start:
                 raise StoreError(f"{where}: file has {n} rows, manifest says {stop - start}")
             xcol = table.column("X").combine_chunks()
@@ -85,7 +186,54 @@ def read_shard(path: str, format: str, index: int, start: int, stop: int, n_feat
         raise StoreError(f"{where}: cannot read ({type(exc).__name__}: {exc})") from exc
     if X.shape != (stop - start, n_features):
         raise StoreError(f"{where}: X has shape {X.shape}, manifest says ({stop - start}, {n_features})")
+    if check is not None:
+        _check_contents(X, y, group, weight, check, index, start, stop, where, verify)
     return Shard(X=X, y=y, group=group, weight=weight, index=index)
+
+
+def _check_contents(X, y, group, weight, check: ShardCheck, index: int, start: int, stop: int, where: str, verify: bool) -> None:  # noqa: ANN001
+    n = stop - start
+    for name, arr, want in (("y", y, True), ("group", group, check.has_group), ("weight", weight, check.has_weight)):
+        if (arr is not None) != want:
+            raise StoreError(f"{where}: array {name} is {'missing' if want else 'present but not in the manifest'}")
+        if arr is not None and arr.shape != (n,):
+            raise StoreError(f"{where}: {name} has shape {arr.shape}, manifest says ({n},)")
+    neg = int(np.count_nonzero(y == -1))
+    pos = int(np.count_nonzero(y == 1))
+    if neg + pos != n:
+        row = int(np.argmax((y != -1) & (y != 1)))
+        raise StoreError(f"{where}: {n - neg - pos} labels are neither -1 nor +1 (first: {int(y[row])} at row {start + row})")
+    if (neg, pos) != tuple(check.class_counts):
+        raise StoreError(f"{where}: y has {neg} negative / {pos} positive labels, the manifest says {check.class_counts[0]} / {check.class_counts[1]}")
+    if verify:
+        if check.digests is None:
+            raise StoreError(f"{where}: no checksums recorded to verify against (store written by dpipe <= 0.1; run `dpipe verify --record`)")
+        got = shard_digests(index, start, stop, X, y, group, weight)
+        for name, h in check.digests.items():
+            if got.get(name) != h:
+                raise StoreError(f"{where}: content hash of {name} differs from the one recorded at write time "
+                                 "(values changed, or chunks / parts swapped, copied or lost since)")
+
+
+def _zarr_attrs_manifest(path: str, root: Any) -> Any:
+    attrs = dict(root.attrs)
+    if ZARR_MANIFEST_KEY not in attrs:
+        raise StoreError(f"{path}: the Zarr group's attributes ({os.path.join(path, 'zarr.json')}) hold no {ZARR_MANIFEST_KEY}; "
+                         f"{MANIFEST_NAME} cannot be checked against them")
+    return attrs[ZARR_MANIFEST_KEY]
+
+
+def _compare_manifests(path: str, attrs_manifest: Any, file_manifest: Any) -> None:
+    """Refuse the store when its two copies of the manifest differ (canonical forms)."""
+    if canonical_json(attrs_manifest) == canonical_json(file_manifest):
+        return
+    if isinstance(attrs_manifest, dict) and isinstance(file_manifest, dict):
+        keys = sorted(k for k in set(attrs_manifest) | set(file_manifest) if canonical_json(attrs_manifest.get(k)) != canonical_json(file_manifest.get(k)))
+        what = f" (field(s) {', '.join(keys)})"
+    else:
+        what = ""
+    raise StoreError(f"{path}: the manifest in the Zarr attributes ({os.path.join(path, 'zarr.json')}) and "
+                     f"{os.path.join(path, MANIFEST_NAME)} disagree{what}; the store is refused")
 
 
 class Store:
@@ -95,32 +243,61 @@ class Store:
     ----------
     path : str
         Directory of the store.
+    verify : bool, optional
+        Re-hash every shard on read and compare with the recorded checksums;
+        default the dask config key ``dpipe.verify`` (false).
 
     Attributes
     ----------
     path : str
     manifest : Manifest
+    verify : bool
+
+    Notes
+    -----
+    A store without checksums (schema 1, written by dpipe <= 0.1) opens with a
+    :class:`~dpipe.exceptions.DataWarning` saying how to add them, and is read with
+    the checks that need no checksum. A warning, not an error: nothing says such a
+    store is damaged, and refusing it would stop every job on existing data at the
+    upgrade; the message says how to fix it. With ``verify`` it is an error, since
+    what was asked cannot be done.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, verify: bool | None = None, *, _recording: bool = False) -> None:
         self.path = os.path.abspath(os.fspath(path))
-        self.manifest: Manifest = read_manifest(self.path)
+        raw = read_manifest_raw(self.path)
+        self.manifest: Manifest = decode_manifest(raw, where=self.path)
+        self.verify = bool(get_setting("verify", verify))
         m = self.manifest
         if m.format == "zarr":
             try:
                 root = zarr.open_group(self.path, mode="r")
-                shape = root["X"].shape
+                arrays = {name: tuple(root[name].shape) for name in ("X", "y", "group", "weight") if name in root}
             except Exception as exc:
                 raise StoreError(f"{self.path}: not a readable Zarr store ({type(exc).__name__}: {exc})") from exc
-            if tuple(shape) != (m.n_rows, m.n_features):
-                raise StoreError(f"{self.path}: X has shape {tuple(shape)}, manifest says ({m.n_rows}, {m.n_features})")
+            if not _recording:
+                _compare_manifests(self.path, _zarr_attrs_manifest(self.path, root), json.loads(raw))
+            if arrays.get("X") != (m.n_rows, m.n_features):
+                raise StoreError(f"{self.path}: X has shape {arrays.get('X')}, manifest says ({m.n_rows}, {m.n_features})")
+            for name, want in (("y", True), ("group", m.group_counts is not None), ("weight", m.has_weight)):
+                if want and arrays.get(name) != (m.n_rows,):
+                    raise StoreError(f"{self.path}: {name} has shape {arrays.get(name)}, manifest says ({m.n_rows},)")
         elif m.format == "parquet":
             for i in range(m.n_shards):
                 fn = os.path.join(self.path, f"part-{i:05d}.parquet")
                 if not os.path.exists(fn):
                     raise StoreError(f"{self.path}: shard {i} is missing ({os.path.basename(fn)})")
-        else:
+                if os.path.getsize(fn) == 0:
+                    raise StoreError(f"{self.path}: shard {i}: {os.path.basename(fn)} is empty")
+            extra = sorted(f for f in os.listdir(self.path) if (mt := _PART.match(f)) and int(mt.group(1)) >= m.n_shards)
+            if extra:
+                raise StoreError(f"{self.path}: {extra[0]} is not in the manifest ({m.n_shards} shards): a shard was dropped from the manifest")
+        else:  # pragma: no cover - the schema allows only the two
             raise StoreError(f"{self.path}: unknown store format {m.format!r}")
+        if not m.has_checksums and not _recording:
+            if self.verify:
+                raise StoreError(OLD_STORE_MESSAGE.format(path=self.path) + " (verification was asked for)")
+            warnings.warn(OLD_STORE_MESSAGE.format(path=self.path), DataWarning, stacklevel=2)
 
     def __repr__(self) -> str:
         m = self.manifest
@@ -136,14 +313,26 @@ class Store:
         """Storage format, "zarr" or "parquet"."""
         return self.manifest.format
 
-    def shard_args(self, index: int) -> tuple:
-        """Arguments of :func:`read_shard` for shard ``index``."""
-        start, stop = self.manifest.shard_bounds[index]
-        return (self.path, self.format, index, start, stop, self.manifest.n_features)
+    def shard_check(self, index: int) -> ShardCheck:
+        """What shard ``index`` must hold, for :func:`read_shard`."""
+        m = self.manifest
+        return ShardCheck(
+            class_counts=tuple(m.class_counts[index]),
+            digests=dict(m.shards[index].digests) if m.shards is not None else None,
+            has_group=m.group_counts is not None,
+            has_weight=bool(m.has_weight),
+            chunk_files=m.has_checksums,
+        )
 
-    def read_shard(self, index: int) -> Shard:
+    def shard_args(self, index: int, verify: bool | None = None) -> tuple:
+        """Arguments of :func:`read_shard` for shard ``index`` (with the store's checks and verify mode)."""
+        start, stop = self.manifest.shard_bounds[index]
+        return (self.path, self.format, index, start, stop, self.manifest.n_features, self.shard_check(index),
+                self.verify if verify is None else bool(verify))
+
+    def read_shard(self, index: int, verify: bool | None = None) -> Shard:
         """Read one shard in this process."""
-        return read_shard(*self.shard_args(index))
+        return read_shard(*self.shard_args(index, verify))
 
     def iter_shards(self):
         """Yield every shard in order, in this process."""
@@ -166,12 +355,17 @@ class Store:
         return m.n_rows * per_row
 
 
-def open_store(path: str | os.PathLike) -> Store:
+def open_store(path: str | os.PathLike, verify: bool | None = None) -> Store:
     """Open the dataset store at ``path`` (Zarr or Parquet, told by its manifest).
+
+    Parameters
+    ----------
+    verify : bool, optional
+        Re-hash every shard read (default: dask config ``dpipe.verify``).
 
     Raises
     ------
     StoreError
-        The path is not a store, or its arrays disagree with its manifest.
+        The path is not a store, its manifest is malformed, or its arrays disagree with its manifest.
     """
-    return Store(os.fspath(path))
+    return Store(os.fspath(path), verify=verify)

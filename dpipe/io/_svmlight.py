@@ -36,6 +36,7 @@ import numba
 import numpy as np
 
 from ..exceptions import InputError
+from ._values import float32_problem
 
 __all__ = ["SvmBlock", "parse_block", "looks_like_svmlight", "MAX_INDEX"]
 
@@ -307,10 +308,19 @@ def _check_finite(block: SvmBlock, path: str) -> None:
         raise InputError(f"the {what} is out of the range of float64 (not finite)", path=path, line=int(block.lines[r]))
 
 
+def _check_float32(block: SvmBlock, path: str) -> None:
+    """Refuse feature values that float32 cannot hold (1e39 would be stored as inf, 1e-50 as 0)."""
+    problem = float32_problem(block.values)
+    if problem is not None:
+        k, reason = problem
+        r = int(np.searchsorted(block.indptr, k, side="right") - 1)
+        raise InputError(f"the value {float(block.values[k])!r} of feature {int(block.indices[k])} {reason}", path=path, line=int(block.lines[r]))
+
+
 _TOKEN_END = re.compile(rb"[^ \t\r\x0b\x0c\n#]*")
 
 
-def parse_block(data: bytes, first_line: int = 1, path: str = "<bytes>") -> SvmBlock:
+def parse_block(data: bytes, first_line: int = 1, path: str = "<bytes>", float32: bool = False) -> SvmBlock:
     """Parse a block of whole svmlight lines with the numba kernel.
 
     Parameters
@@ -321,6 +331,9 @@ def parse_block(data: bytes, first_line: int = 1, path: str = "<bytes>") -> SvmB
         1-based line number of the first line of ``data`` in its file.
     path : str
         File name for error messages.
+    float32 : bool
+        Also refuse a value that float32 cannot hold (beyond its range, or non-zero
+        but below its smallest subnormal): what ingest, which stores float32, asks for.
 
     Returns
     -------
@@ -368,6 +381,8 @@ def parse_block(data: bytes, first_line: int = 1, path: str = "<bytes>") -> SvmB
         raise _error(int(status), path, first_line + int(line2), m.group(0) if m else b"")
     block = SvmBlock(labels[:row], indptr[: row + 1], indices[:nnz], values[:nnz], row_line[:row] + first_line)
     _check_finite(block, path)
+    if float32:
+        _check_float32(block, path)
     return block
 
 

@@ -50,6 +50,7 @@ import pyarrow.parquet as pq
 
 from ..exceptions import InputError, ParameterError
 from ._labels import MISSING_LABELS, LabelCounter, Where
+from ._values import float32_problem
 
 __all__ = [
     "MISSING_VALUES",
@@ -325,6 +326,10 @@ def to_float(arr: pa.Array, name: str, rows: Rows, why: str = "") -> np.ndarray:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise rows.where(i).error(f"non-finite value {_value(arr, i)!r} in numeric column {name!r}")
+    problem = float32_problem(vals)
+    if problem is not None:
+        i, reason = problem
+        raise rows.where(i).error(f"value {_value(arr, i)} in numeric column {name!r} {reason}")
     return vals
 
 

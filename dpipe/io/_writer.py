@@ -3,10 +3,18 @@
 The store is written into a temporary sibling of its destination and renamed into
 place by :meth:`ShardWriter.commit`; a failure at any point removes the temporary
 directory, so a half-written store is never left behind.
+
+Every shard's row count, class counts and a content hash of each array's decoded
+values (:mod:`dpipe.io._checksum`) go into the manifest (schema 2). Zarr arrays are
+written with ``write_empty_chunks`` so that every chunk has a file (a missing chunk
+file is then damage, never "all zeros"); every Parquet part carries its shard index
+and row range in its key-value metadata (``dpipe.shard``), so a part swapped with or
+copied over another is caught without hashing.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -19,7 +27,8 @@ import zarr
 
 from .._config import get_setting
 from ..exceptions import ParameterError, StoreError
-from ._manifest import Manifest, write_manifest
+from ._checksum import CHECKSUM_ALGORITHM, shard_digests
+from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, write_manifest
 
 __all__ = ["ShardWriter", "STORE_FORMATS", "default_shard_rows", "shard_rows_for", "prepare_destination"]
 
@@ -112,14 +121,16 @@ class ShardWriter:
         self.shard_bounds: list[list[int]] = []
         self.class_counts: list[list[int]] = []
         self.group_counts: list[np.ndarray] = []
+        self.shard_records: list[ShardRecord] = []
         self._done = False
         if format == "zarr":
             root = zarr.open_group(self.tmp, mode="w")
             chunks = (self.shard_rows, max(1, self.n_features))
-            self._x = root.create_array("X", shape=(0, self.n_features), chunks=chunks, dtype="float32")
-            self._y = root.create_array("y", shape=(0,), chunks=(self.shard_rows,), dtype="int8")
-            self._g = root.create_array("group", shape=(0,), chunks=(self.shard_rows,), dtype="int16") if with_group else None
-            self._w = root.create_array("weight", shape=(0,), chunks=(self.shard_rows,), dtype="float32") if with_weight else None
+            cfg = {"write_empty_chunks": True}  # every chunk gets a file: a missing one is damage
+            self._x = root.create_array("X", shape=(0, self.n_features), chunks=chunks, dtype="float32", config=cfg)
+            self._y = root.create_array("y", shape=(0,), chunks=(self.shard_rows,), dtype="int8", config=cfg)
+            self._g = root.create_array("group", shape=(0,), chunks=(self.shard_rows,), dtype="int16", config=cfg) if with_group else None
+            self._w = root.create_array("weight", shape=(0,), chunks=(self.shard_rows,), dtype="float32", config=cfg) if with_weight else None
             self._root = root
 
     # -- context manager ---------------------------------------------------------
@@ -173,6 +184,10 @@ class ShardWriter:
             row = self.n_rows + int(np.argmax(bad))
             raise StoreError(f"{self.dest}: label {int(y[bad][0])} at row {row} is not -1 or +1")
         start, stop = self.n_rows, self.n_rows + X.shape[0]
+        index = len(self.shard_bounds)
+        group = np.asarray(group, dtype=np.int16) if self.with_group else None
+        weight = np.asarray(weight, dtype=np.float32) if self.with_weight else None
+        digests = shard_digests(index, start, stop, X, y, group, weight)
         if self.format == "zarr":
             self._x.resize((stop, self.n_features))
             self._y.resize((stop,))
@@ -194,10 +209,13 @@ class ShardWriter:
                 cols["group"] = pa.array(np.asarray(group, dtype=np.int16), type=pa.int16())
             if self.with_weight:
                 cols["weight"] = pa.array(np.asarray(weight, dtype=np.float32), type=pa.float32())
-            table = pa.table(cols)
-            pq.write_table(table, os.path.join(self.tmp, f"part-{len(self.shard_bounds):05d}.parquet"))
+            position = json.dumps({"index": index, "start": start, "stop": stop})
+            table = pa.table(cols).replace_schema_metadata({"dpipe.shard": position})
+            pq.write_table(table, os.path.join(self.tmp, f"part-{index:05d}.parquet"))
+        counts = [int((y == -1).sum()), int((y == 1).sum())]
         self.shard_bounds.append([start, stop])
-        self.class_counts.append([int((y == -1).sum()), int((y == 1).sum())])
+        self.class_counts.append(counts)
+        self.shard_records.append(ShardRecord(rows=stop - start, class_counts=list(counts), digests=digests))
         if self.with_group:
             self.group_counts.append(np.bincount(np.asarray(group, dtype=np.int64), minlength=0))
         self.n_rows = stop
@@ -229,6 +247,9 @@ class ShardWriter:
             has_weight=self.with_weight,
             created=Manifest.now(),
             dpipe_version=__version__,
+            schema_version=SCHEMA_VERSION,
+            shards=self.shard_records,
+            checksum_algorithm=CHECKSUM_ALGORITHM,
             **manifest_fields,
         )
         if self.format == "zarr":

@@ -22,6 +22,8 @@ import dataclasses
 
 import numpy as np
 
+from ._finite import check_features, check_weights
+
 __all__ = ["unit_scales", "ClassMoments", "ColumnMoments", "column_moments_of_shard", "merge_column_moments", "shard_moments", "class_moments_of_shard", "merge_moments", "BLOCK_ROWS"]
 
 #: Rows converted to float64 at a time; bounds the temporary memory of a shard pass.
@@ -177,8 +179,17 @@ def shard_moments(X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None
 
 
 def class_moments_of_shard(shard) -> ClassMoments:
-    """:func:`shard_moments` of a :class:`dpipe.io.Shard` (the task a moments pass runs)."""
-    return shard_moments(shard.X, shard.y, shard.weight)
+    """:func:`shard_moments` of a :class:`dpipe.io.Shard` (the task a moments pass runs).
+
+    Raises :class:`~dpipe.exceptions.ShardValueError` at a non-finite feature or sample
+    weight (the moments are checked, O(d^2); the shard is scanned only when they are not finite).
+    """
+    check_weights(shard)
+    with np.errstate(invalid="ignore", over="ignore"):  # an inf feature gives inf - inf: the check below names it
+        out = shard_moments(shard.X, shard.y, shard.weight)
+    if not (np.isfinite(out.mean).all() and np.isfinite(out.m2).all()):
+        check_features(shard)
+    return out
 
 
 @dataclasses.dataclass
@@ -208,7 +219,19 @@ class ColumnMoments:
 
 
 def column_moments_of_shard(shard, block_rows: int = BLOCK_ROWS) -> ColumnMoments:
-    """:class:`ColumnMoments` of one shard (weighted by its weight column, if any), in float64 blocks merged pairwise."""
+    """:class:`ColumnMoments` of one shard (weighted by its weight column, if any), in float64 blocks merged pairwise.
+
+    Raises :class:`~dpipe.exceptions.ShardValueError` at a non-finite feature or sample weight.
+    """
+    check_weights(shard)
+    with np.errstate(invalid="ignore", over="ignore"):  # an inf feature gives inf - inf: the check below names it
+        out = _column_moments(shard, block_rows)
+    if not (np.isfinite(out.mean).all() and np.isfinite(out.m2).all()):
+        check_features(shard)
+    return out
+
+
+def _column_moments(shard, block_rows: int) -> ColumnMoments:
     X = shard.X
     d = X.shape[1]
     out = ColumnMoments(0, np.zeros(d), np.zeros(d))

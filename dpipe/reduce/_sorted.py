@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._finite import check_scores, check_weights
 from ._linalg import matvec, rmatvec
 
 __all__ = ["ShardScores", "ClassRuns", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "gradient_pass"]
@@ -70,6 +71,7 @@ def score_shard(shard, w: np.ndarray) -> ShardScores:
     float64 here (13 vs 48 ms for 260,000 scores).
     """
     s = matvec(shard.X, w) if shard.n_rows else np.zeros(0)
+    check_scores(shard, s)
     pos_rows = np.flatnonzero(shard.y > 0)
     neg_rows = np.flatnonzero(shard.y < 0)
     sp, sn = s[pos_rows], s[neg_rows]
@@ -95,6 +97,7 @@ _MEMO_SIZE = 512
 def _runs(shard, sc: ShardScores) -> ClassRuns:
     if shard.weight is None:
         return ClassRuns(sc.pos, sc.neg, None, None)
+    check_weights(shard)
     v = shard.weight
     return ClassRuns(sc.pos, sc.neg, v[sc.pos_rows].astype(np.float64), v[sc.neg_rows].astype(np.float64))
 
