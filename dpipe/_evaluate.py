@@ -4,7 +4,9 @@ Evaluation sorts each shard's scores on its worker and merges the sorted runs on
 the driver (the driver receives 9 bytes per row: a float64 score and an int8
 label), then computes exact metrics — ties in the ROC-AUC counted as half.
 Prediction writes one row per store row, in store order, to a Parquet file that
-is written under a temporary name and renamed into place.
+is written under a temporary name and renamed into place; its schema metadata
+``dpipe.format = dpipe-predictions`` marks it as dpipe's (only such a file is
+replaced by ``overwrite``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._output import check_output_path
+from ._output import PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, check_output_path, lock_temporary
 from .engine import open_dataset, rank_summary
 from .io import Store, open_store
 from .model import LinearModel
@@ -116,10 +118,13 @@ def predict(
     """
     out = check_output_path(out, overwrite=overwrite, what="predictions")  # before any pass
     model, st = _model_and_store(model, store)
-    schema = pa.schema([("row", pa.int64()), ("score", pa.float64()), ("label", pa.int8()), ("y", pa.int8())])
+    schema = pa.schema([("row", pa.int64()), ("score", pa.float64()), ("label", pa.int8()), ("y", pa.int8())],
+                       metadata={PREDICTIONS_FORMAT_KEY: PREDICTIONS_FORMAT})
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".tmp-", dir=os.path.dirname(out))
     os.close(fd)
+    lock = None
     try:
+        lock = lock_temporary(tmp)  # another run's stale-temporary sweep leaves it alone
         with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
             parts = ds.map_gather(shard_scores_labels, model.coef, model.intercept)
         with pq.ParquetWriter(tmp, schema) as writer:
@@ -132,4 +137,7 @@ def predict(
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    finally:
+        if lock is not None:
+            os.close(lock)
     return out

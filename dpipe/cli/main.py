@@ -6,7 +6,9 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import traceback
 import warnings
 from collections.abc import Sequence
@@ -93,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest", help="store to create")
     p.add_argument("--format", choices=("zarr", "parquet"), default="zarr", help="store format (default zarr)")
     p.add_argument("--shard-rows", dest="shard_rows", type=int, help="rows per shard (default: about 64 MB of features)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing DEST")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing DEST (only a dpipe store is ever replaced)")
     _add_ingest_options(p)
 
     p = sub.add_parser("info", help="print a store's manifest summary")
@@ -117,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("--objective", choices=list(OBJECTIVES), default="auc-moment", help="; ".join(f"{o.name}: {o.summary}" for o in OBJECTIVES.values()))
     p.add_argument("--out", required=True, help="model file to write (JSON)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out (only a dpipe model file is ever replaced)")
     p.add_argument("--validation", help="iterative objectives: store whose exact AUC and PRBEP are measured after every iteration")
     add_arguments(p.add_argument_group("hyper-parameters (each names the objectives it applies to; any other is an error)"))
     p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="do not keep training metrics in the model")
@@ -233,7 +236,7 @@ def _cmd_train(a: argparse.Namespace) -> None:
     from ..fit import PARAMS, train
 
     given = {name: getattr(a, name) for name in PARAMS if getattr(a, name) is not None}
-    model = train(a.store, a.objective, validation=a.validation, out=a.out, train_metrics=a.train_metrics, **given, **_cluster_kwargs(a))
+    model = train(a.store, a.objective, validation=a.validation, out=a.out, overwrite=a.overwrite, train_metrics=a.train_metrics, **given, **_cluster_kwargs(a))
     fit = model.fit
     print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, data loading/setup passes {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {a.out}")
     if "gap" in fit.get("info", {}):
@@ -313,6 +316,34 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split("\n")) or type(exc).__name__
 
 
+class Interrupted(KeyboardInterrupt):
+    """Raised in the main thread by SIGTERM or SIGINT: unwinding removes the temporary being written."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+_HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _install_signal_handlers() -> dict[int, Any]:
+    """SIGTERM / SIGINT raise :class:`Interrupted` once; a second one during the clean-up is
+    ignored, a third exits at once. Returns the previous handlers (to restore)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    count = [0]
+
+    def handler(signum: int, frame: Any) -> None:
+        count[0] += 1
+        if count[0] == 1:
+            raise Interrupted(signum)
+        if count[0] >= 3:
+            os._exit(128 + signum)
+
+    return {s: signal.signal(s, handler) for s in _HANDLED_SIGNALS}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage)."""
     parser = build_parser()
@@ -322,18 +353,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
         print(f"dpipe: warning: {message}", file=sys.stderr)
 
-    with warnings.catch_warnings():
-        warnings.showwarning = _show_warning
-        try:
-            _COMMANDS[a.command](a)
-        except (DPipeError, ValueError, OSError) as exc:  # OSError: a read-only file system, a full disk, a permission
-            if a.verbose:
-                traceback.print_exc(file=sys.stderr)
-            print(f"dpipe {a.command}: error: {_one_line(exc)}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("dpipe: interrupted", file=sys.stderr)
-            return 130
+    previous = _install_signal_handlers()
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            try:
+                _COMMANDS[a.command](a)
+            except (DPipeError, ValueError, OSError) as exc:  # OSError: a read-only file system, a full disk, a permission
+                if a.verbose:
+                    traceback.print_exc(file=sys.stderr)
+                print(f"dpipe {a.command}: error: {_one_line(exc)}", file=sys.stderr)
+                return 1
+            except KeyboardInterrupt as exc:  # the temporary being written was removed while unwinding
+                signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+                print(f"dpipe {a.command}: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
+                return 128 + signum
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
     return 0
 
 

@@ -89,6 +89,7 @@ def train(
     memory_limit: str | int | None = None,
     cache: str | None = None,
     out: str | os.PathLike | None = None,
+    overwrite: bool = False,
     train_metrics: bool = True,
     **params: Any,
 ) -> LinearModel:
@@ -98,8 +99,12 @@ def train(
     if validation is not None and spec.family == "moment":
         raise ParameterError(f"The 'validation' parameter of train applies to the iterative objectives, not to {objective!r} (fitted from one moments pass); "
                              "evaluate the model on the store instead.")
+    if overwrite and out is None:
+        raise ParameterError("The 'overwrite' parameter of train applies to out=, which is not given.")
     if out is not None:  # before any pass: a fit must not be lost to an unwritable path
-        check_output_path(out, overwrite=True, what="model")
+        if not isinstance(overwrite, (bool, np.bool_)):
+            raise ParameterError(f"The 'overwrite' parameter of train must be a bool. Got {overwrite!r} instead.")
+        check_output_path(out, overwrite=bool(overwrite), what="model")
     st = store if isinstance(store, Store) else open_store(store)
     m = st.manifest
     engine = resolve_engine(engine, st, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit)
@@ -135,6 +140,7 @@ def train(
         metrics=metrics,
     )
     if out is not None:
+        check_output_path(out, overwrite=bool(overwrite), what="model")  # again: the fit took a while
         model.save(out)
         log.info("model written to %s", out)
     return model
@@ -161,7 +167,11 @@ client, scheduler, workers, memory_limit : optional
 cache : {"auto", "memory", "stream"}, optional
     Keep shards in worker memory or stream them on every pass.
 out : path, optional
-    Save the model there (JSON).
+    Save the model there (JSON; written to a temporary sibling, then renamed). Never
+    a file inside a store.
+overwrite : bool
+    Replace an existing ``out``; only a dpipe model file (``"format":
+    "dpipe-linear-model"``) is ever replaced.
 train_metrics : bool
     Keep the model's exact metrics on the training store in the model.
 """

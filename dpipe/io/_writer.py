@@ -55,13 +55,22 @@ def shard_rows_for(n_rows: int, n_features: int) -> int:
 
 
 def prepare_destination(dest: str, overwrite: bool) -> None:
-    """Refuse an existing destination unless ``overwrite``; check the parent exists."""
+    """Refuse an existing destination unless ``overwrite`` and it is a dpipe store; check the parent exists.
+
+    Also removes the ``.DEST.tmp-*`` / ``.DEST.old-*`` siblings a killed run left behind.
+    """
+    from .._output import is_dpipe_store, remove_stale_siblings
+
     dest = os.path.abspath(dest)
     parent = os.path.dirname(dest)
     if not os.path.isdir(parent):
         raise StoreError(f"{dest}: parent directory {parent} does not exist")
-    if os.path.lexists(dest) and not overwrite:
-        raise StoreError(f"{dest}: destination exists; pass overwrite=True (--overwrite) to replace it")
+    if os.path.lexists(dest):
+        if not overwrite:
+            raise StoreError(f"{dest}: destination exists; pass overwrite=True (--overwrite) to replace it")
+        if not is_dpipe_store(dest):
+            raise StoreError(f"{dest}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with --overwrite")
+    remove_stale_siblings(dest)
 
 
 class ShardWriter:
@@ -115,6 +124,17 @@ class ShardWriter:
         self.with_weight = with_weight
         parent = os.path.dirname(self.dest)
         self.tmp = tempfile.mkdtemp(prefix="." + os.path.basename(self.dest) + ".tmp-", dir=parent)
+        self._lock: int | None = None
+        try:
+            self._start(format, with_group, with_weight)
+        except BaseException:  # an interruption before the ``with`` block: nothing left behind
+            self.abort()
+            raise
+
+    def _start(self, format: str, with_group: bool, with_weight: bool) -> None:
+        from .._output import lock_temporary
+
+        self._lock = lock_temporary(self.tmp)  # another run's stale-temporary sweep leaves it alone
         self._buf: list[tuple[np.ndarray, ...]] = []
         self._buf_rows = 0
         self.n_rows = 0
@@ -144,7 +164,15 @@ class ShardWriter:
     def abort(self) -> None:
         """Remove the temporary directory; nothing is left at ``dest``."""
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if os.path.lexists(self.tmp):  # a file was still being added: once more
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        self._unlock()
         self._done = True
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     # -- writing -----------------------------------------------------------------
     def append(self, X: np.ndarray, y: np.ndarray, group: np.ndarray | None = None, weight: np.ndarray | None = None) -> None:
@@ -255,17 +283,37 @@ class ShardWriter:
         if self.format == "zarr":
             self._root.attrs["dpipe_manifest"] = manifest.to_dict()
         write_manifest(self.tmp, manifest)
-        if os.path.lexists(self.dest):
-            if not self.overwrite:
-                self.abort()
-                raise StoreError(f"{self.dest}: destination appeared while writing; pass overwrite=True to replace it")
-            old = self.dest + ".old-" + os.path.basename(self.tmp)
-            os.rename(self.dest, old)
-            os.rename(self.tmp, self.dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(self.tmp, self.dest)
-        self._done = True
+        self._replace_destination()
         return manifest
+
+    def _replace_destination(self) -> None:
+        """Rename the temporary into place; an existing ``dest`` must be a dpipe store (renamed to
+        ``.DEST.old-*`` and removed; a symlink is removed, never what it points to)."""
+        from .._output import is_dpipe_store
+
+        old = None
+        try:
+            if os.path.lexists(self.dest):
+                if not self.overwrite:
+                    raise StoreError(f"{self.dest}: destination appeared while writing; pass overwrite=True to replace it")
+                if not is_dpipe_store(self.dest):
+                    raise StoreError(f"{self.dest}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with --overwrite")
+                old = os.path.join(os.path.dirname(self.dest), "." + os.path.basename(self.dest) + ".old-" + self.tmp[-8:])
+                os.rename(self.dest, old)
+            os.rename(self.tmp, self.dest)
+            self._done = True
+        except BaseException:
+            if old is not None and not os.path.lexists(self.dest) and os.path.lexists(old):
+                os.rename(old, self.dest)  # put the previous store back
+                old = None
+            self.abort()
+            raise
+        finally:
+            if old is not None:
+                if os.path.islink(old) or not os.path.isdir(old):
+                    os.unlink(old)
+                else:
+                    shutil.rmtree(old, ignore_errors=True)
+            self._unlock()
 
 

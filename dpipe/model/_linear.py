@@ -200,6 +200,9 @@ class LinearModel:
         directory = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-", dir=directory)
         try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another run's stale-temporary sweep leaves it alone
             with os.fdopen(fd, "w") as f:
                 json.dump(self.to_dict(), f, indent=1, allow_nan=False)
                 f.write("\n")

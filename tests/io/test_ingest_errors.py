@@ -185,12 +185,17 @@ def test_existing_dest_needs_overwrite(write_source, tmp_path):
     _fails(src, dest, StoreError, match="destination exists")
     assert (dest / "keep.txt").read_text() == "old"
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
-    # a failing ingest with overwrite=True keeps the old store
-    _fails(bad, dest, InputError, overwrite=True)
+    # a directory that is not a dpipe store is never replaced, even with overwrite=True
+    _fails(src, dest, StoreError, match="not a dpipe store", overwrite=True)
     assert (dest / "keep.txt").read_text() == "old"
-    m = ingest(src, str(dest), overwrite=True)
-    assert m.n_rows == 2 and not (dest / "keep.txt").exists()
-    np.testing.assert_array_equal(open_store(dest).read_all().X, [[1, 0], [0, 1]])
+    # a failing ingest with overwrite=True keeps the old (dpipe) store
+    store = tmp_path / "store"
+    ingest(write_source("one.svm", "1 1:5\n-1 2:5\n"), str(store))
+    _fails(bad, store, InputError, overwrite=True)
+    assert open_store(store).manifest.n_rows == 2 and open_store(store).read_all().X[0, 0] == 5
+    m = ingest(src, str(store), overwrite=True)
+    assert m.n_rows == 2
+    np.testing.assert_array_equal(open_store(store).read_all().X, [[1, 0], [0, 1]])
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
 
 
