@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._output import PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, check_output_path, lock_temporary
+from ._output import PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, check_output_path, lock_temporary, set_default_mode
 from .engine import open_dataset, rank_summary
 from .io import Store, open_store
 from .model import LinearModel
@@ -132,6 +132,7 @@ def predict(
                 label = np.where(s > threshold, 1, -1).astype(np.int8)
                 columns = [pa.array(np.arange(start, stop, dtype=np.int64)), pa.array(s), pa.array(label), pa.array(y)]
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+        set_default_mode(tmp)  # mkstemp made it 0600: give it the user's umask
         os.replace(tmp, out)
     except BaseException:
         if os.path.exists(tmp):

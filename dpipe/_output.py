@@ -21,9 +21,13 @@ import os
 import re
 import shutil
 
+from ._modes import current_umask, set_default_mode
 from .exceptions import OutputError, OutputExistsError
 
-__all__ = ["check_output_path", "is_dpipe_store", "is_dpipe_file", "remove_stale_siblings", "PREDICTIONS_FORMAT_KEY", "PREDICTIONS_FORMAT"]
+__all__ = [
+    "check_output_path", "is_dpipe_store", "is_dpipe_file", "remove_stale_siblings", "PREDICTIONS_FORMAT_KEY", "PREDICTIONS_FORMAT",
+    "current_umask", "set_default_mode",
+]
 
 log = logging.getLogger("dpipe.output")
 

@@ -10,16 +10,26 @@ Order of precedence:
 5. otherwise an embedded :class:`distributed.LocalCluster` of worker *processes*
    (``workers`` processes, one thread each, ``memory_limit`` per worker), closed when
    the context ends.
+
+The embedded cluster is closed to everyone but its own client: every listener (scheduler,
+nannies, workers, dashboard) binds to 127.0.0.1, and all its connections use TLS with a
+throw-away key/certificate pair (:meth:`distributed.security.Security.temporary`, which needs
+the ``cryptography`` package) that exists only in this process's memory and the cluster's
+processes, so another local user cannot connect to the scheduler and run code in the workers.
+An external scheduler with TLS is reached with ``tls://host:port`` and the usual dask
+security config (``distributed.comm.tls.*``), which :class:`distributed.Client` reads itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 from collections.abc import Iterator
 
 from distributed import Client, LocalCluster
+from distributed.security import Security
 
 from .._config import get_setting
 from .._validation import check_int
@@ -39,6 +49,11 @@ def _connect(target: str) -> Client:
             f"scheduler file. Got {target!r} instead (no such file)."
         )
     return Client(target, set_as_default=False)
+
+
+def _has_dashboard() -> bool:
+    """Whether the embedded scheduler serves a dashboard (only when bokeh is installed)."""
+    return importlib.util.find_spec("bokeh") is not None
 
 
 def explicit_scheduler(scheduler: str | None = None) -> str | None:
@@ -86,19 +101,29 @@ def cluster_client(
     n = min(2, os.cpu_count() or 1) if n is None else check_int(n, "workers", "cluster_client", low=1)
     threads = check_int(get_setting("threads-per-worker", threads_per_worker), "threads_per_worker", "cluster_client", low=1)
     mem = get_setting("memory-limit", memory_limit)
+    # Closed by default: TLS with temporary credentials, every listener on loopback only.
+    security = Security.temporary()
     cluster = LocalCluster(
         n_workers=n,
         threads_per_worker=threads,
         processes=True,
         memory_limit=mem,
-        dashboard_address=":0",
         host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        protocol="tls://",
+        security=security,
     )
     # direct_to_workers: results and actor calls go straight between the driver and the
     # workers (all on this host) instead of through the scheduler, which would relay -
     # and so send twice - the O(n) scores of every evaluation.
-    c = Client(cluster, set_as_default=False, direct_to_workers=True)
+    try:
+        c = Client(cluster, security=security, set_as_default=False, direct_to_workers=True)
+    except BaseException:
+        cluster.close()
+        raise
     log.info("started local cluster: %d worker processes x %d thread(s), memory limit %s", n, threads, mem)
+    if _has_dashboard():
+        log.info("dashboard: %s", cluster.dashboard_link)
     try:
         yield c
     finally:

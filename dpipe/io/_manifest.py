@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from .._modes import set_default_mode
 from ..exceptions import StoreError
 from ._checksum import CHECKSUM_ALGORITHM
 
@@ -267,6 +268,7 @@ def write_json_atomic(path: str, obj: Any, indent: int | None = 1) -> None:
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+        set_default_mode(tmp)  # the user's umask, not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -283,6 +283,9 @@ class ShardWriter:
         if self.format == "zarr":
             self._root.attrs["dpipe_manifest"] = manifest.to_dict()
         write_manifest(self.tmp, manifest)
+        from .._modes import set_default_mode
+
+        set_default_mode(self.tmp)  # mkdtemp / mkstemp made it 0700 / 0600: give it the user's umask
         self._replace_destination()
         return manifest
 

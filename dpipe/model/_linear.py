@@ -17,10 +17,102 @@ from typing import Any
 
 import numpy as np
 
+try:  # dpipe.exceptions is stdlib-only; a copy of this file alone falls back to ValueError
+    from ..exceptions import ParameterError
+except ImportError:  # pragma: no cover
+    ParameterError = ValueError  # type: ignore[misc,assignment]
+
 __all__ = ["LinearModel", "MODEL_FORMAT", "MODEL_FORMAT_VERSION"]
 
 MODEL_FORMAT = "dpipe-linear-model"
 MODEL_FORMAT_VERSION = 1
+
+_MAPPING_FIELDS = ("params", "encoding", "training", "fit", "metrics")
+_STRING_FIELDS = ("objective", "created", "dpipe_version")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _kind(v: Any) -> str:
+    """A short description of a JSON value for messages."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, str):
+        return f"a string ({v[:40]!r})"
+    if _is_number(v):
+        return f"the number {v!r}"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, dict):
+        return "an object"
+    return type(v).__name__
+
+
+def _check_document(d: Any, where: str) -> None:
+    """Check the model document's types and shapes; one :class:`ParameterError` naming ``where`` and the field.
+
+    Done by hand rather than with a msgspec schema (as the store manifest is) so that
+    loading a model keeps needing numpy alone (see the module docstring).
+    """
+    def bad(field: str, problem: str) -> ParameterError:
+        return ParameterError(f"{where}: model field '{field}': {problem}")
+
+    if not isinstance(d, Mapping):
+        raise ParameterError(f"{where}: not a dpipe model file (a JSON object is expected, got {_kind(d)})")
+    if d.get("format") != MODEL_FORMAT:
+        raise ParameterError(f"{where}: not a dpipe model file (format {d.get('format')!r})")
+    version = d.get("format_version")
+    if not (isinstance(version, int) and not isinstance(version, bool)) or version != MODEL_FORMAT_VERSION:
+        raise ParameterError(f"{where}: unsupported model format_version {version!r} (this dpipe reads {MODEL_FORMAT_VERSION})")
+    for field in ("coef", "intercept"):
+        if field not in d:
+            raise bad(field, "missing")
+    coef = d["coef"]
+    if not isinstance(coef, list):
+        raise bad("coef", f"expected a list of numbers, got {_kind(coef)}")
+    for i, v in enumerate(coef):
+        if not _is_number(v):
+            raise bad(f"coef[{i}]", f"expected a number, got {_kind(v)}")
+        if not math.isfinite(v):
+            raise bad(f"coef[{i}]", f"expected a finite number, got {v!r}")
+    intercept = d["intercept"]
+    if not _is_number(intercept):
+        raise bad("intercept", f"expected a number, got {_kind(intercept)}")
+    if not math.isfinite(intercept):
+        raise bad("intercept", f"expected a finite number, got {intercept!r}")
+    names = d.get("feature_names")
+    if names is not None:
+        if not isinstance(names, list):
+            raise bad("feature_names", f"expected a list of strings, got {_kind(names)}")
+        for i, v in enumerate(names):
+            if not isinstance(v, str):
+                raise bad(f"feature_names[{i}]", f"expected a string, got {_kind(v)}")
+        if len(names) != len(coef):
+            raise bad("feature_names", f"{len(names)} names for {len(coef)} weights in 'coef'")
+    for field in _STRING_FIELDS:
+        if d.get(field) is not None and not isinstance(d[field], str):
+            raise bad(field, f"expected a string, got {_kind(d[field])}")
+    for field in _MAPPING_FIELDS:
+        if d.get(field) is not None and not isinstance(d[field], Mapping):
+            raise bad(field, f"expected an object, got {_kind(d[field])}")
+
+
+def _umask() -> int:
+    """The process umask (read from /proc where possible, so it is never changed even briefly)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 class LinearModel:
@@ -175,11 +267,14 @@ class LinearModel:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "model") -> LinearModel:
-        """Build from the JSON document; checks format and version."""
-        if d.get("format") != MODEL_FORMAT:
-            raise ValueError(f"{where}: not a dpipe model file (format {d.get('format')!r})")
-        if d.get("format_version") != MODEL_FORMAT_VERSION:
-            raise ValueError(f"{where}: unsupported model format_version {d.get('format_version')!r} (this dpipe reads {MODEL_FORMAT_VERSION})")
+        """Build from the JSON document; checks format, version and every field's type and shape.
+
+        Raises
+        ------
+        ParameterError
+            One line naming ``where`` and the field that is wrong.
+        """
+        _check_document(d, where)
         return cls(
             d["coef"],
             d["intercept"],
@@ -203,6 +298,7 @@ class LinearModel:
             import fcntl
 
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another run's stale-temporary sweep leaves it alone
+            os.fchmod(fd, 0o666 & ~_umask())  # what open() would give: mkstemp makes it 0600
             with os.fdopen(fd, "w") as f:
                 json.dump(self.to_dict(), f, indent=1, allow_nan=False)
                 f.write("\n")
@@ -215,13 +311,28 @@ class LinearModel:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> LinearModel:
-        """Read a model written by :meth:`save`."""
+        """Read a model written by :meth:`save`.
+
+        Raises
+        ------
+        ParameterError
+            One line naming ``path`` (and the field): a directory, not valid JSON, not a
+            dpipe model, an unsupported version, or a field of the wrong type or shape.
+        FileNotFoundError, PermissionError
+            The file cannot be opened.
+        """
         path = os.fspath(path)
+        if os.path.isdir(path):
+            raise ParameterError(f"{path}: is a directory, not a dpipe model file")
         try:
-            with open(path) as f:
+            with open(path, "rb") as f:
                 d = json.load(f)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: model file is not valid JSON ({exc})") from None
+        except IsADirectoryError:
+            raise ParameterError(f"{path}: is a directory, not a dpipe model file") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ParameterError(f"{path}: model file is not valid JSON ({exc})") from None
+        except RecursionError:
+            raise ParameterError(f"{path}: model file is not valid JSON (nested too deeply)") from None
         return cls.from_dict(d, where=path)
 
     def digest(self) -> str:
