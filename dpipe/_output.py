@@ -21,12 +21,11 @@ import os
 import re
 import shutil
 
-from ._modes import current_umask, set_default_mode
 from .exceptions import OutputError, OutputExistsError
+from .model import MODEL_FORMAT
 
 __all__ = [
     "check_output_path", "is_dpipe_store", "is_dpipe_file", "remove_stale_siblings", "PREDICTIONS_FORMAT_KEY", "PREDICTIONS_FORMAT",
-    "current_umask", "set_default_mode",
 ]
 
 log = logging.getLogger("dpipe.output")
@@ -34,7 +33,6 @@ log = logging.getLogger("dpipe.output")
 #: Parquet schema-metadata key and value that mark a prediction file written by dpipe.
 PREDICTIONS_FORMAT_KEY = "dpipe.format"
 PREDICTIONS_FORMAT = "dpipe-predictions"
-MODEL_FORMAT = "dpipe-linear-model"
 
 
 def is_dpipe_store(path: str) -> bool:

@@ -24,6 +24,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import ParameterError
 from ._registry import FAMILIES, OBJECTIVES, Objective, get_objective
@@ -53,6 +55,8 @@ class Param:
     choices : for ``choice``, the valid values.
     excludes : tuple of str
         ``"objective/solver"`` pairs within the scope where it does not apply.
+    aliases : mapping
+        Other spellings of a choice (``precondition=True`` is ``"diagonal"``).
     instead : str or mapping
         What to use instead, for the error when it does not apply: one text, or one
         per objective name or family (looked up in that order).
@@ -71,6 +75,7 @@ class Param:
     closed: str = "neither"
     choices: tuple[Any, ...] = ()
     excludes: tuple[str, ...] = ()
+    aliases: Mapping[Any, Any] = dataclasses.field(default_factory=dict)
     instead: str | Mapping[str, str] = ""
     cli: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -94,9 +99,11 @@ class Param:
         if self.kind == "int":
             return check_int(value, self.name, owner, low=int(self.low) if math.isfinite(self.low) else 0)
         if self.kind == "bool":
-            if not isinstance(value, bool) and type(value).__name__ != "bool_":
+            if not isinstance(value, (bool, np.bool_)):
                 raise ParameterError(f"The {self.name!r} parameter of {owner} must be True or False. Got {value!r} instead.")
             return bool(value)
+        if isinstance(value, (bool, np.bool_)) and bool(value) in self.aliases:
+            value = self.aliases[bool(value)]
         return check_choice(value, self.name, owner, self.choices)
 
     def hint_for(self, objective: Objective) -> str:
@@ -170,7 +177,7 @@ PARAMS: dict[str, Param] = {
               "one score pass, a d x d factorization on the driver, d <= 4096); ``'diagonal'`` (or True) scales each feature by its "
               "standard deviation (one extra pass; excludes ``standardize``); ``'none'`` (or False). Default ``'auto'``: "
               "``'moments'`` up to 4096 features, else ``'diagonal'`` (``'none'`` with ``standardize``).",
-              ("smooth",), "auto", choices=("auto", "none", "diagonal", "moments"),
+              ("smooth",), "auto", choices=("auto", "none", "diagonal", "moments"), aliases={True: "diagonal", False: "none"},
               instead="the cutting plane's dual QP does not need it and the moment objectives are standardized already",
               cli={"nargs": "?", "const": "diagonal"}),
         Param("init", "choice", "Smoothed objectives: L-BFGS's start. ``'zeros'``: w = 0; ``'auc-moment'``: the auc-moment direction "
@@ -217,12 +224,6 @@ def _record(family: str) -> type:
 RECORDS: dict[str, type] = {family: _record(family) for family in FAMILIES}
 
 
-def _precondition_alias(value: Any) -> Any:
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        return "diagonal" if value else "none"
-    return value
-
-
 def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
     """Validate the options ``given`` for ``objective``; the family's record with the defaults filled in.
 
@@ -250,7 +251,7 @@ def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
             with_solver = (p.solvers or p.excludes) and (spec.family in p.scope or spec.name in p.scope)
             raise ParameterError(f"The {name!r} parameter of {owner} does not apply to objective {objective!r}"
                                  f"{' with solver ' + repr(solver) if with_solver else ''}: it applies to {p.where}{hint}.")
-        values[name] = p.check(_precondition_alias(value) if name == "precondition" else value, owner)
+        values[name] = p.check(value, owner)
     given_names = tuple(sorted(set(values) - {"objective", "solver"}))
     if "C" in values:
         if "lam" in values:

@@ -17,10 +17,14 @@ from typing import Any
 
 import numpy as np
 
-try:  # dpipe.exceptions is stdlib-only; a copy of this file alone falls back to ValueError
+try:  # both are stdlib-only; a copy of this file alone falls back to ValueError and mkstemp's 0600
+    from .._modes import current_umask as _umask
     from ..exceptions import ParameterError
 except ImportError:  # pragma: no cover
     ParameterError = ValueError  # type: ignore[misc,assignment]
+
+    def _umask() -> int:
+        return 0o077
 
 __all__ = ["LinearModel", "MODEL_FORMAT", "MODEL_FORMAT_VERSION"]
 
@@ -99,20 +103,6 @@ def _check_document(d: Any, where: str) -> None:
     for field in _MAPPING_FIELDS:
         if d.get(field) is not None and not isinstance(d[field], Mapping):
             raise bad(field, f"expected an object, got {_kind(d[field])}")
-
-
-def _umask() -> int:
-    """The process umask (read from /proc where possible, so it is never changed even briefly)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 class LinearModel:

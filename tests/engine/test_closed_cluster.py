@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import os
-import time
 
 import numpy as np
 import pytest
@@ -47,14 +46,12 @@ def test_client_without_the_credentials_cannot_connect(embedded, how):
         addr = addr.replace("tls://", "tcp://", 1)
     elif how == "other temporary credentials":
         kwargs["security"] = Security.temporary()
-    t0 = time.perf_counter()
     # no credentials: TypeError (no ssl context for tls://); plain tcp: CommClosedError (the server
     # resets the non-TLS connection); a foreign certificate: FatalCommClosedError (unknown CA).
     # Both comm errors are OSErrors.
     with pytest.raises((OSError, TimeoutError, TypeError)):
         other = Client(addr, timeout=5, set_as_default=False, **kwargs)
         other.close()
-    assert time.perf_counter() - t0 < 10
     gc.collect()  # finalize the half-made client while the cluster still runs
 
 
