@@ -14,6 +14,7 @@ __all__ = [
     "OutputError",
     "OutputExistsError",
     "ParameterError",
+    "ClusterError",
     "DPipeWarning",
     "ConvergenceWarning",
     "DataWarning",
@@ -95,6 +96,16 @@ class OutputExistsError(OutputError, FileExistsError):
 
 class ParameterError(DPipeError, ValueError):
     """A parameter has an invalid value or type."""
+
+
+class ClusterError(DPipeError, RuntimeError):
+    """The dask cluster cannot finish a pass.
+
+    Raised when no task of a pass has finished for ``dpipe.timeout`` seconds (every
+    worker gone and none back, a paused worker, a lost scheduler), or when a shard's
+    task killed the workers that ran it. The message names what was waited for, the
+    store and the bound.
+    """
 
 
 class DPipeWarning(UserWarning):

@@ -21,15 +21,22 @@ times. With persisted shards these two go through one dask *actor* per worker
 (:class:`ShardHost`, holding that worker's shard futures): a call is one direct
 driver-to-worker message, about 5 ms here, where a fresh task per shard costs a
 scheduler round trip of 20-35 ms on this 2-core machine. Each host also merges
-the partial results of its own shards before replying. If a host's worker is lost
-the dataset drops the hosts, logs a warning and goes on with tasks (the scheduler
-reloads lost shards from the store).
+the partial results of its own shards before replying.
+
+Workers may die and come back. Shard loads carry no worker restriction (a task
+restricted to a worker that is gone waits in the scheduler's ``no-worker`` state
+even after a replacement joins), so the scheduler reloads a lost shard from the
+store on whichever worker is there. A host whose worker is lost is dropped with a
+warning; passes go on with one task per shard, and the hosts are started again
+once every shard is back in memory. Every wait is bounded (:mod:`._waits`): a pass
+none of whose tasks finishes for ``dpipe.timeout`` fails with one line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -42,8 +49,9 @@ from distributed.comm.core import CommClosedError
 
 from .._config import get_setting
 from .._validation import check_choice
-from ..exceptions import ShardValueError
+from ..exceptions import ClusterError, ShardValueError
 from ..io import Shard, Store, open_store, read_shard
+from ._waits import gather_bounded, killed_workers_as_cluster_errors, result_bounded
 
 __all__ = ["ShardedDataset", "ShardHost", "LocalDataset", "CACHE_MODES", "choose_cache"]
 
@@ -62,9 +70,12 @@ def _naming_store(store: Store | None):
 
     The worker-side reductions see a shard, not its store; the dataset knows the
     store's path and where each shard starts, and adds both here on the driver.
+    A task that killed its workers (:class:`distributed.scheduler.KilledWorker`)
+    becomes one :class:`~dpipe.exceptions.ClusterError` line naming the store.
     """
     try:
-        yield
+        with killed_workers_as_cluster_errors(store.path if store is not None else "in-memory shards"):
+            yield
     except ShardValueError as error:
         if store is None or error.store is not None:
             raise
@@ -75,6 +86,10 @@ def _naming_store(store: Store | None):
 
 def _n_rows(shard: Shard) -> int:
     return shard.n_rows
+
+
+def _has_worker(client: Client, address: str) -> bool:
+    return address in client.scheduler_info().get("workers", {})
 
 
 def _worker_memory(client: Client) -> tuple[list[str], int]:
@@ -140,22 +155,16 @@ class ShardedDataset:
         self.cache = choose_cache(cache, self.store.nbytes, memory_total, float(get_setting("cache-headroom")))
         self._shards: list[Any] = []
         self._hosts: list[tuple[list[int], Any, Any]] = []  # (shard positions, actor, its future)
+        self._rehost = False  # start the hosts again once the shards are back (after a lost worker)
         self.load_seconds = 0.0
         if self.cache == "memory":
             t0 = time.perf_counter()
-            n_workers = max(1, len(self.workers))
-            self._shards = [
-                client.submit(
-                    read_shard,
-                    *self.store.shard_args(i),
-                    workers=[self.workers[i % n_workers]] if self.workers else None,
-                    allow_other_workers=True,
-                    pure=False,
-                )
-                for i in range(self.store.n_shards)
-            ]
+            # No worker restriction: the scheduler spreads the loads (they are one task group
+            # of root tasks) and can reload a shard anywhere when its worker is gone.
+            self._shards = [client.submit(read_shard, *self.store.shard_args(i), pure=False) for i in range(self.store.n_shards)]
             # Wait for the loads and re-raise a StoreError naming a bad shard, moving 8 bytes per shard.
-            client.gather([client.submit(_n_rows, f, pure=False) for f in self._shards])
+            with _naming_store(self.store):
+                self._gather([client.submit(_n_rows, f, pure=False) for f in self._shards], "loading the shards", self._shards)
             self._hosts = self._start_hosts()
             self.load_seconds = time.perf_counter() - t0
         log.info(
@@ -182,6 +191,13 @@ class ShardedDataset:
         """Whether the rows carry sample weights."""
         return bool(self.store.manifest.has_weight)
 
+    def _what(self, fn: Callable | str) -> str:
+        name = fn if isinstance(fn, str) else f"pass {getattr(fn, '__name__', fn)!r}"
+        return f"{self.store.path}: {name}"
+
+    def _gather(self, futures: list, fn: Callable | str, watch: list | None = None) -> list:
+        return gather_bounded(self.client, futures, self._what(fn), watch)
+
     def _submit_map(self, fn: Callable, args: Sequence[Any]) -> list:
         if self.cache == "memory":
             return [self.client.submit(fn, s, *args, pure=False) for s in self._shards]
@@ -196,13 +212,27 @@ class ShardedDataset:
             if not holders:
                 return []
             placed.setdefault(sorted(holders)[0], []).append(pos)
+        started = [
+            (placed[address], self.client.submit(
+                ShardHost, *[self._shards[p] for p in placed[address]], workers=[address], allow_other_workers=False, actor=True, pure=False,
+            ))
+            for address in sorted(placed)
+        ]
         hosts = []
-        for address in sorted(placed):
-            positions = placed[address]
-            fut = self.client.submit(
-                ShardHost, *[self._shards[p] for p in positions], workers=[address], allow_other_workers=False, actor=True, pure=False,
-            )
-            hosts.append((positions, fut.result(), fut))
+        try:
+            for (positions, fut), address in zip(started, sorted(placed)):
+                alive = functools.partial(_has_worker, self.client, address)
+                hosts.append((positions, result_bounded(fut, self._what("starting a shard host"), self.client, alive=alive), fut))
+        except ClusterError:
+            raise
+        except (*_HOST_LOST, RuntimeError) as error:  # its worker left meanwhile ("Worker holding Actor was lost"): tasks for now, hosts again later
+            self._rehost = True
+            log.warning("a shard host could not start (%s: %s); continuing with one task per shard", type(error).__name__, error)
+            hosts = []
+        if len(hosts) < len(started):
+            for _, fut in started:
+                fut.release()
+            return []
         return hosts
 
     def _drop_hosts(self, error: BaseException) -> None:
@@ -210,11 +240,52 @@ class ShardedDataset:
         for _, _, fut in self._hosts:
             fut.release()
         self._hosts = []
+        self._rehost = True
+
+    def _hosts_finished(self) -> bool:
+        return all(fut.status == "finished" for _, _, fut in self._hosts)
 
     def _hosts_alive(self) -> bool:
-        if self._hosts and any(fut.status != "finished" for _, _, fut in self._hosts):
+        """Whether passes can use the hosts; drops lost ones, restarts them once every shard is back."""
+        if self._hosts and not self._hosts_finished():
             self._drop_hosts(RuntimeError("the worker holding it left the cluster"))
+        elif not self._hosts and self._rehost and self._cluster_recovered():
+            self._rehost = False
+            self._spread_shards()
+            self._hosts = self._start_hosts()
+            if self._hosts:
+                log.info("%s: shard hosts started again on %d worker(s)", self.store.path, len(self._hosts))
         return bool(self._hosts)
+
+    def _cluster_recovered(self) -> bool:
+        """Every shard is in memory again and the cluster has as many workers as when the store was opened."""
+        return all(f.status == "finished" for f in self._shards) and len(_worker_memory(self.client)[0]) >= len(self.workers)
+
+    def _spread_shards(self) -> None:
+        """Load the shards again when the reloads after a loss piled them on fewer workers than there are.
+
+        The scheduler reloads a lost shard on whichever worker is up at the time; a
+        worker that comes back later holds nothing, and the others twice their share.
+        A fresh load of every shard is spread evenly again (about the cost of opening
+        the store); the old copies are released once the new ones are in.
+        """
+        holders = [sorted(h)[0] if h else None for h in map(self.client.who_has(self._shards).get, (f.key for f in self._shards))]
+        counts = [holders.count(w) for w in set(holders)]
+        if max(counts) <= -(-self.n_shards // max(1, len(self.workers))):
+            return
+        fresh = [self.client.submit(read_shard, *self.store.shard_args(i), pure=False) for i in range(self.n_shards)]
+        with _naming_store(self.store):
+            self._gather([self.client.submit(_n_rows, f, pure=False) for f in fresh], "loading the shards again", fresh)
+        old, self._shards = self._shards, fresh
+        self.client.cancel(old)
+        log.info("%s: shards loaded again to spread them over %d workers", self.store.path, len(self.workers))
+
+    def _host_results(self, fn: Callable, calls: list) -> list:
+        out: list[Any] = [None] * self.n_shards
+        for positions, call in calls:
+            for p, r in zip(positions, result_bounded(call, self._what(fn), self.client, alive=self._hosts_finished)):
+                out[p] = r
+        return out
 
     def map_gather(self, fn: Callable, *args: Any) -> list:
         """``[fn(shard, *args) for shard]`` evaluated on the workers, in shard order."""
@@ -226,21 +297,17 @@ class ShardedDataset:
             try:
                 with self.client.as_current():  # actor proxies bind to the current client
                     calls = [(positions, host.map(fn, args)) for positions, host, _ in self._hosts]
-                out: list[Any] = [None] * self.n_shards
-                for positions, call in calls:
-                    for p, r in zip(positions, call.result()):
-                        out[p] = r
-                return out
+                return self._host_results(fn, calls)
             except _HOST_LOST as e:
                 self._drop_hosts(e)
-        return self.client.gather(self._submit_map(fn, args))
+        return self._gather(self._submit_map(fn, args), fn)
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
         """Apply ``fn`` to every shard and merge the results pairwise with ``combine``."""
         futures = self._submit_map(fn, args)
         n_tasks = 2 * len(futures) - 1
         with _naming_store(self.store):
-            result = self._tree(futures, combine)
+            result = self._tree(fn, futures, combine)
         if log.isEnabledFor(logging.DEBUG):
             args_bytes = sum(sizeof(a) for a in args) * self.n_shards
             log.debug(
@@ -265,11 +332,7 @@ class ShardedDataset:
             try:
                 with self.client.as_current():
                     calls = [(positions, host.map_each(fn, [per_shard[p] for p in positions], args)) for positions, host, _ in self._hosts]
-                out: list[Any] = [None] * self.n_shards
-                for positions, call in calls:
-                    for p, r in zip(positions, call.result()):
-                        out[p] = r
-                return _tree_local(out, combine)
+                return _tree_local(self._host_results(fn, calls), combine)
             except _HOST_LOST as e:
                 self._drop_hosts(e)
         if self.cache == "memory":
@@ -279,19 +342,21 @@ class ShardedDataset:
                 self.client.submit(_apply_streamed, fn, self.store.shard_args(i), *args, *a, pure=False)
                 for i, a in enumerate(per_shard)
             ]
-        return self._tree(futures, combine)
+        return self._tree(fn, futures, combine)
 
-    def _tree(self, futures: list, combine: Callable[[Any, Any], Any]) -> Any:
+    def _tree(self, fn: Callable, futures: list, combine: Callable[[Any, Any], Any]) -> Any:
         # Pairwise merges on the workers until few partial results are left; then the
         # driver gathers them and finishes the same pairwise tree itself. Every level
         # merged on the cluster costs a scheduler round trip (~10 ms here), far more
         # than moving a handful of small partial results.
+        every = list(futures)  # a finished shard task or merge is progress
         while len(futures) > self.driver_fanin:
             pairs = [self.client.submit(combine, futures[i], futures[i + 1], pure=False) for i in range(0, len(futures) - 1, 2)]
             if len(futures) % 2:
                 pairs.append(futures[-1])
+            every += pairs
             futures = pairs
-        return _tree_local(self.client.gather(futures), combine)
+        return _tree_local(self._gather(futures, fn, every), combine)
 
     def close(self) -> None:
         """Release the shard hosts and the persisted shards.

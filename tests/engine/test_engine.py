@@ -92,7 +92,7 @@ def test_shard_hosts_cover_every_shard_in_order(tmp_path, client):
         assert ds._hosts == []  # streamed shards: one task per shard per pass
 
 
-def test_a_lost_shard_host_falls_back_to_tasks(tmp_path, caplog):
+def test_a_lost_shard_host_falls_back_to_tasks_then_comes_back_spread(tmp_path, caplog):
     import logging
     import os
     import signal
@@ -105,20 +105,28 @@ def test_a_lost_shard_host_falls_back_to_tasks(tmp_path, caplog):
     expected = LocalDataset(path).map_gather(_row_sums, w)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster) as c:
         with ShardedDataset(path, c, cache="memory") as ds:
+            assert sorted(len(positions) for positions, _, _ in ds._hosts) == [2, 2]
             pids = c.run(os.getpid)
             os.kill(pids[sorted(pids)[0]], signal.SIGKILL)
             engine_log = logging.getLogger("dpipe.engine")
             engine_log.addHandler(caplog.handler)  # the CLI tests may have stopped dpipe's logs propagating
             try:
-                with caplog.at_level("WARNING", logger="dpipe.engine"):
+                with caplog.at_level("INFO", logger="dpipe.engine"):
+                    lost = []
                     for _ in range(3):  # the first call may still find the host's future "finished"
-                        got = ds.map_gather(_row_sums, w)
+                        lost.append(ds.map_gather(_row_sums, w))
+                    assert ds._hosts == []  # on tasks while the nanny restarts its worker
+                    c.wait_for_workers(2, timeout=60)
+                    back = ds.map_gather(_row_sums, w)
             finally:
                 engine_log.removeHandler(caplog.handler)
-            assert ds._hosts == []
             assert "a shard host was lost" in caplog.text
-            for a, b in zip(got, expected):
-                np.testing.assert_allclose(a, b, rtol=1e-12)
+            assert "shard hosts started again on 2 worker(s)" in caplog.text
+            # the reloads went to the surviving worker; the shards are spread over both again
+            assert sorted(len(positions) for positions, _, _ in ds._hosts) == [2, 2]
+            for got in [*lost, back]:
+                for a, b in zip(got, expected):
+                    np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
 def _live_shards_and_hosts(dask_worker=None) -> tuple[int, int]:

@@ -1,0 +1,130 @@
+"""Bounded waits on a dask cluster: every wait ends, and says what it waited for.
+
+A pass waits as long as the cluster makes progress: it fails with a
+:class:`~dpipe.exceptions.ClusterError` only when *none* of its tasks has finished
+for ``dpipe.timeout`` (a dask time such as ``300s`` or ``"5 minutes"``). A long pass
+over a big store is never cut short; a pass whose workers are all gone (and none
+comes back), paused for memory, or whose scheduler is lost, ends within the bound
+instead of hanging. A worker that dies and comes back (a nanny restart, a new
+``dask worker``) is progress: the scheduler recomputes what was lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from dask.utils import parse_timedelta
+from distributed import Client, wait
+from distributed.scheduler import KilledWorker
+
+from .._config import get_setting
+from ..exceptions import ClusterError, ParameterError
+
+__all__ = ["pass_timeout", "wait_for_progress", "gather_bounded", "result_bounded", "killed_workers_as_cluster_errors"]
+
+
+def pass_timeout() -> float:
+    """``dpipe.timeout`` in seconds (a number of seconds or a dask time string such as ``"5 minutes"``)."""
+    value = get_setting("timeout")
+    try:
+        seconds = parse_timedelta(value, default="seconds")
+    except (TypeError, ValueError, KeyError):
+        seconds = None
+    if seconds is None or not seconds > 0:
+        raise ParameterError(f"The dpipe.timeout setting must be a positive time such as 300 or '5 minutes'. Got {value!r} instead.")
+    return float(seconds)
+
+
+def _cluster_state(client: Client) -> str:
+    try:
+        n = len(client.scheduler_info().get("workers", {}))
+    except Exception as error:  # noqa: BLE001 - the scheduler itself may be the thing that is gone
+        return f"the scheduler did not answer ({type(error).__name__})"
+    return "the cluster has no worker" if n == 0 else f"the cluster has {n} worker(s)"
+
+
+def _stalled(client: Client, what: str, bound: float) -> ClusterError:
+    return ClusterError(f"{what}: no task finished for {bound:g} s (dpipe.timeout) and {_cluster_state(client)}; gave up")
+
+
+def wait_for_progress(client: Client, futures: Sequence[Any], what: str, watch: Sequence[Any] | None = None) -> None:
+    """Wait until every future of ``futures`` is done, while the pass makes progress.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The client the futures belong to.
+    futures : sequence of distributed.Future
+        What is waited for.
+    what : str
+        Names the wait in the error (``"pass 'class_moments' over STORE"``).
+    watch : sequence of distributed.Future, optional
+        The futures whose completion counts as progress (default ``futures``): the
+        leaves of a tree reduction, when ``futures`` are its last merges.
+
+    Raises
+    ------
+    ClusterError
+        When none of ``watch`` finished for ``dpipe.timeout`` seconds.
+    """
+    bound = pass_timeout()
+    watch = futures if watch is None else watch
+    while True:
+        pending = [f for f in watch if not f.done()]
+        try:
+            with client.as_current():  # wait() uses the current client; dpipe's clients are not the default
+                wait(futures, timeout=bound)
+            return
+        except TimeoutError:
+            if not any(f.done() for f in pending):
+                raise _stalled(client, what, bound) from None
+
+
+def gather_bounded(client: Client, futures: Sequence[Any], what: str, watch: Sequence[Any] | None = None) -> list:
+    """:meth:`distributed.Client.gather` after :func:`wait_for_progress`, itself bounded by ``dpipe.timeout``.
+
+    The gather after the wait only moves finished results, unless a worker died in
+    between: then the scheduler recomputes them and the gather waits once more, up
+    to the same bound.
+    """
+    wait_for_progress(client, futures, what, watch)
+    bound = pass_timeout()
+    try:
+        return client.sync(functools.partial(client.gather, futures, asynchronous=True), callback_timeout=bound)
+    except TimeoutError:
+        raise _stalled(client, what, bound) from None
+
+
+def result_bounded(future: Any, what: str, client: Client, alive: Callable[[], bool] | None = None, poll: float = 0.5) -> Any:
+    """The result of one future or actor call, waiting while ``alive()`` holds, up to ``dpipe.timeout``.
+
+    ``alive`` is polled every ``poll`` seconds; when it turns false the wait stops at
+    once with :class:`ConnectionError` (an actor's worker left: the caller falls
+    back), without waiting for the bound.
+    """
+    bound = pass_timeout()
+    start = time.monotonic()
+    while True:
+        try:
+            return future.result(timeout=min(poll, bound))
+        except TimeoutError:
+            if alive is not None and not alive():
+                raise ConnectionError(f"{what}: the worker holding it left the cluster") from None
+            if time.monotonic() - start >= bound:
+                raise _stalled(client, what, bound) from None
+
+
+@contextlib.contextmanager
+def killed_workers_as_cluster_errors(what: str) -> Iterator[None]:
+    """Re-raise :class:`distributed.scheduler.KilledWorker` as one :class:`ClusterError` line."""
+    try:
+        yield
+    except KilledWorker as error:
+        raise ClusterError(
+            f"{what}: a task killed every worker that ran it ({error.task}, last on {error.last_worker.address if error.last_worker else '?'}); "
+            "the usual cause is a worker memory limit too small for a shard: raise --memory-limit or write smaller shards (--shard-rows)"
+        ) from None

@@ -1,0 +1,210 @@
+"""Workers that die mid-fit: real worker processes on 127.0.0.1, killed with SIGKILL.
+
+A fit whose workers all die and come back (a nanny restart, a new ``dask worker``)
+finishes with the weights of an undisturbed fit; one whose workers die for good
+fails within ``dpipe.timeout`` with one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+from dpipe.engine._dataset import _n_rows  # importable by the external scheduler and workers (this test module is not)
+from dpipe.exceptions import ClusterError
+from dpipe.testing import classification_data, write_store
+
+import dpipe
+
+# The fits stop at their iteration limit on purpose (a fixed amount of work to kill in the middle of).
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::dpipe.exceptions.ConvergenceWarning")]
+
+#: a fit long enough to be killed in the middle of: plain L-BFGS from w = 0 (no preconditioner), no early stop
+FIT = dict(objective="auc-smooth", precondition="none", init="zeros", max_iter=80, tol=1e-14, train_metrics=False)
+FIT_CLI = ["--objective", "auc-smooth", "--precondition", "none", "--init", "zeros", "--max-iter", "80", "--tol", "1e-14", "--no-train-metrics"]
+ENV = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    X, y = classification_data(20000, 8, seed=31)
+    return write_store(tmp_path_factory.mktemp("lost") / "s.zarr", X, y, [5000] * 4)
+
+
+@pytest.fixture(scope="module")
+def undisturbed(store) -> dpipe.LinearModel:
+    return dpipe.train(store, **FIT, engine="local")
+
+
+class _KillAtIteration(logging.Handler):
+    """Kills ``pids`` once the solver logs iteration ``at`` (between two passes of the fit)."""
+
+    def __init__(self, pids: list[int], at: int = 10) -> None:
+        super().__init__(logging.INFO)
+        self.pids, self.at, self.fired = pids, f"iter {at:4d}", False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.fired and self.at in record.getMessage():
+            self.fired = True
+            for pid in self.pids:
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_embedded_workers_killed_and_restarted_by_their_nannies_give_the_same_weights(store, undisturbed, caplog):
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        killer = _KillAtIteration(list(client.run(os.getpid).values()))
+        solver_log, engine_log = logging.getLogger("dpipe.solvers"), logging.getLogger("dpipe.engine")
+        level = solver_log.level
+        solver_log.setLevel(logging.INFO)
+        solver_log.addHandler(killer)
+        engine_log.addHandler(caplog.handler)
+        try:
+            with caplog.at_level(logging.WARNING, logger="dpipe.engine"):
+                got = dpipe.train(store, **FIT, client=client, cache="memory")
+        finally:
+            solver_log.removeHandler(killer)
+            solver_log.setLevel(level)
+            engine_log.removeHandler(caplog.handler)
+        assert killer.fired
+        assert "a shard host was lost" in caplog.text  # the loss hit the fit, which went on
+        assert len(client.scheduler_info()["workers"]) == 2  # both nannies restarted their worker
+    np.testing.assert_allclose(got.coef, undisturbed.coef, rtol=1e-12, atol=1e-15)
+    assert got.intercept == pytest.approx(undisturbed.intercept, rel=1e-12)
+
+
+class _ExternalCluster:
+    """A real ``dask scheduler`` and ``dask worker --no-nanny`` processes on 127.0.0.1."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.scheduler_file = str(directory / "scheduler.json")
+        self.workers: list[subprocess.Popen] = []
+        self.scheduler = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address", "127.0.0.1:0",
+             "--scheduler-file", self.scheduler_file],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=directory,
+        )
+        deadline = time.monotonic() + 60
+        while not os.path.exists(self.scheduler_file) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert os.path.exists(self.scheduler_file), "dask scheduler did not write its scheduler file"
+        self.client = Client(scheduler_file=self.scheduler_file, set_as_default=False, timeout=60)
+
+    def start_worker(self) -> subprocess.Popen:
+        n = len(self.client.scheduler_info()["workers"])
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", self.scheduler_file, "--nthreads", "1", "--no-nanny",
+             "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--memory-limit", "1GiB"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=self.directory,
+        )
+        self.workers.append(worker)
+        self.client.wait_for_workers(n + 1, timeout=90)
+        return worker
+
+    def kill_workers(self) -> None:
+        for w in self.workers:
+            w.kill()
+            w.wait()
+        self.workers = []
+
+    def close(self) -> None:
+        self.client.close()
+        for p in [*self.workers, self.scheduler]:
+            p.kill()
+            p.wait()
+
+
+@pytest.fixture
+def external_cluster(tmp_path):
+    cluster = _ExternalCluster(tmp_path)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+class _Fit:
+    """``dpipe train`` on the cluster in a subprocess, its stderr read by a thread as it comes."""
+
+    def __init__(self, store: str, out: Path, scheduler_file: str, env: dict) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "dpipe", "train", store, *FIT_CLI, "--cache", "memory", "--out", str(out), "--scheduler", scheduler_file],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        self.lines: list[str] = []
+        self.iterating = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.lines.append(line)
+            if "auc-smooth: iter   10 " in line:  # the solver's progress line: the fit is in the middle of its passes
+                self.iterating.set()
+
+    def wait_until_iterating(self) -> None:
+        assert self.iterating.wait(timeout=120), "".join(self.lines)
+
+    def finish(self, timeout: float) -> tuple[int, str]:
+        returncode = self.process.wait(timeout=timeout)
+        self.reader.join(timeout=10)
+        self.process.stderr.close()
+        return returncode, "".join(self.lines)
+
+
+def test_external_workers_killed_and_replaced_give_the_same_weights(store, undisturbed, external_cluster, tmp_path):
+    external_cluster.start_worker()
+    external_cluster.start_worker()
+    out = tmp_path / "m.json"
+    fit = _Fit(store, out, external_cluster.scheduler_file, ENV)
+    fit.wait_until_iterating()
+    external_cluster.kill_workers()  # no nanny: nothing restarts them
+    time.sleep(2)  # the fit waits with no worker at all
+    external_cluster.start_worker()  # one replacement for the two
+    returncode, stderr = fit.finish(timeout=300)
+    assert returncode == 0, stderr
+    assert "a shard host was lost" in stderr
+    got = dpipe.LinearModel.load(out)
+    np.testing.assert_allclose(got.coef, undisturbed.coef, rtol=1e-12, atol=1e-15)
+
+
+def test_all_workers_lost_for_good_is_one_line_within_the_timeout(store, external_cluster, tmp_path):
+    external_cluster.start_worker()
+    out = tmp_path / "m.json"
+    fit = _Fit(store, out, external_cluster.scheduler_file, dict(ENV, DASK_DPIPE__TIMEOUT="5s"))
+    fit.wait_until_iterating()
+    external_cluster.kill_workers()
+    returncode, stderr = fit.finish(timeout=120)  # the bound is 5 s of no progress: well inside this
+    assert returncode == 1, stderr
+    errors = [line for line in stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "Traceback" not in stderr, stderr
+    assert store in errors[0] and "no task finished for 5 s (dpipe.timeout)" in errors[0] and "no worker" in errors[0], errors[0]
+    assert not out.exists()
+
+
+def test_the_timeout_bounds_a_pass_in_process(store, external_cluster):
+    worker = external_cluster.start_worker()
+    with dask.config.set({"dpipe.timeout": "3s"}), dpipe.engine.open_dataset(store, client=external_cluster.client, cache="stream") as ds:
+        assert ds.map_gather(_n_rows) == [5000] * 4
+        worker.kill()
+        worker.wait()
+        with pytest.raises(ClusterError, match=r"pass '_n_rows': no task finished for 3 s \(dpipe.timeout\)"):
+            ds.map_gather(_n_rows)
+
+
+def test_a_bad_timeout_setting_is_named(store, external_cluster):
+    external_cluster.start_worker()
+    with dask.config.set({"dpipe.timeout": "soon"}), dpipe.engine.open_dataset(store, client=external_cluster.client, cache="stream") as ds:
+        with pytest.raises(dpipe.exceptions.ParameterError, match="dpipe.timeout setting"):
+            ds.map_gather(_n_rows)
