@@ -28,6 +28,7 @@ _LAZY = {
     "InputError": "dpipe.exceptions",
     "StoreError": "dpipe.exceptions",
     "ParameterError": "dpipe.exceptions",
+    "ClusterError": "dpipe.exceptions",
     "ConvergenceWarning": "dpipe.exceptions",
     "DataWarning": "dpipe.exceptions",
 }

@@ -9,7 +9,9 @@ Order of precedence:
 4. the ``dpipe.scheduler`` dask config key (``DASK_DPIPE__SCHEDULER``);
 5. otherwise an embedded :class:`distributed.LocalCluster` of worker *processes*
    (``workers`` processes, one thread each, ``memory_limit`` per worker), closed when
-   the context ends.
+   the context ends. Its workers neither spill nor pause
+   (:data:`~dpipe.engine._memory.EMBEDDED_WORKER_MEMORY`); a memory limit too small
+   for a store is refused when the store is opened (:mod:`dpipe.engine._memory`).
 
 The embedded cluster is closed to everyone but its own client: every listener (scheduler,
 nannies, workers, dashboard) binds to 127.0.0.1, and all its connections use TLS with a
@@ -28,12 +30,14 @@ import logging
 import os
 from collections.abc import Iterator
 
+import dask.config
 from distributed import Client, LocalCluster
 from distributed.security import Security
 
 from .._config import get_setting
 from .._validation import check_int
 from ..exceptions import ParameterError
+from ._memory import EMBEDDED_WORKER_MEMORY
 
 __all__ = ["cluster_client", "describe_client", "explicit_scheduler"]
 
@@ -103,16 +107,17 @@ def cluster_client(
     mem = get_setting("memory-limit", memory_limit)
     # Closed by default: TLS with temporary credentials, every listener on loopback only.
     security = Security.temporary()
-    cluster = LocalCluster(
-        n_workers=n,
-        threads_per_worker=threads,
-        processes=True,
-        memory_limit=mem,
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-        protocol="tls://",
-        security=security,
-    )
+    with dask.config.set(EMBEDDED_WORKER_MEMORY):  # the nannies keep this config for every (re)start of their worker
+        cluster = LocalCluster(
+            n_workers=n,
+            threads_per_worker=threads,
+            processes=True,
+            memory_limit=mem,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            protocol="tls://",
+            security=security,
+        )
     # direct_to_workers: results and actor calls go straight between the driver and the
     # workers (all on this host) instead of through the scheduler, which would relay -
     # and so send twice - the O(n) scores of every evaluation.

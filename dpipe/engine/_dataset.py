@@ -51,6 +51,7 @@ from .._config import get_setting
 from .._validation import check_choice
 from ..exceptions import ClusterError, ShardValueError
 from ..io import Shard, Store, open_store, read_shard
+from ._memory import MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, short_workers
 from ._waits import gather_bounded, killed_workers_as_cluster_errors, result_bounded
 
 __all__ = ["ShardedDataset", "ShardHost", "LocalDataset", "CACHE_MODES", "choose_cache"]
@@ -88,24 +89,25 @@ def _n_rows(shard: Shard) -> int:
     return shard.n_rows
 
 
+def _worker_addresses(client: Client) -> list[str]:
+    return sorted(client.scheduler_info().get("workers", {}))
+
+
 def _has_worker(client: Client, address: str) -> bool:
     return address in client.scheduler_info().get("workers", {})
 
 
-def _worker_memory(client: Client) -> tuple[list[str], int]:
-    info = client.scheduler_info()
-    workers = sorted(info.get("workers", {}))
-    total = sum((w.get("memory_limit") or 0) for w in info.get("workers", {}).values())
-    return workers, int(total)
+def choose_cache(cache: str, store_bytes: int, memory_free: int, headroom: float) -> str:
+    """Resolve ``"auto"``: persist shards when they fit in ``headroom`` of the workers' free memory.
 
-
-def choose_cache(cache: str, store_bytes: int, memory_total: int, headroom: float) -> str:
-    """Resolve ``"auto"``: persist shards when they fit in ``headroom`` of the memory."""
+    ``memory_free`` is the sum over the workers of their limit less their measured
+    footprint (0: no limit configured, persist).
+    """
     if cache != "auto":
         return cache
-    if memory_total <= 0:  # no limit configured: persist
+    if memory_free <= 0:  # no limit configured: persist
         return "memory"
-    return "memory" if store_bytes <= headroom * memory_total else "stream"
+    return "memory" if store_bytes <= headroom * memory_free else "stream"
 
 
 class ShardHost:
@@ -144,6 +146,17 @@ class ShardedDataset:
         Connected client.
     cache : {"auto", "memory", "stream"}
         Keep shards in worker memory or read them on every pass.
+
+    Attributes
+    ----------
+    cache : str
+        The resolved mode, ``"memory"`` or ``"stream"``.
+    worker_memory : dict of str to WorkerMemory
+        Each worker's measured footprint, memory limit and thresholds.
+    minimum_memory_limit : int
+        The smallest worker memory limit (bytes) under which this store can be
+        fitted in that mode, from the workers' measured footprint (:mod:`._memory`);
+        a smaller limit is refused with :class:`~dpipe.exceptions.ParameterError`.
     """
 
     def __init__(self, store: Store | str, client: Client, cache: str | None = None) -> None:
@@ -151,8 +164,9 @@ class ShardedDataset:
         self.client = client
         self.driver_fanin = int(get_setting("driver-fanin"))
         cache = check_choice(get_setting("cache", cache), "cache", "ShardedDataset", CACHE_MODES)
-        self.workers, memory_total = _worker_memory(client)
-        self.cache = choose_cache(cache, self.store.nbytes, memory_total, float(get_setting("cache-headroom")))
+        self.worker_memory = measure_workers(client, self.n_features)  # also loads the pass kernels on every worker
+        self.workers = sorted(self.worker_memory)
+        self.cache = self._resolve_cache(cache, self.worker_memory)
         self._shards: list[Any] = []
         self._hosts: list[tuple[list[int], Any, Any]] = []  # (shard positions, actor, its future)
         self._rehost = False  # start the hosts again once the shards are back (after a lost worker)
@@ -190,6 +204,33 @@ class ShardedDataset:
     def weighted(self) -> bool:
         """Whether the rows carry sample weights."""
         return bool(self.store.manifest.has_weight)
+
+    def _memory_need(self, persisted: bool) -> MemoryNeed:
+        bounds = self.store.manifest.shard_bounds
+        rows = [stop - start for start, stop in bounds]
+        per_row = self.store.nbytes / max(1, self.store.manifest.n_rows)
+        return memory_need([int(r * per_row) for r in rows], rows, len(self.workers), persisted)
+
+    def _resolve_cache(self, cache: str, measured: dict[str, WorkerMemory]) -> str:
+        """The cache mode for these workers, refusing a memory limit too small for it (:mod:`._memory`).
+
+        ``"auto"`` persists when the store fits in ``dpipe.cache-headroom`` of the memory
+        the workers have left beyond their footprint, and every worker's limit holds its share.
+        """
+        limited = [w for w in measured.values() if w.limit]
+        free = sum(max(0, w.limit - w.footprint) for w in limited)
+        chosen = choose_cache(cache, self.store.nbytes, free, float(get_setting("cache-headroom")))
+        if cache == "auto" and chosen == "memory" and short_workers(measured, self._memory_need(persisted=True)):
+            chosen = "stream"
+        need = self._memory_need(persisted=chosen == "memory")
+        self.minimum_memory_limit = max((need.minimum_limit(w) for w in measured.values()), default=0)
+        check_memory_limits(measured, need, self.store.path, chosen)
+        if limited:
+            log.info(
+                "%s: worker footprint %.0f MB (measured), memory limit %.0f MB, smallest workable limit %.0f MB",
+                self.store.path, max(w.footprint for w in limited) / 1e6, min(w.limit for w in limited) / 1e6, self.minimum_memory_limit / 1e6,
+            )
+        return chosen
 
     def _what(self, fn: Callable | str) -> str:
         name = fn if isinstance(fn, str) else f"pass {getattr(fn, '__name__', fn)!r}"
@@ -259,7 +300,7 @@ class ShardedDataset:
 
     def _cluster_recovered(self) -> bool:
         """Every shard is in memory again and the cluster has as many workers as when the store was opened."""
-        return all(f.status == "finished" for f in self._shards) and len(_worker_memory(self.client)[0]) >= len(self.workers)
+        return all(f.status == "finished" for f in self._shards) and len(_worker_addresses(self.client)) >= len(self.workers)
 
     def _spread_shards(self) -> None:
         """Load the shards again when the reloads after a loss piled them on fewer workers than there are.

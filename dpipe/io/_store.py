@@ -41,7 +41,6 @@ import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
-import pyarrow.parquet as pq
 import zarr
 
 from .._config import get_setting
@@ -163,6 +162,8 @@ def read_shard(path: str, format: str, index: int, start: int, stop: int, n_feat
             group = np.asarray(root["group"][start:stop]) if "group" in root else None
             weight = np.asarray(root["weight"][start:stop]) if "weight" in root else None
         elif format == "parquet":
+            import pyarrow.parquet as pq  # here: a worker reading a Zarr store never loads pyarrow (about 35 MB)
+
             fn = os.path.join(path, f"part-{index:05d}.parquet")
             if check is not None and not os.path.exists(fn):
                 raise StoreError(f"{where}: part file {os.path.basename(fn)} is missing")

@@ -87,11 +87,27 @@ def weighted_row_sum(shard, pos_rows: np.ndarray, neg_rows: np.ndarray, g_pos: n
     return rmatvec(shard.X, g) if shard.n_rows else np.zeros(shard.X.shape[1])
 
 
-#: (evaluation key, shard number) -> the row order of the latest score passes in this process.
+#: fit token -> {shard number: (pass key, row order)}: the order of each shard's latest score pass.
 #: Only the order is kept (the scores went to the driver), as int32 rows within the shard:
 #: 4 bytes per row of worker memory between the two passes, where the full ShardScores took 16.
-_MEMO: collections.OrderedDict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = collections.OrderedDict()
-_MEMO_SIZE = 512
+#: A gradient pass only ever follows its fit's latest score pass, so one entry per shard and fit
+#: is kept, for the :data:`_MEMO_FITS` latest fits (a forgotten order is recomputed, never wrong):
+#: a worker holds at most 8 bytes per row of its shards, however many fits it has served.
+_MEMO: collections.OrderedDict[str, dict[int, tuple[str, tuple[np.ndarray, np.ndarray]]]] = collections.OrderedDict()
+_MEMO_FITS = 2
+
+
+def _remember(key: str, shard_index: int, rows: tuple[np.ndarray, np.ndarray]) -> None:
+    token = key.rsplit("-", 1)[0]
+    _MEMO.setdefault(token, {})[shard_index] = (key, rows)
+    _MEMO.move_to_end(token)
+    while len(_MEMO) > _MEMO_FITS:
+        _MEMO.popitem(last=False)
+
+
+def _recall(key: str, shard_index: int) -> tuple[np.ndarray, np.ndarray] | None:
+    entry = _MEMO.get(key.rsplit("-", 1)[0], {}).pop(shard_index, None)
+    return entry[1] if entry is not None and entry[0] == key else None
 
 
 def _runs(shard, sc: ShardScores) -> ClassRuns:
@@ -103,13 +119,10 @@ def _runs(shard, sc: ShardScores) -> ClassRuns:
 
 
 def score_pass(shard, w: np.ndarray, key: str) -> ClassRuns:
-    """Sorted positive and negative scores (and weights) of a shard; remembers the order under ``key``."""
+    """Sorted positive and negative scores (and weights) of a shard; remembers the order under ``key`` (``"FIT-PASS"``)."""
     sc = score_shard(shard, w)
     small = np.int32 if shard.n_rows < 2**31 else np.int64
-    _MEMO[(key, shard.index)] = (sc.pos_rows.astype(small), sc.neg_rows.astype(small))
-    _MEMO.move_to_end((key, shard.index))
-    while len(_MEMO) > _MEMO_SIZE:
-        _MEMO.popitem(last=False)
+    _remember(key, shard.index, (sc.pos_rows.astype(small), sc.neg_rows.astype(small)))
     return _runs(shard, sc)
 
 
@@ -120,7 +133,7 @@ def class_scores(shard, w: np.ndarray) -> ClassRuns:
 
 def gradient_pass(shard, w: np.ndarray, key: str, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:
     """``X^T g`` for the weights of the score pass ``key`` (recomputed from ``w`` if forgotten)."""
-    rows = _MEMO.pop((key, shard.index), None)
+    rows = _recall(key, shard.index)
     if rows is None:
         sc = score_shard(shard, w)
         rows = (sc.pos_rows, sc.neg_rows)

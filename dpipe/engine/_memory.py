@@ -1,0 +1,194 @@
+"""What a dask worker needs in memory for a store, measured on the workers themselves.
+
+A worker process holds its own footprint (Python, dask, numpy, zarr, numba and the
+compiled pass kernels: about 200 MB here), the shards persisted on it, and, while a
+pass runs, the working memory of one shard: the decoded float32 features, zarr's
+decoded chunk before it is copied out and the compressed bytes (about three times
+the shard's feature bytes, measured: a 64 MB shard raised a worker's peak by 190 MB),
+and per row of its shards: the sorted scores of a score pass waiting to be gathered,
+the row order it remembers for the gradient pass (for two fits) and the gradient
+pass's row weights waiting in its tasks (24 bytes a row).
+
+Measured against this model (without :data:`SAFETY`), streaming fits peaked at
+418 MB for 417 MB predicted (2e6 x 120 rows in 64 MB shards, two workers) and at
+318 MB for 331 MB predicted (7e6 x 120 rows in 16 MB shards).
+
+dask pauses a worker whose memory passes ``distributed.worker.memory.pause`` (80 %
+of its limit by default) and its nanny restarts one past ``terminate`` (95 %). A
+worker that holds more than the pause line between passes never runs a task again,
+and one whose peak passes the terminate line is killed over and over.
+:func:`check_memory_limits` refuses such a limit before any shard is read, naming
+the smallest one that works. The embedded cluster does not pause or spill
+(:data:`EMBEDDED_WORKER_MEMORY`), so only its terminate line counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import math
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import ClusterError, ParameterError
+
+__all__ = ["EMBEDDED_WORKER_MEMORY", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers", "MemoryNeed", "memory_need", "short_workers", "check_memory_limits", "WORKING_COPIES", "ROW_BYTES", "SAFETY"]
+
+#: a pass over a shard holds about this many copies of its feature bytes (decoded, zarr's chunk buffer, compressed)
+WORKING_COPIES = 3
+#: bytes a worker holds per row of its shards during a fit: float64 scores awaiting the gather (8), the
+#: int32 row order remembered for two fits (8) and the float64 row weights of the gradient tasks (8)
+ROW_BYTES = 24
+#: a worker's footprint with dpipe's pass kernels loaded, measured here (Linux x86-64, Python 3.11): 200 MB.
+#: Used only to explain workers that died before they could be measured.
+FOOTPRINT_FLOOR = 200_000_000
+#: margin on the computed minimum (allocator slack, the 100 ms between two of the nanny's memory checks)
+SAFETY = 1.08
+
+#: dask memory management of the embedded cluster's workers. dpipe's passes hold no
+#: dask-managed data worth spilling: a streamed shard is dropped when its task ends, and
+#: shards are persisted only when they fit. Pausing at 80 % would only stop new tasks
+#: while the running one holds its shard; the nanny's restart at 95 % stays on.
+EMBEDDED_WORKER_MEMORY = {
+    "distributed.worker.memory.target": False,
+    "distributed.worker.memory.spill": False,
+    "distributed.worker.memory.pause": False,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerMemory:
+    """One worker's memory, as it reports it.
+
+    Attributes
+    ----------
+    footprint : int
+        Resident bytes after loading the pass kernels (the worker's floor).
+    limit : int
+        Its memory limit in bytes (0: none).
+    pause, terminate : float
+        Fractions of the limit at which dask pauses the worker / its nanny restarts it (1.0: never).
+    """
+
+    footprint: int
+    limit: int
+    pause: float
+    terminate: float
+
+
+def _fraction(value: Any) -> float:
+    return float(value) if value not in (None, False) else 1.0
+
+
+def _warm_up(n_features: int) -> None:
+    """Run the worker-side pass kernels once on a tiny shard, so that their compiled code is loaded."""
+    from ..io import Shard
+    from ..reduce import class_moments_of_shard, class_scores, column_moments_of_shard, shard_sorted_scores
+
+    rng = np.random.default_rng(0)
+    shard = Shard(X=rng.standard_normal((64, n_features)).astype(np.float32), y=np.where(np.arange(64) % 2 == 0, 1, -1).astype(np.int8), index=0)
+    w = np.ones(n_features)
+    class_moments_of_shard(shard)
+    column_moments_of_shard(shard)
+    class_scores(shard, w)
+    shard_sorted_scores(shard, w, 0.0)
+
+
+def worker_memory(n_features: int, dask_worker: Any = None) -> WorkerMemory:
+    """Measure this worker (run through :meth:`distributed.Client.run`)."""
+    import dask.config
+    import psutil
+
+    _warm_up(n_features)
+    gc.collect()
+    manager = getattr(dask_worker, "memory_manager", None)
+    return WorkerMemory(
+        footprint=int(psutil.Process().memory_info().rss),
+        limit=int(getattr(manager, "memory_limit", None) or 0),
+        pause=_fraction(getattr(manager, "memory_pause_fraction", None)),
+        # the nanny's threshold; a worker started by a nanny runs with the nanny's config
+        terminate=_fraction(dask.config.get("distributed.worker.memory.terminate")),
+    )
+
+
+def measure_workers(client: Any, n_features: int) -> dict[str, WorkerMemory]:
+    """:func:`worker_memory` of every worker of ``client``'s cluster.
+
+    A worker whose limit is below its own footprint dies while it loads the pass
+    kernels (its nanny restarts it, and it dies again); that is reported as a
+    :class:`ParameterError` naming the limit, not as a lost connection.
+    """
+    limits = sorted({int(w.get("memory_limit") or 0) for w in client.scheduler_info().get("workers", {}).values()} - {0})
+    try:
+        return client.run(worker_memory, n_features)
+    except (OSError, RuntimeError) as error:  # CommClosedError is an OSError; "Stream is closed"
+        floor = MemoryNeed(0, 0).minimum_limit(WorkerMemory(FOOTPRINT_FLOOR, 0, 1.0, 0.95))
+        if limits and limits[0] < floor:
+            raise ParameterError(
+                f"a worker memory limit of {limits[0] / 1e6:.0f} MB is below a worker's own footprint: the workers died loading "
+                f"dpipe's pass kernels (about {FOOTPRINT_FLOOR / 1e6:.0f} MB with them); raise the workers' memory limit (--memory-limit) "
+                f"to at least {floor / 1e6:.0f} MB plus what the store needs"
+            ) from None
+        raise ClusterError(f"measuring the workers' memory failed: {type(error).__name__}: {error}") from error
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryNeed:
+    """Bytes a worker holds for a store beyond its footprint.
+
+    Attributes
+    ----------
+    resident : int
+        Held through a fit: the persisted shards (cache "memory") and :data:`ROW_BYTES` per row.
+    working : int
+        Held only while a pass runs over one shard.
+    """
+
+    resident: int
+    working: int
+
+    def minimum_limit(self, worker: WorkerMemory) -> int:
+        """The smallest limit under which this worker neither stays paused nor is restarted, with :data:`SAFETY`."""
+        steady = worker.footprint + self.resident
+        need = max(steady / worker.pause, (steady + self.working) / worker.terminate) * SAFETY
+        return int(math.ceil(need / 10e6) * 10e6)
+
+
+def memory_need(shard_bytes: list[int], shard_rows: list[int], n_workers: int, persisted: bool) -> MemoryNeed:
+    """What one worker holds for a store spread over ``n_workers`` (evenly, as the scheduler places it)."""
+    per_worker = math.ceil(len(shard_bytes) / max(1, n_workers))
+    largest = sorted(shard_bytes, reverse=True)[:per_worker]
+    most_rows = sorted(shard_rows, reverse=True)[:per_worker]
+    resident = (sum(largest) if persisted else 0) + ROW_BYTES * sum(most_rows)
+    return MemoryNeed(resident=int(resident), working=int(WORKING_COPIES * max(shard_bytes, default=0)))
+
+
+def _thresholds(w: WorkerMemory) -> str:
+    named = [f"{name} at {value:.0%}" for name, value in (("pause", w.pause), ("restart", w.terminate)) if value < 1.0]
+    return "dask's " + " and ".join(named) + " of the limit" if named else "the limit"
+
+
+def short_workers(workers: dict[str, WorkerMemory], need: MemoryNeed) -> dict[str, tuple[WorkerMemory, int]]:
+    """The workers whose limit is below what ``need`` asks of them, with the smallest limit each would need."""
+    return {address: (w, need.minimum_limit(w)) for address, w in workers.items() if w.limit and w.limit < need.minimum_limit(w)}
+
+
+def check_memory_limits(workers: dict[str, WorkerMemory], need: MemoryNeed, store: str, cache: str) -> None:
+    """Raise :class:`ParameterError` when a worker's limit is below what ``need`` asks of it.
+
+    The message gives the measured footprint, the store's share and the smallest
+    limit to use.
+    """
+    short = short_workers(workers, need)
+    if not short:
+        return
+    address, (w, minimum) = max(short.items(), key=lambda item: item[1][1])
+    how = "raise the workers' memory limit (--memory-limit)"
+    raise ParameterError(
+        f"{store}: a worker memory limit of {w.limit / 1e6:.0f} MB is below the {minimum / 1e6:.0f} MB this store needs with cache={cache!r} "
+        f"({len(short)} of {len(workers)} worker(s), e.g. {address}): the worker's own footprint is {w.footprint / 1e6:.0f} MB (measured), "
+        f"it holds {need.resident / 1e6:.0f} MB between passes and {need.working / 1e6:.0f} MB more while a pass reads a shard, "
+        f"under {_thresholds(w)}; {how} to at least {minimum / 1e6:.0f} MB, "
+        "or write smaller shards (--shard-rows)"
+    )

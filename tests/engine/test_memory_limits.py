@@ -1,0 +1,90 @@
+"""Issue 18 item 2: memory limits that work — measured footprint, a refused limit names the minimum, the minimum works.
+
+Real embedded clusters (worker processes on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dpipe
+from dpipe.engine import ShardedDataset, cluster_client
+from dpipe.engine._memory import ROW_BYTES, SAFETY, WORKING_COPIES, MemoryNeed, WorkerMemory, memory_need, short_workers
+from dpipe.exceptions import ParameterError
+from dpipe.testing import classification_data, write_store
+
+MB = 1_000_000
+
+
+def test_memory_need_counts_the_largest_shards_a_worker_gets():
+    # 5 shards over 2 workers: a worker gets at most 3, the largest three are counted
+    need = memory_need([10 * MB, 40 * MB, 20 * MB, 30 * MB, 5 * MB], [100, 400, 200, 300, 50], 2, persisted=True)
+    assert need.resident == (40 + 30 + 20) * MB + ROW_BYTES * (400 + 300 + 200)
+    assert need.working == WORKING_COPIES * 40 * MB
+    streamed = memory_need([10 * MB, 40 * MB], [100, 400], 2, persisted=False)
+    assert streamed.resident == ROW_BYTES * 400  # nothing persisted, only the per-row state
+
+
+def test_minimum_limit_is_the_tighter_of_pause_and_restart():
+    need = MemoryNeed(resident=100 * MB, working=300 * MB)
+    worker = WorkerMemory(footprint=200 * MB, limit=0, pause=0.8, terminate=0.95)
+    # steady 300 MB / 0.8 = 375 MB; peak 600 MB / 0.95 = 632 MB: the restart line decides
+    assert need.minimum_limit(worker) == int(np.ceil(600 / 0.95 * SAFETY / 10) * 10) * MB
+    no_pause = WorkerMemory(footprint=200 * MB, limit=0, pause=1.0, terminate=1.0)
+    assert need.minimum_limit(no_pause) == int(np.ceil(600 * SAFETY / 10) * 10) * MB
+    holds_a_lot = MemoryNeed(resident=600 * MB, working=10 * MB)  # 800 MB between passes: the pause line decides
+    assert holds_a_lot.minimum_limit(worker) == int(np.ceil(800 / 0.8 * SAFETY / 10) * 10) * MB
+    limited = {"a": WorkerMemory(200 * MB, 700 * MB, 0.8, 0.95), "b": WorkerMemory(200 * MB, 600 * MB, 0.8, 0.95), "c": WorkerMemory(200 * MB, 0, 0.8, 0.95)}
+    assert set(short_workers(limited, need)) == {"b"}  # "c" has no limit
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    X, y = classification_data(40000, 20, seed=41)
+    return write_store(tmp_path_factory.mktemp("memory") / "s.zarr", X, y, [10000] * 4)
+
+
+def _train_cli(store: str, out, limit: str) -> list[str]:
+    r = subprocess.run([sys.executable, "-m", "dpipe", "train", store, "--memory-limit", limit, "--workers", "1", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stderr
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert not out.exists()
+    return errors
+
+
+def test_a_limit_below_what_the_store_needs_is_refused_naming_the_minimum(tmp_path):
+    X, y = classification_data(60000, 200, seed=42)  # one 48 MB shard: about 145 MB more while a pass reads it
+    store = write_store(tmp_path / "wide.zarr", X, y, [60000])
+    (error,) = _train_cli(store, tmp_path / "m.json", "300MB")
+    assert "a worker memory limit of 300 MB is below the" in error and "footprint" in error and "--memory-limit" in error, error
+    minimum = int(error.split("to at least ")[1].split(" MB")[0])
+    assert 300 < minimum < 1000
+
+
+def test_a_limit_below_a_workers_own_footprint_is_one_line(store, tmp_path):
+    (error,) = _train_cli(store, tmp_path / "m.json", "120MB")  # the workers die loading the kernels, before they can be measured
+    assert "a worker memory limit of 120 MB is below a worker's own footprint" in error, error
+
+
+@pytest.mark.filterwarnings("ignore::dpipe.exceptions.ConvergenceWarning")  # a fixed budget of iterations; parity is what counts
+def test_the_smallest_accepted_limit_streams_a_fit_to_the_end(store):
+    with cluster_client(workers=2, memory_limit="2GB") as client, ShardedDataset(store, client, cache="stream") as ds:
+        minimum = ds.minimum_memory_limit
+        footprint = max(w.footprint for w in ds.worker_memory.values())
+    assert footprint < minimum < 2 * footprint  # a small store needs little beyond the footprint
+    local = dpipe.train(store, "auc-smooth", engine="local", max_iter=15, train_metrics=False)
+    with cluster_client(workers=2, memory_limit=minimum) as client:
+        pids = client.run(os.getpid)
+        got = dpipe.train(store, "auc-smooth", client=client, cache="stream", max_iter=15, train_metrics=False)
+        assert client.run(os.getpid) == pids  # no worker was restarted
+    np.testing.assert_allclose(got.coef, local.coef, rtol=1e-10, atol=1e-12)
+    with cluster_client(workers=2, memory_limit=minimum - 20 * MB) as client:
+        with pytest.raises(ParameterError, match="a worker memory limit of [0-9]+ MB is below"):  # the store's need, or the footprint itself
+            ShardedDataset(store, client, cache="stream")
