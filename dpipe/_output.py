@@ -7,7 +7,8 @@ path must not be an existing directory (unless a directory is what is written).
 
 Nothing dpipe did not write is ever replaced: ``overwrite`` replaces only a dpipe
 store (its ``manifest.json`` parses as a dpipe manifest, :func:`is_dpipe_store`), a
-dpipe model (``"format": "dpipe-linear-model"``) or a dpipe prediction file (Parquet
+dpipe model (``"format": "dpipe-linear-model"``), a dpipe metrics file
+(``"format": "dpipe-metrics"``, from ``evaluate --json``) or a dpipe prediction file (Parquet
 schema metadata ``dpipe.format = dpipe-predictions``); a file inside a store is never
 an output. The same check removes the temporary siblings (``.DEST.tmp-*``,
 ``.DEST.old-*``) a killed run left next to the destination (:func:`remove_stale_siblings`).
@@ -26,6 +27,7 @@ from .model import MODEL_FORMAT
 
 __all__ = [
     "check_output_path", "is_dpipe_store", "is_dpipe_file", "remove_stale_siblings", "PREDICTIONS_FORMAT_KEY", "PREDICTIONS_FORMAT",
+    "METRICS_FORMAT",
 ]
 
 log = logging.getLogger("dpipe.output")
@@ -33,6 +35,10 @@ log = logging.getLogger("dpipe.output")
 #: Parquet schema-metadata key and value that mark a prediction file written by dpipe.
 PREDICTIONS_FORMAT_KEY = "dpipe.format"
 PREDICTIONS_FORMAT = "dpipe-predictions"
+#: ``"format"`` of a metrics file written by ``dpipe evaluate --json``.
+METRICS_FORMAT = "dpipe-metrics"
+#: the ``"format"`` marker of each JSON file dpipe writes
+_JSON_FORMATS = {"model": MODEL_FORMAT, "metrics": METRICS_FORMAT}
 
 
 def is_dpipe_store(path: str) -> bool:
@@ -51,17 +57,17 @@ def is_dpipe_store(path: str) -> bool:
 
 
 def is_dpipe_file(path: str, what: str) -> bool:
-    """Whether ``path`` is a file dpipe wrote as ``what`` ("model" or "predictions"), by its format marker."""
+    """Whether ``path`` is a file dpipe wrote as ``what`` ("model", "metrics" or "predictions"), by its format marker."""
     if not os.path.isfile(path):
         return False
     try:
-        if what == "model":
+        if what in _JSON_FORMATS:
             with open(path, "rb") as f:
                 if f.read(64).lstrip()[:1] != b"{":  # not JSON: do not read a large foreign file
                     return False
                 f.seek(0)
                 d = json.load(f)
-            return isinstance(d, dict) and d.get("format") == MODEL_FORMAT
+            return isinstance(d, dict) and d.get("format") == _JSON_FORMATS[what]
         if what == "predictions":
             import pyarrow.parquet as pq
 
@@ -154,9 +160,9 @@ def check_replaceable(path: str, what: str) -> None:
     if what == "store":
         if not is_dpipe_store(path):
             raise OutputExistsError(f"{path}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with --overwrite")
-    elif what in ("model", "predictions"):
+    elif what in (*_JSON_FORMATS, "predictions"):
         if not is_dpipe_file(path, what):
-            marker = '"format": "dpipe-linear-model"' if what == "model" else f"{PREDICTIONS_FORMAT_KEY} = {PREDICTIONS_FORMAT}"
+            marker = f'"format": "{_JSON_FORMATS[what]}"' if what in _JSON_FORMATS else f"{PREDICTIONS_FORMAT_KEY} = {PREDICTIONS_FORMAT}"
             raise OutputExistsError(f"{path}: exists and is not a dpipe {what} file (no {marker}); refusing to replace it, even with --overwrite")
 
 

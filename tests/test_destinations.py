@@ -101,6 +101,24 @@ def test_overwrite_refuses_a_file_dpipe_did_not_write(data, tmp_path, capsys, co
     assert "not a dpipe" in _one_line(capsys, command) and foreign.read_bytes() == before
 
 
+def test_evaluate_json_replaces_only_a_dpipe_metrics_file_and_only_with_overwrite(data, tmp_path, capsys):
+    out = tmp_path / "metrics.json"
+    evaluate = ["-q", "evaluate", data["model"], data["store"], "--json", str(out), "--engine", "local"]
+    assert main(evaluate) == 0
+    written = json.loads(out.read_text())
+    assert written["format"] == "dpipe-metrics" and 0.5 < written["roc_auc"] <= 1.0
+    capsys.readouterr()
+    assert main(evaluate) == 1  # an existing file, even dpipe's own, needs --overwrite
+    assert "exists" in _one_line(capsys, "evaluate") and json.loads(out.read_text()) == written
+    assert main([*evaluate, "--overwrite"]) == 0
+    capsys.readouterr()
+    for foreign in ('{"roc_auc": 1.0}', "precious notes"):  # JSON without the marker, not JSON at all
+        out.write_text(foreign)
+        assert main([*evaluate, "--overwrite"]) == 1
+        assert "not a dpipe metrics file" in _one_line(capsys, "evaluate") and out.read_text() == foreign
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]  # no temporary left
+
+
 def _predictions(data, tmp_path: Path) -> str:
     return dpipe.predict(data["model"], data["store"], tmp_path / "p.parquet", engine="local", overwrite=True)
 

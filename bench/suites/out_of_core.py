@@ -136,7 +136,7 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
         *table_head(["store", "cache", "memory limit per worker", "objective", "fit s", "passes", "s per pass per 10^6 rows",
                      "peak worker RSS (MB)", "limit (MB)", "workers restarted"]),
     ]
-    rows_of = [("big", name, "stream", f"{limit / 1e6:.0f} MB ({name})", limit) for name, limit in limits.items()]
+    rows_of = [("big", name, "stream", f"{limit / 1e6:.0f} MB" + ("" if name == f"{limit / 1e6:.0f} MB" else f" ({name})"), limit) for name, limit in limits.items()]
     rows_of += [("small", "memory", "memory", "default", None), ("small", "stream", "stream", "default", None)]
     for key, part_name, cache, limit_text, limit in rows_of:
         if part_name not in res[key]:
@@ -164,7 +164,7 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
         if not completed:
             lines += ["", f"Streaming the big store under {limit / 1e6:.0f} MB per worker did NOT complete (peak worker RSS {peak / 1e6:.0f} MB)."]
             continue
-        lines += ["", f"Under {limit / 1e6:.0f} MB per worker ({name}): peak worker RSS {peak / 1e6:.0f} MB "
+        lines += ["", f"Under {limit / 1e6:.0f} MB per worker" + ("" if name == f"{limit / 1e6:.0f} MB" else f" ({name})") + ": peak worker RSS {peak / 1e6:.0f} MB "
                   f"({peak / limit:.0%} of the limit; the nanny restarts a worker at 95 %), workers restarted: "
                   f"{'yes' if part['workers_restarted'] else 'no'}. Streaming costs "
                   + ", ".join(f"{o} {part[o]['seconds_per_pass_per_million_rows'] / small_m[o]['seconds_per_pass_per_million_rows']:.1f}x" for o in STREAMED)

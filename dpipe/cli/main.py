@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from .._log import level_for
 from ..exceptions import DPipeError
 
 __all__ = ["main", "build_parser"]
@@ -86,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="dpipe", description="Train linear classifiers that optimize the measure you care about, on sharded data, with dask.")
     parser.add_argument("--version", action="version", version=f"dpipe {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log lines (-vv: debug, incl. bytes moved per pass)")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log lines and tracebacks (-v: details such as the dashboard link; -vv: debug, incl. bytes moved per pass)")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -131,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=float, help="Prec@k / Rec@k cut-off: a number of rows (total weight in a weighted store); default the number of positives")
     p.add_argument("--k-fraction", dest="k_fraction", type=float, help="Prec@k / Rec@k cut-off as a fraction of the positives (as in training)")
     p.add_argument("--threshold", type=float, default=0.0)
-    p.add_argument("--json", dest="json_out", help="also write the metrics to this JSON file")
+    p.add_argument("--json", dest="json_out", help="also write the metrics to this JSON file (marked \"format\": \"dpipe-metrics\")")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file (only one dpipe wrote)")
     _add_cluster(p, cache_default="stream")
 
     p = sub.add_parser("predict", help="score every row of a store into a Parquet file (row, score, label, y)")
@@ -193,7 +195,7 @@ def _cmd_verify(a: argparse.Namespace) -> None:
 
 
 def _setup_logging(verbose: int, quiet: bool) -> None:
-    level = logging.WARNING if quiet else (logging.DEBUG if verbose >= 2 else logging.INFO)
+    level = level_for(verbose, quiet)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s", "%H:%M:%S"))
     root = logging.getLogger("dpipe")
@@ -248,18 +250,18 @@ def _cmd_train(a: argparse.Namespace) -> None:
 
 def _cmd_evaluate(a: argparse.Namespace) -> None:
     from .._evaluate import evaluate
-    from .._output import check_output_path
+    from .._output import METRICS_FORMAT, check_output_path
+    from ..io._manifest import write_json_atomic
 
     k: float | None = a.k
     if k is not None and float(k).is_integer():
         k = int(k)
     if a.json_out:  # before the pass
-        check_output_path(a.json_out, overwrite=True, what="metrics")
+        check_output_path(a.json_out, overwrite=a.overwrite, what="metrics")
     metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, **_cluster_kwargs(a))
     _print_metrics(metrics)
     if a.json_out:
-        with open(a.json_out, "w") as f:
-            json.dump(metrics, f, indent=1)
+        write_json_atomic(a.json_out, {"format": METRICS_FORMAT, **metrics})
 
 
 def _cmd_predict(a: argparse.Namespace) -> None:

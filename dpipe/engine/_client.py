@@ -35,6 +35,7 @@ from distributed import Client, LocalCluster
 from distributed.security import Security
 
 from .._config import get_setting
+from .._log import VERBOSE
 from .._validation import check_int
 from ..exceptions import ParameterError
 from ._memory import EMBEDDED_WORKER_MEMORY
@@ -128,7 +129,7 @@ def cluster_client(
         raise
     log.info("started local cluster: %d worker processes x %d thread(s), memory limit %s", n, threads, mem)
     if _has_dashboard():
-        log.info("dashboard: %s", cluster.dashboard_link)
+        log.log(VERBOSE, "dashboard: %s", cluster.dashboard_link)
     try:
         yield c
     finally:

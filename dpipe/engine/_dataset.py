@@ -51,7 +51,7 @@ from .._config import get_setting
 from .._validation import check_choice
 from ..exceptions import ClusterError, ShardValueError
 from ..io import Shard, Store, open_store, read_shard
-from ._memory import MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, short_workers
+from ._memory import MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, short_workers, shards_per_worker
 from ._waits import gather_bounded, killed_workers_as_cluster_errors, result_bounded
 
 __all__ = ["ShardedDataset", "ShardHost", "LocalDataset", "CACHE_MODES", "choose_cache"]
@@ -173,9 +173,7 @@ class ShardedDataset:
         self.load_seconds = 0.0
         if self.cache == "memory":
             t0 = time.perf_counter()
-            # No worker restriction: the scheduler spreads the loads (they are one task group
-            # of root tasks) and can reload a shard anywhere when its worker is gone.
-            self._shards = [client.submit(read_shard, *self.store.shard_args(i), pure=False) for i in range(self.store.n_shards)]
+            self._shards = self._load_shards()
             # Wait for the loads and re-raise a StoreError naming a bad shard, moving 8 bytes per shard.
             with _naming_store(self.store):
                 self._gather([client.submit(_n_rows, f, pure=False) for f in self._shards], "loading the shards", self._shards)
@@ -232,6 +230,19 @@ class ShardedDataset:
             )
         return chosen
 
+    def _load_shards(self) -> list:
+        """Submit one load per shard, in one batch and without worker restrictions.
+
+        The scheduler spreads one batch of loads evenly, give or take a shard (measured
+        with 2 workers: 8 / 8 or 7 / 9 of 16 shards; :data:`~._memory.PLACEMENT_SLACK`),
+        and can reload a shard on any worker when its worker is gone. A restriction, even
+        a loose one, would leave the reload waiting in ``no-worker`` once every worker
+        had died, even after a new one joined (distributed 2026.8 re-checks only tasks
+        a new worker satisfies, ignoring ``allow_other_workers``).
+        """
+        args = [self.store.shard_args(i) for i in range(self.store.n_shards)]
+        return self.client.map(read_shard, *zip(*args), pure=False) if args else []
+
     def _what(self, fn: Callable | str) -> str:
         name = fn if isinstance(fn, str) else f"pass {getattr(fn, '__name__', fn)!r}"
         return f"{self.store.path}: {name}"
@@ -254,14 +265,14 @@ class ShardedDataset:
                 return []
             placed.setdefault(sorted(holders)[0], []).append(pos)
         started = [
-            (placed[address], self.client.submit(
-                ShardHost, *[self._shards[p] for p in placed[address]], workers=[address], allow_other_workers=False, actor=True, pure=False,
+            (address, positions, self.client.submit(
+                ShardHost, *[self._shards[p] for p in positions], workers=[address], allow_other_workers=False, actor=True, pure=False,
             ))
-            for address in sorted(placed)
+            for address, positions in sorted(placed.items())
         ]
         hosts = []
         try:
-            for (positions, fut), address in zip(started, sorted(placed)):
+            for address, positions, fut in started:
                 alive = functools.partial(_has_worker, self.client, address)
                 hosts.append((positions, result_bounded(fut, self._what("starting a shard host"), self.client, alive=alive), fut))
         except ClusterError:
@@ -271,7 +282,7 @@ class ShardedDataset:
             log.warning("a shard host could not start (%s: %s); continuing with one task per shard", type(error).__name__, error)
             hosts = []
         if len(hosts) < len(started):
-            for _, fut in started:
+            for _, _, fut in started:
                 fut.release()
             return []
         return hosts
@@ -312,9 +323,9 @@ class ShardedDataset:
         """
         holders = [sorted(h)[0] if h else None for h in map(self.client.who_has(self._shards).get, (f.key for f in self._shards))]
         counts = [holders.count(w) for w in set(holders)]
-        if max(counts) <= -(-self.n_shards // max(1, len(self.workers))):
+        if max(counts) <= shards_per_worker(self.n_shards, len(self.workers)):
             return
-        fresh = [self.client.submit(read_shard, *self.store.shard_args(i), pure=False) for i in range(self.n_shards)]
+        fresh = self._load_shards()
         with _naming_store(self.store):
             self._gather([self.client.submit(_n_rows, f, pure=False) for f in fresh], "loading the shards again", fresh)
         old, self._shards = self._shards, fresh

@@ -33,13 +33,15 @@ import numpy as np
 
 from ..exceptions import ClusterError, ParameterError
 
-__all__ = ["EMBEDDED_WORKER_MEMORY", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers", "MemoryNeed", "memory_need", "short_workers", "check_memory_limits", "WORKING_COPIES", "ROW_BYTES", "SAFETY"]
+__all__ = ["EMBEDDED_WORKER_MEMORY", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers", "MemoryNeed", "memory_need", "shards_per_worker", "short_workers", "PLACEMENT_SLACK", "check_memory_limits", "WORKING_COPIES", "ROW_BYTES", "SAFETY"]
 
 #: a pass over a shard holds about this many copies of its feature bytes (decoded, zarr's chunk buffer, compressed)
 WORKING_COPIES = 3
 #: bytes a worker holds per row of its shards during a fit: float64 scores awaiting the gather (8), the
 #: int32 row order remembered for two fits (8) and the float64 row weights of the gradient tasks (8)
 ROW_BYTES = 24
+#: shards one worker may get beyond an even share when the scheduler places a batch of loads
+PLACEMENT_SLACK = 1
 #: a worker's footprint with dpipe's pass kernels loaded, measured here (Linux x86-64, Python 3.11): 200 MB.
 #: Used only to explain workers that died before they could be measured.
 FOOTPRINT_FLOOR = 200_000_000
@@ -155,9 +157,14 @@ class MemoryNeed:
         return int(math.ceil(need / 10e6) * 10e6)
 
 
+def shards_per_worker(n_shards: int, n_workers: int) -> int:
+    """The most shards the scheduler puts on one worker: an even share plus :data:`PLACEMENT_SLACK`."""
+    return min(n_shards, math.ceil(n_shards / max(1, n_workers)) + PLACEMENT_SLACK)
+
+
 def memory_need(shard_bytes: list[int], shard_rows: list[int], n_workers: int, persisted: bool) -> MemoryNeed:
-    """What one worker holds for a store spread over ``n_workers`` (evenly, as the scheduler places it)."""
-    per_worker = math.ceil(len(shard_bytes) / max(1, n_workers))
+    """What one worker holds for a store spread over ``n_workers`` (evenly, give or take a shard, as the scheduler places it)."""
+    per_worker = shards_per_worker(len(shard_bytes), n_workers)
     largest = sorted(shard_bytes, reverse=True)[:per_worker]
     most_rows = sorted(shard_rows, reverse=True)[:per_worker]
     resident = (sum(largest) if persisted else 0) + ROW_BYTES * sum(most_rows)

@@ -55,11 +55,12 @@ def split_store(
     m = st.manifest
     kw = dict(n_features=m.n_features, feature_names=m.feature_names, format=m.format, with_group=m.groups is not None,
               with_weight=m.has_weight, overwrite=overwrite)
-    # shard sizes from the expected part sizes plus six standard deviations (no stray tail shard)
+    # shard sizes from the expected part sizes plus six standard deviations (no stray tail shard);
+    # these are bounds, not exact counts, so the shards are not balanced on them
     slack = 6.0 * (m.n_rows * test_fraction * (1.0 - test_fraction)) ** 0.5 + 1.0
     n_test, n_train = test_fraction * m.n_rows + slack, (1.0 - test_fraction) * m.n_rows + slack
-    with ShardWriter(train_dest, shard_rows=shard_rows_for(min(m.n_rows, int(n_train)), m.n_features), **kw) as tr, \
-            ShardWriter(test_dest, shard_rows=shard_rows_for(min(m.n_rows, int(n_test)), m.n_features), **kw) as te:
+    with ShardWriter(train_dest, shard_rows=shard_rows_for(min(m.n_rows, int(n_train)), m.n_features, balance=False), **kw) as tr, \
+            ShardWriter(test_dest, shard_rows=shard_rows_for(min(m.n_rows, int(n_test)), m.n_features, balance=False), **kw) as te:
         start = 0
         for shard in st.iter_shards():
             to_test = _uniforms(seed, start, shard.n_rows) < test_fraction

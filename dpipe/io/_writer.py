@@ -44,14 +44,19 @@ def default_shard_rows(n_features: int, target_bytes: int) -> int:
 MIN_SPREAD_ROWS = 8192
 
 
-def shard_rows_for(n_rows: int, n_features: int) -> int:
+def shard_rows_for(n_rows: int, n_features: int, balance: bool = True) -> int:
     """Default rows per shard for a store of ``n_rows``: about ``dpipe.shard-bytes`` per
     shard, and at least ``dpipe.min-shards`` shards when every shard keeps at least
     8192 rows, so that a small store still gives every worker of a small cluster work.
+    With ``balance`` (``n_rows`` is exact) the shards are of (nearly) equal size: the last
+    one is shorter by fewer rows than there are shards.
     """
     by_bytes = default_shard_rows(n_features, int(get_setting("shard-bytes")))
     spread = max(MIN_SPREAD_ROWS, -(-n_rows // max(1, int(get_setting("min-shards")))))
-    return max(1, min(by_bytes, spread, n_rows))
+    rows = max(1, min(by_bytes, spread, n_rows))
+    # as many shards as that takes, of equal size: 2e6 rows at 133,333 a shard are 16 shards of
+    # 125,000, not 15 full ones and a last shard of 5 rows
+    return max(1, -(-n_rows // -(-n_rows // rows))) if balance and n_rows > 0 else rows
 
 
 def prepare_destination(dest: str, overwrite: bool) -> None:
