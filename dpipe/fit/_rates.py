@@ -1,0 +1,307 @@
+"""Training under rate constraints (Goh et al., Problem 2, Algorithms 1 and 2).
+
+minimize ``lam/2 ||w||^2 + objective rates`` subject to ``constraint rates <= 0``, with every
+indicator replaced by the ramp ``sigma(w.x - b)``:
+
+* **Majorization-minimization** (Algorithm 1): at the anchor ``(w', b')`` each ramp is
+  bounded above by a hinge or the constant 1, tight at the anchor
+  (:mod:`dpipe.reduce._rates`); the bounded problem is convex.
+* **Multipliers** (Algorithm 2, the maximization-based CutChooser of appendix E): the
+  dual ``F(v) = min_{w,b} Psi(w, b, v)`` over ``v`` in ``[0, V]^m`` is maximized by a
+  cutting plane. A cut at ``v_s`` is ``u_s + g_s.(v - v_s)`` with ``u_s`` the bounded
+  Lagrangian at the inner solution (exact hinges) and ``g_s`` the bounded constraint
+  values there; the next ``v`` maximizes the cuts' minimum (a small linear program,
+  :func:`scipy.optimize.linprog`). ``l_s``, the smoothed inner minimum, is a lower bound
+  (the Huberized hinge is below the hinge). Stops when the bounds meet within ``tol``.
+* **Inner problem**: for fixed ``v`` the Lagrangian is a per-example-weighted hinge
+  problem; its hinges are Huberized (width ``smoothing``) and it is solved by L-BFGS
+  over ``(w, b)``, warm-started. One evaluation is one pass over each store, returning
+  value, gradient and per-cell sums; the per-example weights are computed on the workers
+  from the multipliers and the anchor.
+
+The bias ``b`` is not regularized (the paper's Problem 1). Of the inner solutions met,
+the model returned is the one with the lowest bounded objective among those whose
+bounded constraints hold (within ``feasibility_tol``), else the least violating;
+predictions are deterministic (``sign(w.x - b)``), as the paper found better.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import operator
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linprog, minimize
+
+from ..rates._cells import CompiledRows, StorePlan, compile_rows, plan_stores
+from ..rates._expr import Constraint, RateExpression
+from .._runs import merge_runs
+from ..reduce._rates import BOUND_NEGATIVE, BOUND_POSITIVE, INDICATOR, RAMP, SMOOTH_NEGATIVE, SMOOTH_POSITIVE, WEIGHT, RatePass, cell_weights, rate_pass, sorted_scores_cells
+
+__all__ = ["RateReport", "RateFit", "fit_rates"]
+
+log = logging.getLogger("dpipe.fit")
+
+
+@dataclasses.dataclass(frozen=True)
+class RateReport:
+    """One row of the fit (the objective or a constraint) at the returned model.
+
+    Attributes
+    ----------
+    text : str
+        The constraint as written (``"objective"`` for the objective).
+    value : float
+        Left-hand side minus right-hand side with exact (indicator) rates: the
+        constraint holds when it is ``<= 0``; for the objective, its value.
+    ramp_value : float
+        The same with ramp rates (what was optimized).
+    multiplier : float
+        The constraint's Lagrange multiplier at the returned model (1 for the objective).
+    satisfied : bool
+        ``value <= 0`` (always True for the objective).
+    """
+
+    text: str
+    value: float
+    ramp_value: float
+    multiplier: float
+    satisfied: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class RateFit:
+    """The result of :func:`fit_rates`."""
+
+    coef: np.ndarray
+    bias: float
+    reports: list[RateReport]
+    mm_steps: int
+    cuts: int
+    evaluations: int
+    seconds: float
+
+    @property
+    def intercept(self) -> float:
+        """dpipe's convention: the score is ``X coef + intercept`` (the paper's ``w.x - b``)."""
+        return -self.bias
+
+
+class _Problem:
+    """The stores, the compiled rows and the passes of one rate fit."""
+
+    def __init__(self, datasets: Mapping[str, Any], plans: Mapping[str, StorePlan], rows: CompiledRows, lam: float, smoothing: float) -> None:
+        self.datasets, self.plans, self.rows, self.lam, self.smoothing = datasets, plans, rows, lam, smoothing
+        self.split = {a: (np.maximum(c, 0.0), np.maximum(-c, 0.0)) for a, c in rows.coef.items()}
+        self.n_features = int(next(iter(datasets.values())).n_features)
+        self.evaluations = 0
+
+    def passes(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> dict[str, RatePass]:
+        d = self.n_features
+        out = {}
+        for alias, ds in self.datasets.items():
+            cp, cn = self.split[alias]
+            P, N = v_full @ cp, v_full @ cn
+            out[alias] = ds.map_reduce(rate_pass, operator.add, theta[:d], float(theta[d]), (anchor[:d], float(anchor[d])), self.plans[alias].layout, P, N, self.smoothing)
+        self.evaluations += 1
+        return out
+
+    def bounded_rows(self, results: Mapping[str, RatePass], smoothed: bool = False) -> np.ndarray:
+        """Every row with each ramp replaced by its bound at the anchor (exact hinges, or Huberized with ``smoothed``)."""
+        pos, neg = (SMOOTH_POSITIVE, SMOOTH_NEGATIVE) if smoothed else (BOUND_POSITIVE, BOUND_NEGATIVE)
+        value = self.rows.constant.copy()
+        for alias, r in results.items():
+            cp, cn = self.split[alias]
+            c = self.rows.coef[alias]
+            value += cp @ r.sums[pos] + cn @ r.sums[neg] + np.minimum(c, 0.0) @ r.sums[WEIGHT]
+        return value
+
+    def rows_at(self, results: Mapping[str, RatePass], kind: int) -> np.ndarray:
+        return self.rows.evaluate({a: r.sums[kind] for a, r in results.items()})
+
+    def smoothed(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> tuple[float, np.ndarray, dict[str, RatePass]]:
+        """The smoothed bounded Lagrangian, its gradient in ``(w, b)``, and the passes' results."""
+        results = self.passes(theta, anchor, v_full)
+        d = self.n_features
+        w = theta[:d]
+        value = 0.5 * self.lam * float(w @ w) + sum(r.value for r in results.values())
+        value += float(v_full @ (self.rows.constant + sum(np.minimum(self.rows.coef[a], 0.0) @ r.sums[WEIGHT] for a, r in results.items())))
+        grad = sum(r.grad for r in results.values())
+        grad = grad + np.concatenate([self.lam * w, [0.0]])
+        return value, grad, results
+
+
+@dataclasses.dataclass
+class _Cut:
+    v: np.ndarray
+    value: float  # the smoothed Lagrangian at the inner solution: u_s, and (solved) l_s
+    slope: np.ndarray  # g_s: the smoothed bounded constraint values there
+    violation: float  # the largest exact-hinge bounded constraint value there
+    theta: np.ndarray
+    objective: float  # the bounded objective row there
+
+
+def _next_multipliers(cuts: list[_Cut], bound: float) -> tuple[np.ndarray, float]:
+    """``argmax_v min_s (u_s + g_s.(v - v_s))`` over ``[0, bound]^m``, and that maximum."""
+    m = cuts[0].v.size
+    # variables (v, z): maximize z s.t. z - g_s.v <= u_s - g_s.v_s
+    A = np.array([np.concatenate([-c.slope, [1.0]]) for c in cuts])
+    b = np.array([c.value - c.slope @ c.v for c in cuts])
+    res = linprog(np.concatenate([np.zeros(m), [-1.0]]), A_ub=A, b_ub=b, bounds=[(0.0, bound)] * m + [(None, None)], method="highs")
+    if res.status != 0:  # pragma: no cover - the box keeps it bounded and feasible
+        raise RuntimeError(f"multiplier LP failed: {res.message}")
+    return np.asarray(res.x[:m]), float(-res.fun)
+
+
+def _solve_inner(problem: _Problem, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray, max_iter: int, tol: float) -> tuple[np.ndarray, float]:
+    res = minimize(lambda t: problem.smoothed(t, anchor, v_full)[:2], theta, jac=True, method="L-BFGS-B",
+                   options={"maxiter": max_iter, "gtol": tol, "ftol": 1e3 * np.finfo(float).eps})
+    return np.asarray(res.x), float(res.fun)
+
+
+def fit_rates(
+    datasets: Mapping[str, Any],
+    objective: RateExpression | None,
+    constraints: Sequence[Constraint],
+    *,
+    load_model: Any,
+    lam: float | None = None,
+    smoothing: float = 0.05,
+    mm_steps: int = 5,
+    max_cuts: int = 40,
+    multiplier_bound: float = 100.0,
+    tol: float = 1e-4,
+    inner_max_iter: int = 200,
+    inner_tol: float = 1e-6,
+    feasibility_tol: float = 1e-6,
+    threshold: str = "exact",
+) -> RateFit:
+    """Minimize the objective's rates under the constraints on the opened ``datasets`` (alias -> dataset).
+
+    Parameters
+    ----------
+    datasets : mapping of str to LocalDataset or ShardedDataset
+        The stores by alias; ``"train"`` is the training store.
+    objective : RateExpression or None
+        Rates to minimize (None: the regularizer alone, i.e. any feasible model).
+    constraints : sequence of Constraint
+    load_model : callable
+        ``path -> (coef, intercept)`` of a deployed model (churn).
+    lam : float, optional
+        L2 penalty on ``w``; default ``1 / n`` with ``n`` the training store's rows (the paper's LIBLINEAR default).
+    smoothing : float
+        Huber width of the inner problem's hinges.
+    mm_steps : int
+        Majorization-minimization steps (the paper: 5).
+    max_cuts : int
+        Cutting-plane iterations per step.
+    multiplier_bound : float
+        ``V``: every multiplier lies in ``[0, V]``; a constraint whose multiplier reaches ``V``
+        is traded against the objective at that price (and may end unsatisfied: reported).
+    tol : float
+        Cutting plane stops when its upper and lower bounds on the dual meet within ``tol``.
+    threshold : {"exact", "ramp"}
+        ``"exact"``: keep the direction ``w`` of the ramp solution and choose the bias
+        that minimizes the objective's *exact* rates subject to the constraints' exact
+        rates on the training datasets (all thresholds along ``w``, from the merged
+        sorted scores; O(n log n), moves 20 bytes a row); when no bias satisfies every
+        constraint, the one with the smallest largest violation. ``"ramp"``: the bias of
+        the ramp solution as it is.
+    """
+    t0 = time.perf_counter()
+    constraints = list(constraints)
+    m = len(constraints)
+    plans = plan_stores(objective, constraints, {a: ds.store for a, ds in datasets.items()}, load_model)
+    weights = {a: ds.map_reduce(cell_weights, np.add, plans[a].layout) for a, ds in datasets.items()}
+    rows = compile_rows(objective, constraints, plans, weights)
+    n = float(weights["train"].sum())
+    lam = 1.0 / max(n, 1.0) if lam is None else float(lam)
+    problem = _Problem(datasets, plans, rows, lam, smoothing)
+    d = problem.n_features
+    theta = np.zeros(d + 1)  # the paper starts from w = 0
+    cuts_total = 0
+    best: _Cut | None = None
+    v = np.zeros(m)
+    for step in range(mm_steps):
+        anchor = theta.copy()
+        cuts: list[_Cut] = []
+        v = np.zeros(m) if step == 0 else v  # the previous step's multipliers are a good start
+        for _ in range(max_cuts):
+            v_full = np.concatenate([[1.0], v])
+            theta, value = _solve_inner(problem, theta, anchor, v_full, inner_max_iter, inner_tol)
+            _, _, results = problem.smoothed(theta, anchor, v_full)
+            smooth, exact = problem.bounded_rows(results, smoothed=True), problem.bounded_rows(results)
+            cuts.append(_Cut(v.copy(), value, smooth[1:].copy(), float(exact[1:].max(initial=-np.inf)), theta.copy(), float(exact[0])))
+            cuts_total += 1
+            if m == 0:
+                break
+            v, top = _next_multipliers(cuts, multiplier_bound)
+            low = max(c.value for c in cuts)  # each inner minimum lower-bounds the dual's maximum
+            if top - low <= tol * max(1.0, abs(low)):
+                break
+        chosen = _choose(cuts, feasibility_tol)
+        theta = chosen.theta.copy()
+        v = chosen.v.copy()
+        best = chosen
+        log.info("rates: MM step %d: %d cuts, bounded objective %.6g, largest bounded constraint %.3g, multipliers %s",
+                 step + 1, len(cuts), chosen.objective, chosen.violation, np.array2string(v, precision=4))
+    assert best is not None
+    theta = best.theta.copy()
+    if threshold == "exact":
+        theta[d] = _exact_bias(problem, theta[:d], float(theta[d]), feasibility_tol)
+    v_full = np.concatenate([[1.0], best.v])
+    _, _, results = problem.smoothed(theta, theta, v_full)
+    exact, ramped = problem.rows_at(results, INDICATOR), problem.rows_at(results, RAMP)
+    reports = [RateReport(text, float(exact[j]), float(ramped[j]), float(v_full[j]), bool(j == 0 or exact[j] <= feasibility_tol))
+               for j, text in enumerate(rows.texts)]
+    for r in reports[1:]:
+        log.info("rates: %s: %s (value %+.4g, multiplier %.4g)", r.text, "holds" if r.satisfied else "NOT satisfied", r.value, r.multiplier)
+    return RateFit(theta[:d].copy(), float(theta[d]), reports, mm_steps, cuts_total, problem.evaluations, time.perf_counter() - t0)
+
+
+def _exact_bias(problem: _Problem, w: np.ndarray, bias: float, feasibility_tol: float) -> float:
+    """The bias along ``w`` with the best exact objective among those meeting every exact constraint (see ``threshold``).
+
+    Predicted positive iff ``w.x > b``. Walking the merged scores from the top, each
+    row switched to positive adds its weight times its cell's coefficient to every row
+    of the problem; candidate biases sit between distinct scores.
+    """
+    scores, deltas = [], []
+    for alias, ds in problem.datasets.items():
+        parts = ds.map_gather(sorted_scores_cells, w, problem.plans[alias].layout)
+        s, order, _ = merge_runs([p[0] for p in parts])
+        cells = np.concatenate([p[1] for p in parts])[order] if parts else np.zeros(0, np.int32)
+        v = np.concatenate([p[2] for p in parts])[order] if parts else np.zeros(0)
+        scores.append(s)
+        deltas.append(problem.rows.coef[alias][:, cells] * v)  # (rows, n): what each row adds when predicted positive
+    s = np.concatenate(scores)
+    order = np.argsort(-s, kind="stable")  # descending: lowering b switches rows on in this order
+    s = s[order]
+    gains = np.concatenate(deltas, axis=1)[:, order]
+    values = problem.rows.constant[:, None] + np.concatenate([np.zeros((gains.shape[0], 1)), np.cumsum(gains, axis=1)], axis=1)
+    # values[:, k]: the top k rows positive; valid only where the k-th and (k+1)-th scores differ
+    ends = np.concatenate([[True], s[:-1] > s[1:], [True]]) if s.size else np.array([True])
+    candidates = np.flatnonzero(ends)
+    vals = values[:, candidates]
+    violation = vals[1:].max(axis=0) if vals.shape[0] > 1 else np.zeros(candidates.size)
+    ok = violation <= feasibility_tol
+    pick = candidates[np.argmin(np.where(ok, vals[0], np.inf))] if ok.any() else candidates[np.argmin(violation)]
+    if s.size == 0:
+        return bias
+    if pick == 0:
+        return float(s[0]) + 1.0  # nothing positive
+    if pick == s.size:
+        return float(s[-1]) - 1.0  # everything positive
+    return 0.5 * (float(s[pick - 1]) + float(s[pick]))  # between the last row switched on and the next
+
+
+def _choose(cuts: list[_Cut], feasibility_tol: float) -> _Cut:
+    """The inner solution with the lowest bounded objective among the feasible ones, else the least violating."""
+    feasible = [c for c in cuts if c.violation <= feasibility_tol]
+    if feasible:
+        return min(feasible, key=lambda c: c.objective)
+    return min(cuts, key=lambda c: c.violation)

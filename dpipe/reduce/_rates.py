@@ -1,0 +1,168 @@
+"""The rate-constraint pass over one shard (worker side, pure): the majorized Lagrangian's value and
+gradient, and per-cell sums of the rates (Goh et al., Algorithm 1).
+
+Every row falls in one *cell*: its label, its group and, for each deployed model of the
+fit, that model's prediction. A rate term of a constraint is a signed coefficient per
+cell on the ramp ``sigma(z) = clip(1/2 + z, 0, 1)`` of the row's margin
+``z = w.x - b``. At the anchor model ``(w', b')`` of the current majorization step,
+``sigma(z)`` is bounded above by the hinge ``max(0, 1/2 + z)`` where ``z' <= 1/2`` and by
+the constant 1 elsewhere; ``1 - sigma(z) = sigma(-z)`` by ``max(0, 1/2 - z)`` where
+``z' >= -1/2``, else 1. Both bounds touch the ramp at ``z = z'``. For multipliers ``v``
+the Lagrangian's per-cell coefficients of the two bounds, ``P`` and ``N``, travel with
+the task (a few numbers per cell); the pass returns the smoothed Lagrangian (each
+hinge Huberized with width ``t``: below the hinge by at most ``t/2``), its gradient in
+``(w, b)``, and per cell the weighted sums of both bounds (exact hinges), of the ramp,
+of the indicator ``1[z > 0]`` and of the weights. Nothing O(n) leaves the worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ._finite import check_scores, check_weights
+from ._linalg import matvec, rmatvec
+
+__all__ = ["CellLayout", "RatePass", "rate_pass", "row_cells", "cell_weights", "sorted_scores_cells", "huber", "huber_derivative", "ramp"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CellLayout:
+    """How a store's rows map to cells: ``label bit + 2 * group + 2 * n_groups * (deployed predictions as bits)``.
+
+    Attributes
+    ----------
+    n_groups : int
+        Values of the store's group column (1 without one).
+    baselines : tuple of (ndarray, float)
+        ``(coef, intercept)`` of each deployed model whose predictions split the rows.
+    """
+
+    n_groups: int = 1
+    baselines: tuple[tuple[np.ndarray, float], ...] = ()
+
+    @property
+    def n_cells(self) -> int:
+        return 2 * self.n_groups * 2 ** len(self.baselines)
+
+    def cell(self, label: int, group: int = 0, predictions: tuple[int, ...] = ()) -> int:
+        """The cell of a row with this label (+1 / -1), group code and deployed predictions (+1 / -1 each)."""
+        bits = sum((1 << k) for k, p in enumerate(predictions) if p > 0)
+        return int(label > 0) + 2 * group + 2 * self.n_groups * bits
+
+
+def row_cells(shard, layout: CellLayout) -> np.ndarray:
+    """The cell of every row of ``shard`` (int64)."""
+    cells = (shard.y > 0).astype(np.int64)
+    if layout.n_groups > 1:
+        cells += 2 * shard.group.astype(np.int64)
+    for k, (coef, intercept) in enumerate(layout.baselines):
+        cells += (2 * layout.n_groups << k) * (matvec(shard.X, coef) + intercept > 0)
+    return cells
+
+
+def ramp(z: np.ndarray) -> np.ndarray:
+    """``clip(1/2 + z, 0, 1)``: the probability a ramp-randomized classifier predicts positive."""
+    return np.clip(0.5 + z, 0.0, 1.0)
+
+
+def huber(u: np.ndarray, t: float) -> np.ndarray:
+    """The hinge ``max(0, u)`` smoothed: ``0`` below 0, ``u^2 / (2t)`` up to ``t``, ``u - t/2`` above."""
+    return np.where(u <= 0, 0.0, np.where(u < t, u * u / (2.0 * t), u - 0.5 * t))
+
+
+def huber_derivative(u: np.ndarray, t: float) -> np.ndarray:
+    """Derivative of :func:`huber`: ``clip(u / t, 0, 1)``."""
+    return np.clip(u / t, 0.0, 1.0)
+
+
+@dataclasses.dataclass
+class RatePass:
+    """What one shard (or, merged, a store) returns.
+
+    Attributes
+    ----------
+    value : float
+        Smoothed majorized Lagrangian ``sum_rows v_x (P U_p + N U_n)``.
+    grad : ndarray of shape (d + 1,)
+        Its gradient in ``w``, then in ``b``.
+    sums : ndarray of shape (7, n_cells)
+        Per cell, weighted sums of: the positive-side bound (exact hinge or 1), the
+        negative-side bound, both bounds smoothed as in ``value``, the ramp ``sigma(z)``,
+        the indicator ``1[z > 0]``, the weight (rows :data:`BOUND_POSITIVE` ... :data:`WEIGHT`).
+    """
+
+    value: float
+    grad: np.ndarray
+    sums: np.ndarray
+
+    def __add__(self, other: RatePass) -> RatePass:
+        return RatePass(self.value + other.value, self.grad + other.grad, self.sums + other.sums)
+
+
+#: rows of :attr:`RatePass.sums`
+BOUND_POSITIVE, BOUND_NEGATIVE, SMOOTH_POSITIVE, SMOOTH_NEGATIVE, RAMP, INDICATOR, WEIGHT = range(7)
+_N_SUMS = 7
+
+
+def rate_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarray, float], layout: CellLayout,
+              positive: np.ndarray, negative: np.ndarray, smoothing: float) -> RatePass:
+    """The majorized Lagrangian at ``(coef, intercept)`` on one shard (see the module docstring).
+
+    Parameters
+    ----------
+    shard : Shard
+    coef, intercept : the model; margins ``z = X coef - intercept``.
+    anchor : (ndarray, float)
+        The majorization step's model ``(w', b')``.
+    layout : CellLayout
+    positive, negative : ndarray of shape (n_cells,)
+        Per-cell coefficients ``P``, ``N`` (>= 0) of the two bounds.
+    smoothing : float
+        Huber width ``t`` of the value and gradient (the per-cell bound sums use the exact hinge).
+    """
+    d = shard.X.shape[1]
+    n_cells = layout.n_cells
+    if shard.n_rows == 0:
+        return RatePass(0.0, np.zeros(d + 1), np.zeros((_N_SUMS, n_cells)))
+    z = matvec(shard.X, coef) - intercept
+    check_scores(shard, z)
+    check_weights(shard)
+    z_anchor = matvec(shard.X, anchor[0]) - anchor[1]
+    cells = row_cells(shard, layout)
+    v = np.ones(shard.n_rows) if shard.weight is None else shard.weight.astype(np.float64)
+    up, un = 0.5 + z, 0.5 - z
+    p_on, n_on = z_anchor <= 0.5, z_anchor >= -0.5  # where the hinge (not the constant 1) bounds the ramp
+    bound_p = np.where(p_on, np.maximum(up, 0.0), 1.0)
+    bound_n = np.where(n_on, np.maximum(un, 0.0), 1.0)
+    P, N = positive[cells], negative[cells]
+    smooth_p = np.where(p_on, huber(up, smoothing), 1.0)
+    smooth_n = np.where(n_on, huber(un, smoothing), 1.0)
+    value = float(np.dot(v, P * smooth_p + N * smooth_n))
+    dz = v * (P * np.where(p_on, huber_derivative(up, smoothing), 0.0) - N * np.where(n_on, huber_derivative(un, smoothing), 0.0))
+    grad = np.empty(d + 1)
+    grad[:d] = rmatvec(shard.X, dz)
+    grad[d] = -dz.sum()
+    sums = np.zeros((_N_SUMS, n_cells))
+    for row, values in ((BOUND_POSITIVE, bound_p), (BOUND_NEGATIVE, bound_n), (SMOOTH_POSITIVE, smooth_p), (SMOOTH_NEGATIVE, smooth_n),
+                        (RAMP, ramp(z)), (INDICATOR, (z > 0).astype(np.float64)), (WEIGHT, None)):
+        sums[row] = np.bincount(cells, weights=v if values is None else v * values, minlength=n_cells)
+    return RatePass(value, grad, sums)
+
+
+def cell_weights(shard, layout: CellLayout) -> np.ndarray:
+    """Weighted row count of every cell of ``shard`` (the dataset sizes a fit needs first)."""
+    check_weights(shard)
+    v = None if shard.weight is None else shard.weight.astype(np.float64)
+    return np.bincount(row_cells(shard, layout), weights=v, minlength=layout.n_cells).astype(np.float64)
+
+
+def sorted_scores_cells(shard, coef: np.ndarray, layout: CellLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``X coef`` of one shard sorted increasing, with each row's cell and weight (for exact thresholding; 20 bytes a row)."""
+    s = matvec(shard.X, coef) if shard.n_rows else np.zeros(0)
+    check_scores(shard, s)
+    check_weights(shard)
+    order = np.argsort(s, kind="stable")
+    v = np.ones(shard.n_rows) if shard.weight is None else shard.weight.astype(np.float64)
+    return s[order], row_cells(shard, layout)[order].astype(np.int32), v[order]
