@@ -21,6 +21,8 @@ import dataclasses
 import numbers
 from typing import Literal
 
+from ..exceptions import ParameterError
+
 __all__ = [
     "Dataset", "Term", "RateExpression", "Constraint",
     "positive_rate", "negative_rate", "true_positive_rate", "false_positive_rate", "false_negative_rate", "true_negative_rate",
@@ -59,9 +61,9 @@ class Dataset:
         for name in ("label", "baseline_label"):
             value = getattr(self, name)
             if value not in (None, 1, -1):
-                raise ValueError(f"{name} must be +1, -1 or None, got {value!r}")
+                raise ParameterError(f"The {name!r} parameter of a rate must be +1, -1 or None. Got {value!r} instead.")
         if self.baseline_label is not None and self.baseline is None:
-            raise ValueError("baseline_label needs baseline (the deployed model)")
+            raise ParameterError("The 'baseline_label' parameter of a rate needs 'baseline' (the deployed model).")
 
     def describe(self) -> str:
         parts = [] if self.on == "train" else [f"on={self.on}"]

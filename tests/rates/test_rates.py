@@ -39,6 +39,11 @@ def test_the_issue_s_constraint_shapes_parse(text):
     assert isinstance(c, rates.Constraint) and str(c) == text and c.expression.terms
 
 
+def test_a_bad_label_in_code_is_a_parameter_error():
+    with pytest.raises(ParameterError, match="'label' parameter of a rate must be"):
+        rates.positive_rate(label=2)
+
+
 def test_strings_and_code_build_the_same_constraint():
     parsed = rates.parse_constraint("positive_rate(group=Female) >= 0.8 * positive_rate(group=Male)")
     built = rates.positive_rate(group="Female") >= 0.8 * rates.positive_rate(group="Male")
