@@ -36,7 +36,13 @@ _LAZY = {
 __all__ = ["__version__", *_LAZY]
 
 
+#: subpackages reachable as attributes (``dpipe.rates.recall()``) without importing them first
+_SUBMODULES = ("rates", "engine", "io", "fit", "metrics", "model")
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"dpipe.{name}")
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value

@@ -78,7 +78,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
-    def _shards(self, X: Any, y_pm: np.ndarray, weight: np.ndarray | None) -> list[Shard]:
+    def _shards(self, X: Any, y_pm: np.ndarray, weight: np.ndarray | None, group: np.ndarray | None = None) -> list[Shard]:
         n, d = X.shape
         if hasattr(X, "toarray"):
             limit = int(get_setting("estimator-max-dense-bytes"))
@@ -93,10 +93,27 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             block = X[start : start + ESTIMATOR_SHARD_ROWS]
             block = block.toarray() if hasattr(block, "toarray") else block
             w = None if weight is None else weight[start : start + ESTIMATOR_SHARD_ROWS]  # float64: whole weights stay exact
-            shards.append(Shard(X=np.ascontiguousarray(block, dtype=np.float32), y=y_pm[start : start + ESTIMATOR_SHARD_ROWS], weight=w, index=i))
+            g = None if group is None else group[start : start + ESTIMATOR_SHARD_ROWS]
+            shards.append(Shard(X=np.ascontiguousarray(block, dtype=np.float32), y=y_pm[start : start + ESTIMATOR_SHARD_ROWS], group=g, weight=w, index=i))
         return shards
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> DPipeClassifier:
+    @staticmethod
+    def _groups(groups: Any, n: int, family: str) -> tuple[np.ndarray | None, list[str] | None]:
+        """Group codes (int16) and their names (the values as strings, sorted) of ``groups``."""
+        if groups is None:
+            return None, None
+        if family != "rate":
+            raise ParameterError("The 'groups' argument of DPipeClassifier.fit applies to the rate objectives (their constraints name "
+                                 "groups); use objective='error-rate' (or another *-rate).")
+        values = np.asarray(groups)
+        if values.shape != (n,):
+            raise ValueError(f"groups has shape {values.shape}; expected ({n},), one group per row of X.")
+        names, codes = np.unique(values.astype(str), return_inverse=True)
+        if names.size > np.iinfo(np.int16).max:
+            raise ValueError(f"groups has {names.size} distinct values; at most {np.iinfo(np.int16).max} are supported.")
+        return codes.astype(np.int16), [str(v) for v in names]
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, groups: Any = None) -> DPipeClassifier:
         """Fit the objective on ``X`` and two-valued labels ``y``.
 
         Parameters
@@ -107,6 +124,9 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             Labels with exactly two values; ``classes_[1]`` (the larger) is positive.
         sample_weight : array-like of shape (n,), optional
             Non-negative weights; a row of weight v counts as v repeated rows.
+        groups : array-like of shape (n,), optional
+            Rate objectives: each row's group (any values; the constraints name them as
+            strings, ``"positive_rate(group=F) >= 0.8 * positive_rate(group=M)"``).
 
         Returns
         -------
@@ -135,7 +155,8 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"DPipeClassifier needs both classes with positive sample_weight; class {classes[present.index(False)]!r} "
                                  "has total weight 0.")
         y_pm = np.where(y == classes[1], 1, -1).astype(np.int8)
-        ds = LocalDataset(self._shards(X, y_pm, weight))
+        group, group_names = self._groups(groups, X.shape[0], OBJECTIVES[self.objective].family)
+        ds = LocalDataset(self._shards(X, y_pm, weight, group), group_names=group_names)
         outcome = fit_dataset(ds, p)
         coef, intercept, _ = finish_fit(ds, outcome, p, train_metrics=False)
         self.coef_ = np.asarray(coef, dtype=np.float64).reshape(1, -1)

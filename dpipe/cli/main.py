@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._log import level_for
-from ..exceptions import DPipeError
+from ..exceptions import DPipeError, ParameterError
 
 __all__ = ["main", "build_parser"]
 
@@ -122,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="model file to write (JSON)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out (only a dpipe model file is ever replaced)")
     p.add_argument("--validation", help="iterative objectives: store whose exact AUC and PRBEP are measured after every iteration")
+    p.add_argument("--dataset", dest="datasets", action="append", metavar="ALIAS=STORE", default=None,
+                   help="rate objectives: another store the constraints name by alias (on=ALIAS), e.g. unlabeled=pool.zarr; repeatable")
+    p.add_argument("--constraints-file", dest="constraints_file", metavar="FILE",
+                   help="rate objectives: a YAML or JSON list of constraint strings (added to any --constraint)")
     add_arguments(p.add_argument_group("hyper-parameters (each names the objectives it applies to; any other is an error)"))
     p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="do not keep training metrics in the model")
     _add_cluster(p)
@@ -238,14 +242,51 @@ def _cmd_train(a: argparse.Namespace) -> None:
     from ..fit import PARAMS, train
 
     given = {name: getattr(a, name) for name in PARAMS if getattr(a, name) is not None}
-    model = train(a.store, a.objective, validation=a.validation, out=a.out, overwrite=a.overwrite, train_metrics=a.train_metrics, **given, **_cluster_kwargs(a))
+    if a.constraints_file:
+        given["constraints"] = [*given.get("constraints", []), *_read_constraints_file(a.constraints_file)]
+    model = train(a.store, a.objective, validation=a.validation, datasets=_parse_datasets(a.datasets), out=a.out, overwrite=a.overwrite,
+                  train_metrics=a.train_metrics, **given, **_cluster_kwargs(a))
     fit = model.fit
+    for c in fit.get("info", {}).get("constraints", []):
+        print(f"constraint {c['text']}: {'holds' if c['satisfied'] else 'NOT satisfied'} on the training data "
+              f"(lhs - rhs {c['value']:+.6g}, multiplier {c['multiplier']:.4g})")
     print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, data loading/setup passes {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {a.out}")
     if "gap" in fit.get("info", {}):
         print(f"cutting plane: lower bound {fit['info']['lower_bound']:.8g}, gap {fit['info']['gap']:.3g} (eps {model.params['eps']:g})")
     if model.metrics.get("train"):
         t = model.metrics["train"]
         print(f"training ROC-AUC {t['roc_auc']:.6f}, PRBEP {t['prbep']:.6f}, F1 {t['f1']:.6f}, accuracy {t['accuracy']:.6f}")
+
+
+def _parse_datasets(items: list[str] | None) -> dict[str, str] | None:
+    """``["pool=pool.zarr", ...]`` as ``{"pool": "pool.zarr"}``; a malformed or repeated alias is a ParameterError."""
+    if not items:
+        return None
+    out: dict[str, str] = {}
+    for item in items:
+        alias, sep, path = item.partition("=")
+        if not sep or not alias.strip() or not path.strip():
+            raise ParameterError(f"--dataset {item!r}: expected ALIAS=STORE, e.g. unlabeled=pool.zarr")
+        if alias.strip() in out:
+            raise ParameterError(f"--dataset {item!r}: the alias {alias.strip()!r} is given twice")
+        out[alias.strip()] = path.strip()
+    return out
+
+
+def _read_constraints_file(path: str) -> list[str]:
+    """The constraint strings of a YAML (or JSON, which YAML reads) file holding a list of strings."""
+    import yaml
+
+    with open(path) as f:
+        try:
+            items = yaml.safe_load(f)
+        except yaml.YAMLError as error:
+            raise ParameterError(f"{path}: not YAML or JSON ({str(error).splitlines()[0]})") from None
+    if isinstance(items, dict) and "constraints" in items:
+        items = items["constraints"]
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ParameterError(f"{path}: expected a list of constraint strings (or a mapping with a 'constraints' list)")
+    return items
 
 
 def _cmd_evaluate(a: argparse.Namespace) -> None:

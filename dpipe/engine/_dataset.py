@@ -468,9 +468,12 @@ class LocalDataset:
         A store, or shards already in memory.
     cache : {"auto", "memory", "stream"}
         ``"stream"`` reads shards again on every pass; otherwise they are kept.
+    group_names : list of str, optional
+        In-memory shards: the names of their group codes (a store's are in its manifest).
     """
 
-    def __init__(self, store: Store | str | list[Shard], cache: str | None = "memory") -> None:
+    def __init__(self, store: Store | str | list[Shard], cache: str | None = "memory", group_names: list[str] | None = None) -> None:
+        self.group_names = group_names
         if isinstance(store, list):
             self.store = None
             # shard numbers identify shards within a pass (e.g. the score-order memo): make them unique

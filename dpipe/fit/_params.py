@@ -102,6 +102,8 @@ class Param:
             if not isinstance(value, (bool, np.bool_)):
                 raise ParameterError(f"The {self.name!r} parameter of {owner} must be True or False. Got {value!r} instead.")
             return bool(value)
+        if self.kind == "constraints":
+            return _check_constraints(value, self.name, owner)
         if isinstance(value, (bool, np.bool_)) and bool(value) in self.aliases:
             value = self.aliases[bool(value)]
         return check_choice(value, self.name, owner, self.choices)
@@ -123,6 +125,26 @@ class Param:
         return ", ".join(names)
 
 
+def _check_constraints(value: Any, name: str, owner: str) -> tuple[Any, ...]:
+    """A constraint string, a :class:`dpipe.rates.Constraint`, or a list of them, as a tuple of Constraints."""
+    from ..rates import Constraint, parse_constraint
+
+    items = [value] if isinstance(value, (str, Constraint)) else value
+    try:
+        items = list(items)
+    except TypeError:
+        raise ParameterError(f"The {name!r} parameter of {owner} must be constraint strings or dpipe.rates.Constraint objects. Got {value!r} instead.") from None
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            out.append(parse_constraint(item))
+        elif isinstance(item, Constraint):
+            out.append(item)
+        else:
+            raise ParameterError(f"The {name!r} parameter of {owner} takes constraint strings or dpipe.rates.Constraint objects, not {type(item).__name__}.")
+    return tuple(out)
+
+
 def _calibrate_default(objective: Objective) -> bool:
     return not objective.own_threshold
 
@@ -137,11 +159,26 @@ PARAMS: dict[str, Param] = {
     p.name: p
     for p in (
         Param("solver", "choice", "Solver for the objective (default: the objective's first; see ``dpipe.fit.OBJECTIVES``).",
-              FAMILIES, choices=("closed-form", "lbfgs", "cutting-plane")),
+              FAMILIES, choices=("closed-form", "lbfgs", "cutting-plane", "mm")),
         Param("lam", "float", "Moment objectives: weight of the unit-norm penalty ``lam (1 - ||w||^2)^2`` (default 1e-3). Smoothed "
-              "objectives and SVM-perf's losses: the ridge ``lam/2 ||w||^2`` (default 1e-4, SVM-perf's C = 100).",
-              FAMILIES, {"moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "cutting-plane"), low=0.0, closed="left",
+              "objectives and SVM-perf's losses: the ridge ``lam/2 ||w||^2`` (default 1e-4, SVM-perf's C = 100). Rate objectives: "
+              "the ridge ``lam/2 (||w||^2 + b^2)``, the bias as lightly as w (default 1 / n, the paper's).",
+              FAMILIES, {"moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "cutting-plane", "mm"), low=0.0, closed="left",
               instead="the closed form has no penalty: use solver='lbfgs'"),
+        Param("constraints", "constraints", "Rate objectives: rate constraints, as strings (``\"recall >= 0.9\"``, "
+              "``\"positive_rate(group=Female) >= 0.8 * positive_rate(group=Male)\"``) or :class:`dpipe.rates.Constraint` objects; "
+              "all must hold on the training datasets (reported per constraint in the model).",
+              ("rate",), (), instead="constraints are trained by the rate objectives: use objective='error-rate' (or another *-rate)",
+              cli={"flag": "--constraint", "action": "append", "metavar": "CONSTRAINT"}),
+        Param("mm_steps", "int", "Rate objectives: majorization-minimization steps (default 5, the paper's).", ("rate",), 5, low=1,
+              instead="only the rate objectives majorize"),
+        Param("multiplier_bound", "float", "Rate objectives: V, the bound on every Lagrange multiplier (default 100); a constraint "
+              "whose multiplier reaches it is traded against the objective at that price and may end unsatisfied (reported).",
+              ("rate",), 100.0, low=0.0, instead="only the rate objectives have multipliers"),
+        Param("threshold_rule", "choice", "Rate objectives: ``'exact'`` (default) keeps the direction found on ramp rates and sets "
+              "the bias that minimizes the exact objective subject to the exact constraints on the training data (O(n log n), "
+              "20 bytes a row to the driver); ``'ramp'`` keeps the ramp solution's bias.", ("rate",), "exact", choices=("exact", "ramp"),
+              instead="the other objectives set their threshold by calibrate"),
         Param("C", "float", "SVM-perf's ``-c`` instead of ``lam``: ``lam = 1 / (100 C)`` (SVM-perf's losses are in percent).",
               ("smooth", "structural"), low=0.0, instead="use lam"),
         Param("ridge", "float", "Ridge added to the standardized covariance in the auc-moment direction "
@@ -149,17 +186,20 @@ PARAMS: dict[str, Param] = {
               "and preconditioner (default 1e-6).", ("moment", "smooth"), 1e-6, low=0.0, closed="left", excludes=("auc-moment/lbfgs",),
               instead={"moment": "the L-BFGS route does not use the closed-form direction: use solver='closed-form'",
                        "structural": "SVM-perf's losses do not use the auc-moment direction"}),
-        Param("max_iter", "int", "Iteration limit (default 500; 1000 cutting-plane iterations).", FAMILIES,
-              {"moment": 500, "smooth": 500, "structural": 1000}, solvers=("lbfgs", "cutting-plane"), low=1,
+        Param("max_iter", "int", "Iteration limit (default 500; 1000 cutting-plane iterations; rate objectives: 200 L-BFGS "
+              "iterations per inner problem).", FAMILIES,
+              {"moment": 500, "smooth": 500, "structural": 1000, "rate": 200}, solvers=("lbfgs", "cutting-plane", "mm"), low=1,
               instead="the closed form does not iterate: use solver='lbfgs'"),
-        Param("tol", "float", "L-BFGS gradient tolerance (default 1e-4 for the moment objectives, 1e-6 for the smoothed ones).",
-              ("moment", "smooth"), {"moment": 1e-4, "smooth": 1e-6}, solvers=("lbfgs",), low=0.0,
+        Param("tol", "float", "L-BFGS gradient tolerance (default 1e-4 for the moment objectives, 1e-6 for the smoothed ones and "
+              "the rate objectives' inner problems).",
+              ("moment", "smooth", "rate"), {"moment": 1e-4, "smooth": 1e-6, "rate": 1e-6}, solvers=("lbfgs", "mm"), low=0.0,
               instead={"moment": "the closed form does not iterate: use solver='lbfgs'", "structural": "the cutting plane stops on its gap: use eps"}),
         Param("memory", "int", "L-BFGS memory (default 20 for the moment objectives, 6 for the smoothed ones, as the papers).",
               ("moment", "smooth"), {"moment": 20, "smooth": 6}, solvers=("lbfgs",), low=1,
               instead={"moment": "the closed form does not iterate: use solver='lbfgs'", "structural": "only L-BFGS keeps correction pairs"}),
         Param("smoothing", "float", "Huber width t (auc-smooth) or mu (prbep-smooth); default the paper's ``mu = epsilon / D`` "
-              "times ``mu_scale``.", ("smooth",), low=0.0, instead=_NOT_SMOOTHED),
+              "times ``mu_scale``. Rate objectives: the Huber width of the inner problems' hinges (default 0.05; the ramp is 1 wide).",
+              ("smooth", "rate"), {"rate": 0.05}, low=0.0, instead=_NOT_SMOOTHED),
         Param("epsilon", "float", "The paper's accuracy epsilon of the default smoothing ``mu = epsilon / D`` (default 1e-3).",
               ("smooth",), 1e-3, low=0.0,
               instead={"structural": "use eps, the cutting plane's tolerance", "moment": "the moment objectives are not smoothed"}),
@@ -186,7 +226,9 @@ PARAMS: dict[str, Param] = {
               "else ``'zeros'``.", ("smooth",), "auto", choices=("auto", "zeros", "auc-moment"),
               instead="the cutting plane starts from its planes; the moment objectives from their own starts"),
         Param("eps", "float", "Cutting plane: stop when the best ``J`` is within ``eps`` of the lower bound (default 1e-3 = SVM-perf's "
-              "default ``-e 0.1``, which is in percent).", ("structural",), 1e-3, low=0.0, instead="L-BFGS stops on tol"),
+              "default ``-e 0.1``, which is in percent). Rate objectives: the multipliers' cutting plane stops when its bounds on the "
+              "dual meet within ``eps`` (relative; default 1e-4).", ("structural", "rate"), {"structural": 1e-3, "rate": 1e-4}, low=0.0,
+              instead="L-BFGS stops on tol"),
         Param("k", "float", "Prec@k / Rec@k: the number of rows predicted positive (counted in weight units with sample weights; a "
               "whole number unless some weight is fractional). "
               "Excludes ``k_fraction``.", _TAKES_K, low=0.0, instead="only Prec@k and Rec@k have a cut-off"),
@@ -198,7 +240,8 @@ PARAMS: dict[str, Param] = {
               instead="the ranking losses ignore a constant feature; their threshold is calibrated"),
         Param("calibrate", "bool", "After the fit, one score pass sets the intercept to the threshold with the fewest (weighted) "
               "training errors; error-moment also keeps, among its candidate models, the one with the fewest. Default on, except "
-              "for error and f1, whose bias feature sets their threshold.", FAMILIES, _calibrate_default),
+              "for error and f1, whose bias feature sets their threshold.", ("moment", "smooth", "structural"), _calibrate_default,
+              instead="the rate objectives set their threshold to meet the constraints (threshold_rule)"),
     )
 }
 
@@ -210,7 +253,7 @@ def applicable(objective: Objective, solver: str) -> list[Param]:
 
 def _record(family: str) -> type:
     names = [p.name for p in PARAMS.values() if p.name != "C" and (family in p.scope or any(OBJECTIVES[o].family == family for o in p.scope if o in OBJECTIVES))]
-    types = {"float": "float | None", "int": "int | None", "bool": "bool", "choice": "str"}
+    types = {"float": "float | None", "int": "int | None", "bool": "bool", "choice": "str", "constraints": "tuple"}
     fields = [("objective", str), ("solver", str)] + [(n, types[PARAMS[n].kind]) for n in names if n != "solver"]
     fields += [("given", tuple), ("owner", str)]  # the options the user set, and who resolved them (for messages)
     record = dataclasses.make_dataclass(f"{family.capitalize()}Params", fields, frozen=True)
@@ -300,7 +343,8 @@ def numpydoc() -> str:
     """The numpydoc entries of every parameter (for generated docstrings)."""
     lines = []
     for p in PARAMS.values():
-        kind = {"float": "float", "int": "int", "bool": "bool", "choice": "{" + ", ".join(map(repr, p.choices)) + "}"}[p.kind]
+        kind = {"float": "float", "int": "int", "bool": "bool", "constraints": "list of str or Constraint",
+                "choice": "{" + ", ".join(map(repr, p.choices)) + "}"}[p.kind]
         lines.append(f"{p.name} : {kind}, optional")
         lines.append(f"    {p.doc} Applies to: {p.where}.")
     return "\n".join(lines)
@@ -308,9 +352,10 @@ def numpydoc() -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--name`` options of every parameter, defaulting to None (not given)."""
-    types: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "choice": str}
+    types: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "choice": str, "constraints": str}
     for p in PARAMS.values():
-        flag = "--" + p.name.replace("_", "-")
+        cli = dict(p.cli)
+        flag = cli.pop("flag", "--" + p.name.replace("_", "-"))
         kw: dict[str, Any] = {"dest": p.name, "default": None, "help": f"{p.doc} [{p.where}]".replace("%", "%%")}
         if p.kind == "bool":
             kw["action"] = argparse.BooleanOptionalAction
@@ -318,5 +363,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             kw["type"] = types[p.kind]
             if p.choices:
                 kw["choices"] = list(p.choices)
-        kw.update(p.cli)
+        kw.update(cli)
         parser.add_argument(flag, **kw)

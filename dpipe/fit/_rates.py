@@ -19,10 +19,16 @@ indicator replaced by the ramp ``sigma(w.x - b)``:
   value, gradient and per-cell sums; the per-example weights are computed on the workers
   from the multipliers and the anchor.
 
-The bias ``b`` is not regularized (the paper's Problem 1). Of the inner solutions met,
-the model returned is the one with the lowest bounded objective among those whose
-bounded constraints hold (within ``feasibility_tol``), else the least violating;
-predictions are deterministic (``sign(w.x - b)``), as the paper found better.
+The bias ``b`` is regularized as lightly as ``w`` (``lam/2 (||w||^2 + b^2)``, ``lam = 1/n`` by
+default). The paper leaves it free and assumes the solver prefers the smallest ``|b|``
+among equal minima (its appendix D); the light penalty is that preference made
+explicit. Without it the inner problem can be flat in ``b``, L-BFGS stops anywhere on
+the flat, and two runs whose sums differ in the last bit (a weighted store and its
+repeated rows) took different majorization paths. Each step keeps the inner
+solution at the multipliers the cutting plane converged to when its bounded constraints
+hold (within ``feasibility_tol``), else the feasible one with the highest dual value, else
+the least violating (:func:`_choose`); predictions are deterministic
+(``sign(w.x - b)``), as the paper found better.
 """
 
 from __future__ import annotations
@@ -31,18 +37,25 @@ import dataclasses
 import logging
 import operator
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from scipy.optimize import linprog, minimize
 
-from ..rates._cells import CompiledRows, StorePlan, compile_rows, plan_stores
-from ..rates._expr import Constraint, RateExpression
+from ..exceptions import ConvergenceWarning
+from ..rates._cells import CompiledRows, DataInfo, StorePlan, compile_rows, plan_stores
+from ..rates._expr import Constraint, RateExpression, error_rate, false_negative_rate, false_positive_rate
+from ..solvers import FitResult
+from ._outcome import FitOutcome
+
+#: rate objective name (the registry's) -> the rates it minimizes on the training store
+RATE_OBJECTIVES = {"error-rate": error_rate, "false-negative-rate": false_negative_rate, "false-positive-rate": false_positive_rate}
 from .._runs import merge_runs
 from ..reduce._rates import BOUND_NEGATIVE, BOUND_POSITIVE, INDICATOR, RAMP, SMOOTH_NEGATIVE, SMOOTH_POSITIVE, WEIGHT, RatePass, cell_weights, rate_pass, sorted_scores_cells
 
-__all__ = ["RateReport", "RateFit", "fit_rates"]
+__all__ = ["RateReport", "RateFit", "fit_rates", "fit_rate_family", "RATE_OBJECTIVES"]
 
 log = logging.getLogger("dpipe.fit")
 
@@ -126,12 +139,9 @@ class _Problem:
     def smoothed(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> tuple[float, np.ndarray, dict[str, RatePass]]:
         """The smoothed bounded Lagrangian, its gradient in ``(w, b)``, and the passes' results."""
         results = self.passes(theta, anchor, v_full)
-        d = self.n_features
-        w = theta[:d]
-        value = 0.5 * self.lam * float(w @ w) + sum(r.value for r in results.values())
+        value = 0.5 * self.lam * float(theta @ theta) + sum(r.value for r in results.values())
         value += float(v_full @ (self.rows.constant + sum(np.minimum(self.rows.coef[a], 0.0) @ r.sums[WEIGHT] for a, r in results.items())))
-        grad = sum(r.grad for r in results.values())
-        grad = grad + np.concatenate([self.lam * w, [0.0]])
+        grad = sum(r.grad for r in results.values()) + self.lam * theta
         return value, grad, results
 
 
@@ -192,7 +202,7 @@ def fit_rates(
     load_model : callable
         ``path -> (coef, intercept)`` of a deployed model (churn).
     lam : float, optional
-        L2 penalty on ``w``; default ``1 / n`` with ``n`` the training store's rows (the paper's LIBLINEAR default).
+        L2 penalty on ``(w, b)``; default ``1 / n`` with ``n`` the training store's total weight (the paper's LIBLINEAR default).
     smoothing : float
         Huber width of the inner problem's hinges.
     mm_steps : int
@@ -215,7 +225,7 @@ def fit_rates(
     t0 = time.perf_counter()
     constraints = list(constraints)
     m = len(constraints)
-    plans = plan_stores(objective, constraints, {a: ds.store for a, ds in datasets.items()}, load_model)
+    plans = plan_stores(objective, constraints, {a: DataInfo.of(ds) for a, ds in datasets.items()}, load_model)
     weights = {a: ds.map_reduce(cell_weights, np.add, plans[a].layout) for a, ds in datasets.items()}
     rows = compile_rows(objective, constraints, plans, weights)
     n = float(weights["train"].sum())
@@ -229,24 +239,27 @@ def fit_rates(
     for step in range(mm_steps):
         anchor = theta.copy()
         cuts: list[_Cut] = []
+        converged = False
         v = np.zeros(m) if step == 0 else v  # the previous step's multipliers are a good start
-        for _ in range(max_cuts):
+        for _ in range(max_cuts + 1):
             v_full = np.concatenate([[1.0], v])
             theta, value = _solve_inner(problem, theta, anchor, v_full, inner_max_iter, inner_tol)
             _, _, results = problem.smoothed(theta, anchor, v_full)
             smooth, exact = problem.bounded_rows(results, smoothed=True), problem.bounded_rows(results)
             cuts.append(_Cut(v.copy(), value, smooth[1:].copy(), float(exact[1:].max(initial=-np.inf)), theta.copy(), float(exact[0])))
             cuts_total += 1
-            if m == 0:
+            if m == 0 or converged:
                 break
             v, top = _next_multipliers(cuts, multiplier_bound)
             low = max(c.value for c in cuts)  # each inner minimum lower-bounds the dual's maximum
-            if top - low <= tol * max(1.0, abs(low)):
-                break
+            # once the bounds meet, one last inner solve at the multipliers that maximize the cuts (the dual optimum's
+            # estimate): its solution is what the step converged to, not whichever earlier cut happened to be feasible
+            converged = top - low <= tol * max(1.0, abs(low)) or len(cuts) >= max_cuts
         chosen = _choose(cuts, feasibility_tol)
         theta = chosen.theta.copy()
         v = chosen.v.copy()
         best = chosen
+        log.debug("rates: MM step %d: theta %s", step + 1, np.array2string(theta, precision=10))
         log.info("rates: MM step %d: %d cuts, bounded objective %.6g, largest bounded constraint %.3g, multipliers %s",
                  step + 1, len(cuts), chosen.objective, chosen.violation, np.array2string(v, precision=4))
     assert best is not None
@@ -276,6 +289,8 @@ def _exact_bias(problem: _Problem, w: np.ndarray, bias: float, feasibility_tol: 
         s, order, _ = merge_runs([p[0] for p in parts])
         cells = np.concatenate([p[1] for p in parts])[order] if parts else np.zeros(0, np.int32)
         v = np.concatenate([p[2] for p in parts])[order] if parts else np.zeros(0)
+        keep = v > 0  # a row of weight 0 counts nowhere: it must not place the threshold either
+        s, cells, v = s[keep], cells[keep], v[keep]
         scores.append(s)
         deltas.append(problem.rows.coef[alias][:, cells] * v)  # (rows, n): what each row adds when predicted positive
     s = np.concatenate(scores)
@@ -300,8 +315,44 @@ def _exact_bias(problem: _Problem, w: np.ndarray, bias: float, feasibility_tol: 
 
 
 def _choose(cuts: list[_Cut], feasibility_tol: float) -> _Cut:
-    """The inner solution with the lowest bounded objective among the feasible ones, else the least violating."""
+    """The step's solution: the last inner solution (at the multipliers the cutting plane converged to) when its
+    bounded constraints hold; else, as Algorithm 2 returns, the feasible one with the highest dual value; else the
+    least violating. Not "the best objective among all visited": that depends on the path the cuts took, and two
+    runs whose sums differ in the last bit (a weighted store and its repeated rows) would part ways."""
+    if cuts[-1].violation <= feasibility_tol:
+        return cuts[-1]
     feasible = [c for c in cuts if c.violation <= feasibility_tol]
     if feasible:
-        return min(feasible, key=lambda c: c.objective)
+        return max(feasible, key=lambda c: c.value)
     return min(cuts, key=lambda c: c.violation)
+
+
+def _deployed_model(path: str) -> tuple[np.ndarray, float]:
+    """``(coef, intercept)`` of a saved dpipe model (its prediction: ``X coef + intercept > 0``)."""
+    from ..model import LinearModel
+
+    model = LinearModel.load(path)
+    return np.asarray(model.coef, dtype=np.float64), float(model.intercept)
+
+
+def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = None) -> FitOutcome:
+    """The rate family's fit for ``train``: ``datasets`` maps aliases (``"train"`` first) to opened datasets."""
+    fit = fit_rates(
+        datasets, RATE_OBJECTIVES[params.objective](), params.constraints, load_model=_deployed_model, lam=params.lam,
+        smoothing=params.smoothing, mm_steps=params.mm_steps, multiplier_bound=params.multiplier_bound, tol=params.eps,
+        inner_max_iter=params.max_iter, inner_tol=params.tol, threshold=params.threshold_rule,
+    )
+    held = all(r.satisfied for r in fit.reports[1:])
+    unmet = [r.text for r in fit.reports[1:] if not r.satisfied]
+    result = FitResult(
+        x=np.concatenate([fit.coef, [fit.bias]]), fun=fit.reports[0].value, nit=fit.mm_steps, nfev=fit.evaluations,
+        status=0 if held else 2, success=held,
+        message="every constraint holds on the training data" if held else "NOT satisfied on the training data: " + "; ".join(unmet),
+        time_solve=fit.seconds,
+        info={"constraints": [dataclasses.asdict(r) for r in fit.reports[1:]], "objective_ramp": fit.reports[0].ramp_value,
+              "cuts": fit.cuts, "datasets": {a: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>" for a, ds in datasets.items()}},
+    )
+    if not held:
+        warnings.warn(f"{params.objective}: constraint(s) not satisfied on the training data: {'; '.join(unmet)} "
+                      "(achieved values in the model's fit record)", ConvergenceWarning, stacklevel=3)
+    return FitOutcome(fit.coef, fit.intercept, result)

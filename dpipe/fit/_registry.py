@@ -9,8 +9,8 @@ from ..objectives import STRUCTURAL_LOSSES
 
 __all__ = ["Objective", "OBJECTIVES", "FAMILIES", "get_objective"]
 
-#: the families of objectives, each with its own fit path (dpipe/fit/_moment.py, _smooth.py, _structural.py)
-FAMILIES = ("moment", "smooth", "structural")
+#: the families of objectives, each with its own fit path (dpipe/fit/_moment.py, _smooth.py, _structural.py, _rates.py)
+FAMILIES = ("moment", "smooth", "structural", "rate")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,10 +21,11 @@ class Objective:
     ----------
     name : str
         As users type it (``--objective``, ``DPipeClassifier(objective=...)``).
-    family : {"moment", "smooth", "structural"}
+    family : {"moment", "smooth", "structural", "rate"}
         Moment objectives are fitted from one moments pass; smoothed ones by L-BFGS on
         a score pass and a gradient pass per evaluation; SVM-perf's structural losses
-        by cutting planes (the same two passes per iteration).
+        by cutting planes (the same two passes per iteration); rate objectives under
+        rate constraints by majorization-minimization (one pass per evaluation).
     solvers : tuple of str
         The solvers that train it; the first is the default.
     own_threshold : bool
@@ -64,6 +65,11 @@ OBJECTIVES: dict[str, Objective] = {
         *(
             Objective(loss, "structural", ("cutting-plane",), loss in ("error", "f1"), "lam/2 ||w||^2 + " + _STRUCTURAL_SUMMARY[loss], takes_k=takes_k)
             for loss, (_, takes_k) in STRUCTURAL_LOSSES.items()
+        ),
+        *(
+            Objective(name, "rate", ("mm",), True, f"{what} under rate constraints (Goh et al.): ramp rates, majorization-minimization")
+            for name, what in (("error-rate", "error rate"), ("false-negative-rate", "false-negative rate (Neyman-Pearson)"),
+                               ("false-positive-rate", "false-positive rate"))
         ),
     )
 }

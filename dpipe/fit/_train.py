@@ -23,6 +23,7 @@ from ._calibrate import calibrate
 from ._moment import fit_moment
 from ._outcome import FitOutcome
 from ._params import numpydoc, resolve, signature_parameters
+from ._rates import fit_rate_family
 from ._registry import OBJECTIVES
 from ._smooth import fit_smoothed
 from ._structural import fit_structural
@@ -33,19 +34,29 @@ log = logging.getLogger("dpipe.train")
 
 #: family -> its fit on an opened dataset: ``(dataset, params, validate) -> FitOutcome``
 FAMILY_FITS: dict[str, Callable[..., FitOutcome]] = {"moment": fit_moment, "smooth": fit_smoothed, "structural": fit_structural}
+#: the families fitted on several datasets at once: ``(datasets by alias, params, validate) -> FitOutcome``
+MULTI_DATASET_FITS: dict[str, Callable[..., FitOutcome]] = {"rate": fit_rate_family}
 
 
 def model_params(params: Any) -> dict[str, Any]:
     """The resolved hyper-parameters a model keeps (the record without who resolved it)."""
-    out = dataclasses.asdict(params)
-    out.pop("owner")
+    out = {f.name: getattr(params, f.name) for f in dataclasses.fields(params) if f.name != "owner"}
     out["given"] = list(out["given"])
+    if "constraints" in out:
+        out["constraints"] = [str(c) for c in out["constraints"]]
     return out
 
 
-def fit_dataset(ds: Any, params: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
-    """Fit the resolved ``params`` (a family record from :func:`dpipe.fit.resolve`) on an opened dataset."""
-    return FAMILY_FITS[OBJECTIVES[params.objective].family](ds, params, validate)
+def fit_dataset(ds: Any, params: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None,
+                extra: dict[str, Any] | None = None) -> FitOutcome:
+    """Fit the resolved ``params`` (a family record from :func:`dpipe.fit.resolve`) on an opened dataset.
+
+    ``extra`` maps aliases to the other opened datasets a rate fit's constraints name.
+    """
+    family = OBJECTIVES[params.objective].family
+    if family in MULTI_DATASET_FITS:
+        return MULTI_DATASET_FITS[family]({"train": ds, **(extra or {})}, params, validate)
+    return FAMILY_FITS[family](ds, params, validate)
 
 
 def finish_fit(ds: Any, outcome: FitOutcome, params: Any, train_metrics: bool = True) -> tuple[np.ndarray, float, dict[str, Any]]:
@@ -55,7 +66,7 @@ def finish_fit(ds: Any, outcome: FitOutcome, params: Any, train_metrics: bool = 
     ``train_metrics``); the calibration table goes into ``outcome.result.info``.
     """
     metrics: dict[str, Any] = {}
-    if params.calibrate:
+    if getattr(params, "calibrate", False):  # the rate family sets its own threshold (no calibrate field)
         t0 = time.perf_counter()
         cal = calibrate(outcome, lambda w, b: rank_summary(ds, w, b))
         outcome.result.info.update(calibration=cal.table, time_calibration=time.perf_counter() - t0)
@@ -82,6 +93,7 @@ def train(
     objective: str = "auc-moment",
     *,
     validation: str | os.PathLike | Store | None = None,
+    datasets: dict[str, str | os.PathLike | Store] | None = None,
     engine: str = "auto",
     client: Any = None,
     scheduler: str | None = None,
@@ -99,6 +111,11 @@ def train(
     if validation is not None and spec.family == "moment":
         raise ParameterError(f"The 'validation' parameter of train applies to the iterative objectives, not to {objective!r} (fitted from one moments pass); "
                              "evaluate the model on the store instead.")
+    if datasets and spec.family not in MULTI_DATASET_FITS:
+        raise ParameterError(f"The 'datasets' parameter of train names the stores rate constraints use; objective {objective!r} "
+                             "takes no constraints: use objective='error-rate' (or another *-rate).")
+    if datasets and "train" in datasets:
+        raise ParameterError("The 'datasets' parameter of train cannot name a store 'train': that alias is the training store.")
     if overwrite and out is None:
         raise ParameterError("The 'overwrite' parameter of train applies to out=, which is not given.")
     if out is not None:  # before any pass: a fit must not be lost to an unwritable path
@@ -115,8 +132,10 @@ def train(
         if validation is not None:
             vst = validation if isinstance(validation, Store) else open_store(validation)
             validate = _validator(stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream")))
+        extra = {alias: stack.enter_context(open_dataset(other if isinstance(other, Store) else open_store(other), engine=engine, client=c, cache=cache))
+                 for alias, other in (datasets or {}).items()}
         log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
-        outcome = fit_dataset(ds, p, validate)
+        outcome = fit_dataset(ds, p, validate, extra)
         outcome.result.time_data += getattr(ds, "load_seconds", 0.0)
         log.info("%s fit: %.3f s, objective %.8g", objective, outcome.result.time_solve, outcome.result.fun)
         coef, intercept, metrics = finish_fit(ds, outcome, p, train_metrics)
@@ -157,6 +176,10 @@ objective : str
 validation : str or Store, optional
     Iterative objectives: the exact validation AUC and PRBEP after every iteration
     (one more pass each).
+datasets : dict of str to str or Store, optional
+    Rate objectives: the other stores the constraints name by alias (``on=pool``),
+    e.g. an unlabelled pool for churn or coverage, an egregious set. ``"train"`` is
+    the training store.
 engine : {"auto", "dask", "local"}
     Run the passes on a dask cluster or in this process. ``"auto"`` (default) stays in
     this process for stores of at most ``dpipe.local-max-bytes`` bytes of features

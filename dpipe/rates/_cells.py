@@ -21,7 +21,7 @@ from ..exceptions import ParameterError
 from ..reduce._rates import CellLayout
 from ._expr import Constraint, Dataset, RateExpression, Term
 
-__all__ = ["StorePlan", "plan_stores", "CompiledRows", "compile_rows", "decode_cell"]
+__all__ = ["DataInfo", "StorePlan", "plan_stores", "CompiledRows", "compile_rows", "decode_cell"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,14 +56,33 @@ def _all_terms(objective: RateExpression | None, constraints: Sequence[Constrain
     return out
 
 
-def plan_stores(objective: RateExpression | None, constraints: Sequence[Constraint], stores: Mapping[str, object],
+@dataclasses.dataclass(frozen=True)
+class DataInfo:
+    """What a rate fit needs to know of a dataset before any pass: where it is, its width and its group names."""
+
+    path: str
+    n_features: int
+    group_names: tuple[str, ...] | None
+
+    @classmethod
+    def of(cls, dataset: object) -> DataInfo:
+        """From an opened dataset: its store's manifest, or (in-memory shards) its ``group_names``."""
+        store = getattr(dataset, "store", None)
+        if store is not None:
+            m = store.manifest
+            return cls(store.path, m.n_features, tuple(m.groups) if m.groups is not None else None)
+        names = getattr(dataset, "group_names", None)
+        return cls("the data given to fit", int(dataset.n_features), tuple(names) if names is not None else None)
+
+
+def plan_stores(objective: RateExpression | None, constraints: Sequence[Constraint], stores: Mapping[str, DataInfo],
                 load_model: object) -> dict[str, StorePlan]:
-    """The cell layout of every store the expressions use.
+    """The cell layout of every dataset the expressions use.
 
     Parameters
     ----------
-    stores : mapping of alias to Store
-        The opened stores (``"train"`` the training store).
+    stores : mapping of alias to DataInfo
+        The datasets (``"train"`` the training data).
     load_model : callable
         ``path -> (coef, intercept)`` of a deployed model, its prediction being ``X coef + intercept > 0``.
     """
@@ -76,15 +95,14 @@ def plan_stores(objective: RateExpression | None, constraints: Sequence[Constrai
             if path is not None and path not in baselines.setdefault(alias, []):
                 baselines[alias].append(path)
     plans = {}
-    for alias, store in stores.items():
-        m = store.manifest
+    for alias, info in stores.items():
         paths = tuple(baselines.get(alias, ()))
         models = tuple(load_model(p) for p in paths)
         for p, (coef, _) in zip(paths, models):
-            if len(coef) != m.n_features:
-                raise ParameterError(f"deployed model {p}: {len(coef)} coefficients, but {store.path} has {m.n_features} features")
-        groups = tuple(m.groups) if m.groups is not None else None
-        plans[alias] = StorePlan(alias, store.path, groups, CellLayout(len(groups) if groups else 1, models), paths)
+            if len(coef) != info.n_features:
+                raise ParameterError(f"deployed model {p}: {len(coef)} coefficients, but {info.path} has {info.n_features} features")
+        groups = info.group_names
+        plans[alias] = StorePlan(alias, info.path, groups, CellLayout(len(groups) if groups else 1, models), paths)
     return plans
 
 
@@ -93,7 +111,7 @@ def _cells_of(dataset: Dataset, plan: StorePlan, where: str) -> list[int]:
     group = None
     if dataset.group is not None:
         if plan.group_names is None:
-            raise ParameterError(f"constraint {where!r}: {plan.path} has no group column (ingest it with --group-col)")
+            raise ParameterError(f"constraint {where!r}: {plan.path} has no group column (ingest one with --group-col, or pass groups= to fit)")
         if dataset.group not in plan.group_names:
             raise ParameterError(f"constraint {where!r}: unknown group {dataset.group!r} in {plan.path}; its groups are {', '.join(plan.group_names)}")
         group = plan.group_names.index(dataset.group)

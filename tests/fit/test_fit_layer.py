@@ -93,13 +93,13 @@ def test_the_cycle_finder_finds_a_cycle():
 def test_train_estimator_and_cli_agree_with_the_declaration():
     declared = set(PARAMS)
     train_params = set(inspect.signature(dpipe.train).parameters)
-    run_options = {"store", "objective", "validation", "engine", "client", "scheduler", "workers", "memory_limit", "cache", "out", "overwrite", "train_metrics"}
+    run_options = {"store", "objective", "validation", "datasets", "engine", "client", "scheduler", "workers", "memory_limit", "cache", "out", "overwrite", "train_metrics"}
     assert train_params == declared | run_options
     estimator_params = set(dpipe.DPipeClassifier().get_params())
     assert estimator_params == declared | {"objective"}
     train_parser = build_parser()._subparsers._group_actions[0].choices["train"]
     cli = {a.dest for a in train_parser._actions} - {"help"}
-    cli_run = {"store", "objective", "validation", "out", "train_metrics", "scheduler", "scheduler_file", "workers", "memory_limit", "cache", "engine", "verify", "overwrite"}
+    cli_run = {"store", "objective", "validation", "datasets", "constraints_file", "out", "train_metrics", "scheduler", "scheduler_file", "workers", "memory_limit", "cache", "engine", "verify", "overwrite"}
     assert cli == declared | cli_run
     for name in PARAMS:  # every parameter documented in both docstrings
         assert f"{name} : " in dpipe.train.__doc__ and f"{name} : " in dpipe.DPipeClassifier.__doc__
@@ -124,9 +124,9 @@ COMPANIONS = {"continuation_factor": {"continuation": True}}
 #: a valid, non-default value of every parameter (and what to compare for objectives where it applies)
 VALUES = {
     "solver": None,  # per objective below
-    "lam": 3e-3, "C": 20.0, "ridge": 1e-2, "max_iter": 1, "tol": 1e-3, "memory": 3, "smoothing": 0.05, "epsilon": 5e-3, "mu_scale": 10.0,
+    "lam": 3e-3, "C": 20.0, "ridge": 1e-2, "max_iter": 1, "tol": 1e-3, "memory": 3, "smoothing": 0.07, "epsilon": 5e-3, "mu_scale": 10.0,
     "continuation": True, "continuation_factor": 3.0, "standardize": True, "precondition": "diagonal", "init": "zeros", "eps": 1e-2, "k": 40, "k_fraction": 0.3,
-    "bias": 2.0, "calibrate": False,
+    "bias": 2.0, "calibrate": False, "constraints": ["recall >= 0.5"], "mm_steps": 2, "multiplier_bound": 50.0, "threshold_rule": "ramp",
 }
 
 
@@ -139,6 +139,8 @@ def test_every_option_either_applies_or_is_refused(objective, name):
     if PARAMS[name].applies(spec, solver):
         record = resolve(objective, given, "train")
         expected = 1.0 / (100.0 * VALUES["C"]) if name == "C" else VALUES[name]
+        if name == "constraints":
+            expected = tuple(dpipe.rates.parse_constraint(c) for c in expected)
         assert getattr(record, "lam" if name == "C" else name) == expected
     else:
         with pytest.raises(ParameterError, match=f"'{name}' parameter of train does not apply to objective '{objective}'.*: it applies to "):
@@ -180,6 +182,8 @@ def test_every_applicable_option_changes_the_fit(small_store, objective):
     base_kw = {"solver": solver, "engine": "local", "train_metrics": False}
     if spec.takes_k:
         base_kw["k_fraction"] = 0.5
+    if spec.family == "rate":  # a binding constraint, so that every option (the multipliers' too) has something to change
+        base_kw["constraints"] = ["positive_rate(label=-1) <= 0.05"] if objective != "false-positive-rate" else ["recall >= 0.95"]
     import warnings
 
     from dpipe.exceptions import ConvergenceWarning
@@ -202,6 +206,8 @@ def test_every_applicable_option_changes_the_fit(small_store, objective):
                 kw.pop("k_fraction")
             if p.name == "smoothing":
                 kw.pop("epsilon", None)
+            if p.name == "constraints":  # a second constraint besides the base one
+                kw["constraints"] = base_kw["constraints"] + VALUES["constraints"]
             model = dpipe.train(small_store, objective, **kw)
             assert _fingerprint(model) != reference, p.name
 

@@ -51,6 +51,7 @@ FIT = {
     "lbfgs": ({"tol": 1e-10, "max_iter": 2000}, 1e-6, (1e-10, 0.0)),
     "smooth": ({"lam": 1e-2, "epsilon": 0.25, "tol": 1e-9, "max_iter": 2000}, 1e-6, (1e-10, 0.0)),
     "structural": ({"eps": 1e-9, "max_iter": 2000}, 1e-6, (0.0, 1e-9)),
+    "rate": ({"constraints": ["recall >= 0.9"], "tol": 1e-10, "max_iter": 2000, "mm_steps": 3}, 1e-6, (1e-10, 0.0)),
 }
 
 
@@ -94,6 +95,8 @@ def _family(name: str) -> str:
 
 def _options(name: str) -> dict:
     opts = dict(FIT[_family(name)][0])
+    if name == "false-negative-rate":  # the recall bound would be met by predicting everything positive
+        opts["constraints"] = ["false_positive_rate <= 0.1"]
     if OBJECTIVES[name].takes_k:
         opts["k"] = K
     return opts

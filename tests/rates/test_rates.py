@@ -13,8 +13,7 @@ from dpipe import rates
 from dpipe.engine import LocalDataset, ShardedDataset
 from dpipe.exceptions import ParameterError
 from dpipe.fit._rates import fit_rates
-from dpipe.io import open_store
-from dpipe.rates._cells import compile_rows, plan_stores
+from dpipe.rates._cells import DataInfo, compile_rows, plan_stores
 from dpipe.reduce._rates import INDICATOR, RAMP, SMOOTH_POSITIVE, WEIGHT, CellLayout, cell_weights, huber, rate_pass, ramp
 
 
@@ -100,7 +99,7 @@ def test_compiled_rows_count_what_they_say(grouped_store):
         f'churn("{deployed}") <= 0.1', "error_rate(group=Female) <= 0.3",
     )]
     ds = LocalDataset(path)
-    plans = plan_stores(rates.error_rate(), constraints, {"train": ds.store}, _load({deployed: (bc, bi)}))
+    plans = plan_stores(rates.error_rate(), constraints, {"train": DataInfo.of(ds)}, _load({deployed: (bc, bi)}))
     layout = plans["train"].layout
     weights = {"train": ds.map_reduce(cell_weights, np.add, layout)}
     rows = compile_rows(rates.error_rate(), constraints, plans, weights)
@@ -134,7 +133,7 @@ def test_compiled_rows_count_what_they_say(grouped_store):
 
 def test_unknown_group_and_dataset_are_named(grouped_store):
     path, *_ = grouped_store
-    store = open_store(path)
+    store = DataInfo.of(LocalDataset(path))
     with pytest.raises(ParameterError, match="unknown group 'Other'.*Male, Female"):
         plans = plan_stores(None, [rates.parse_constraint("positive_rate(group=Other) <= 0.5")], {"train": store}, None)
         compile_rows(None, [rates.parse_constraint("positive_rate(group=Other) <= 0.5")], plans, {"train": np.ones(plans["train"].layout.n_cells)})

@@ -1,0 +1,122 @@
+"""Rate constraints from the command line, the Python API and the estimator (issue 15, every form)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from dpipe.testing import write_store
+
+import dpipe
+from dpipe import rates
+from dpipe.cli.main import main
+from dpipe.exceptions import ParameterError
+
+
+def _data(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    g = (rng.random(n) < 0.4).astype(np.int16)  # 1: group "F", 0: "M"
+    X[:, 3] = g + 0.3 * rng.normal(size=n)  # a feature that carries the group
+    y = np.where(X @ np.array([1.0, -0.6, 0.2, 1.2]) + 0.8 * rng.normal(size=n) > 0.6, 1, -1).astype(np.int8)
+    return X.astype(np.float32), y, g
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rate-train")
+    X, y, g = _data(3000, 1)
+    train = write_store(d / "train.zarr", X, y, [1000, 2000], group=g, groups=["M", "F"])
+    Xp, yp, gp = _data(2000, 2)
+    pool = write_store(d / "pool.zarr", Xp, yp, [2000], group=gp, groups=["M", "F"])
+    deployed = str(d / "deployed.json")
+    dpipe.train(pool, "auc-moment", engine="local", out=deployed)
+    return {"dir": d, "train": train, "pool": pool, "deployed": deployed, "X": X, "y": y, "g": g, "Xp": Xp}
+
+
+def _selection(model, X, g):
+    pred = model.decision_function(X.astype(np.float64)) > 0
+    return pred, pred[g == 1].mean(), pred[g == 0].mean()
+
+
+def test_cli_fairness_constraint_holds_and_is_reported(data, tmp_path, capsys):
+    out = tmp_path / "m.json"
+    c = "positive_rate(group=M) >= 0.8 * positive_rate(group=F)"  # the model left alone selects F far more often
+    assert main(["-q", "train", data["train"], "--objective", "error-rate", "--constraint", c, "--out", str(out), "--engine", "local"]) == 0
+    printed = capsys.readouterr().out
+    assert f"constraint {c}: holds on the training data" in printed
+    model = dpipe.LinearModel.load(out)
+    _, f, m = _selection(model, data["X"], data["g"])
+    assert m >= 0.8 * f
+    (report,) = model.fit["info"]["constraints"]
+    assert report["text"] == c and report["satisfied"] and report["value"] == pytest.approx(0.8 * f - m, abs=1e-12)
+    assert model.params["constraints"] == [c] and model.fit["success"]
+    # without the constraint the ratio is lower: the constraint did bind
+    free = dpipe.train(data["train"], "error-rate", engine="local", train_metrics=False, constraints=["positive_rate(group=F) >= 0"])
+    _, f0, m0 = _selection(free, data["X"], data["g"])
+    assert m0 < 0.8 * f0
+
+
+def test_cli_churn_on_an_unlabelled_pool_and_a_constraints_file(data, tmp_path, capsys):
+    spec = tmp_path / "constraints.yaml"
+    spec.write_text(f'- churn("{data["deployed"]}", on=pool) <= 0.05\n')
+    out = tmp_path / "m.json"
+    argv = ["-q", "train", data["train"], "--objective", "error-rate", "--constraint", "recall >= 0.6", "--constraints-file", str(spec),
+            "--dataset", f"pool={data['pool']}", "--out", str(out), "--engine", "local"]
+    assert main(argv) == 0
+    model = dpipe.LinearModel.load(out)
+    deployed = dpipe.LinearModel.load(data["deployed"])
+    churn = np.mean(model.predict(data["Xp"].astype(np.float64)) != deployed.predict(data["Xp"].astype(np.float64)))
+    assert churn <= 0.05
+    recall = np.mean(model.predict(data["X"].astype(np.float64))[data["y"] == 1] == 1)
+    assert recall >= 0.6
+    assert [r["satisfied"] for r in model.fit["info"]["constraints"]] == [True, True]
+    assert model.fit["info"]["datasets"]["pool"] == data["pool"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--objective", "auc-smooth", "--constraint", "recall >= 0.9"], "'constraints' parameter of train does not apply to objective 'auc-smooth'"),
+    (["--objective", "error-rate", "--constraint", "recall >= 0.9", "--dataset", "pool"], "--dataset 'pool': expected ALIAS=STORE"),
+    (["--objective", "error-rate", "--constraint", "coverage(on=pool) <= 0.1"], "no dataset 'pool'"),
+    (["--objective", "error-rate", "--constraint", "positive_rate(group=X) <= 0.5"], "unknown group 'X'"),
+    (["--objective", "error-rate", "--constraint", "recall > 0.9"], "use <= or >="),
+    (["--objective", "error-rate", "--calibrate"], "'calibrate' parameter of train does not apply to objective 'error-rate'"),
+])
+def test_bad_specifications_are_one_line(data, tmp_path, capsys, argv, message):
+    out = tmp_path / "m.json"
+    assert main(["-q", "train", data["train"], *argv, "--out", str(out), "--engine", "local"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+def test_python_api_takes_constraint_objects(data):
+    model = dpipe.train(data["train"], "false-negative-rate", engine="local", train_metrics=False,
+                        constraints=[rates.false_positive_rate() <= 0.05])
+    pred = model.predict(data["X"].astype(np.float64)) == 1
+    assert pred[data["y"] == -1].mean() <= 0.05
+    assert model.fit["info"]["constraints"][0]["satisfied"]
+
+
+def test_estimator_with_groups(data):
+    X, y, g = data["X"], data["y"], np.where(data["g"] == 1, "F", "M")
+    c = "positive_rate(group=M) >= 0.8 * positive_rate(group=F)"
+    clf = dpipe.DPipeClassifier(objective="error-rate", constraints=[c])
+    clf.fit(X, y, groups=g)
+    pred = clf.predict(X) == 1
+    assert pred[g == "M"].mean() >= 0.8 * pred[g == "F"].mean()
+    assert clf.fit_result_.success and clf.fit_params_["constraints"] == [c]
+    with pytest.raises(ParameterError, match="'groups' argument of DPipeClassifier.fit applies to the rate objectives"):
+        dpipe.DPipeClassifier(objective="auc-moment").fit(X, y, groups=g)
+    with pytest.raises(ParameterError, match="has no group column"):
+        dpipe.DPipeClassifier(objective="error-rate", constraints=["positive_rate(group=F) >= 0.5"]).fit(X, y)
+
+
+def test_an_unsatisfiable_constraint_warns_and_reports(data):
+    with pytest.warns(dpipe.ConvergenceWarning, match="not satisfied on the training data"):
+        model = dpipe.train(data["train"], "error-rate", engine="local", train_metrics=False,
+                            constraints=["recall >= 0.999", "false_positive_rate <= 0.001"])
+    assert not model.fit["success"] and "NOT satisfied" in model.fit["message"]
+    assert not all(r["satisfied"] for r in model.fit["info"]["constraints"])
+    json.dumps(model.fit)  # the report is plain JSON
