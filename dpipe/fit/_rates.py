@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linprog, minimize
 
-from ..exceptions import ConvergenceWarning
+from ..exceptions import ConvergenceWarning, ParameterError
 from ..rates._cells import CompiledRows, DataInfo, StorePlan, compile_rows, plan_stores
 from ..rates._expr import Constraint, RateExpression, error_rate, false_negative_rate, false_positive_rate
 from ..solvers import FitResult
@@ -225,7 +225,11 @@ def fit_rates(
     t0 = time.perf_counter()
     constraints = list(constraints)
     m = len(constraints)
-    plans = plan_stores(objective, constraints, {a: DataInfo.of(ds) for a, ds in datasets.items()}, load_model)
+    infos = {a: DataInfo.of(ds) for a, ds in datasets.items()}
+    for alias, info in infos.items():
+        if info.n_features != infos["train"].n_features:
+            raise ParameterError(f"dataset {alias!r} ({info.path}) has {info.n_features} features, the training store {infos['train'].n_features}")
+    plans = plan_stores(objective, constraints, infos, load_model)
     weights = {a: ds.map_reduce(cell_weights, np.add, plans[a].layout) for a, ds in datasets.items()}
     rows = compile_rows(objective, constraints, plans, weights)
     n = float(weights["train"].sum())

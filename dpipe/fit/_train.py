@@ -108,8 +108,9 @@ def train(
     """Train a linear model on a store for the given objective."""
     p = resolve(objective, params, "train")
     spec = OBJECTIVES[objective]
-    if validation is not None and spec.family == "moment":
-        raise ParameterError(f"The 'validation' parameter of train applies to the iterative objectives, not to {objective!r} (fitted from one moments pass); "
+    if validation is not None and spec.family in ("moment", "rate"):
+        why = "fitted from one moments pass" if spec.family == "moment" else "its steps are not comparable by a validation AUC"
+        raise ParameterError(f"The 'validation' parameter of train applies to the smoothed and structural objectives, not to {objective!r} ({why}); "
                              "evaluate the model on the store instead.")
     if datasets and spec.family not in MULTI_DATASET_FITS:
         raise ParameterError(f"The 'datasets' parameter of train names the stores rate constraints use; objective {objective!r} "

@@ -82,9 +82,13 @@ def test_cli_churn_on_an_unlabelled_pool_and_a_constraints_file(data, tmp_path, 
     (["--objective", "error-rate", "--constraint", "positive_rate(group=X) <= 0.5"], "unknown group 'X'"),
     (["--objective", "error-rate", "--constraint", "recall > 0.9"], "use <= or >="),
     (["--objective", "error-rate", "--calibrate"], "'calibrate' parameter of train does not apply to objective 'error-rate'"),
+    (["--objective", "error-rate", "--validation", "VALIDATION"], "'validation' parameter of train applies to the smoothed and structural"),
+    (["--objective", "error-rate", "--constraint", "coverage(on=wide) <= 0.5", "--dataset", "wide=WIDE"], "has 5 features, the training store 4"),
 ])
 def test_bad_specifications_are_one_line(data, tmp_path, capsys, argv, message):
     out = tmp_path / "m.json"
+    wide = write_store(tmp_path / "wide.zarr", np.zeros((10, 5), np.float32), np.array([1, -1] * 5, np.int8), [10])
+    argv = [a.replace("VALIDATION", data["pool"]).replace("WIDE", wide) for a in argv]
     assert main(["-q", "train", data["train"], *argv, "--out", str(out), "--engine", "local"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
