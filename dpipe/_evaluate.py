@@ -11,6 +11,7 @@ replaced by ``overwrite``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from typing import Any
@@ -22,11 +23,12 @@ import pyarrow.parquet as pq
 from ._modes import set_default_mode
 from ._output import PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, check_output_path, lock_temporary
 from .engine import open_dataset, rank_summary
+from .exceptions import ParameterError
 from .io import Store, open_store
 from .model import LinearModel
 from .reduce import shard_scores_labels
 
-__all__ = ["evaluate", "predict", "evaluate_dataset"]
+__all__ = ["evaluate", "predict", "evaluate_dataset", "group_rates", "constraint_values"]
 
 
 def evaluate_dataset(
@@ -36,6 +38,57 @@ def evaluate_dataset(
     return rank_summary(ds, coef, intercept).metrics(threshold=threshold, k=k, k_fraction=k_fraction)
 
 
+def group_rates(ds: Any, coef: np.ndarray, intercept: float) -> dict[str, Any]:
+    """Per value of the store's group column: its weight and its positive, true-positive, false-positive and error rates;
+    and across the groups the selection-rate ratio (smallest over largest positive rate) and the TPR and FPR gaps (one pass)."""
+    from .rates._cells import DataInfo, decode_cell
+    from .reduce._rates import CellLayout, cell_predictions
+
+    info = DataInfo.of(ds)
+    if info.group_names is None:
+        raise ParameterError(f"{info.path}: --by-group needs a group column (ingest the store with --group-col)")
+    layout = CellLayout(len(info.group_names))
+    weight, positive = ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), layout)
+    out: dict[str, Any] = {}
+    for g, name in enumerate(info.group_names):
+        cells = {decode_cell(c, layout)[0]: c for c in range(layout.n_cells) if decode_cell(c, layout)[1] == g}
+        pos, neg = cells[1], cells[-1]
+        n = weight[pos] + weight[neg]
+
+        def rate(num: float, den: float) -> float | None:
+            return float(num / den) if den > 0 else None
+
+        out[name] = {
+            "n": float(n), "positive_rate": rate(positive[pos] + positive[neg], n),
+            "true_positive_rate": rate(positive[pos], weight[pos]), "false_positive_rate": rate(positive[neg], weight[neg]),
+            "error_rate": rate(weight[pos] - positive[pos] + positive[neg], n),
+        }
+    summary: dict[str, Any] = {"groups": out}
+    for key, label in (("positive_rate", "selection_rate_ratio"),):
+        values = [r[key] for r in out.values() if r[key] is not None]
+        summary[label] = float(min(values) / max(values)) if values and max(values) > 0 else None
+    for key, label in (("true_positive_rate", "true_positive_rate_gap"), ("false_positive_rate", "false_positive_rate_gap")):
+        values = [r[key] for r in out.values() if r[key] is not None]
+        summary[label] = float(max(values) - min(values)) if values else None
+    return summary
+
+
+def constraint_values(datasets: dict[str, Any], coef: np.ndarray, intercept: float, constraints: Any) -> list[dict[str, Any]]:
+    """Each constraint's left-hand side minus right-hand side with exact rates of the model on ``datasets`` (alias -> opened
+    dataset, ``"train"`` the evaluated store), and whether it holds (``<= 0``); one pass per dataset."""
+    from .fit._rates import deployed_model
+    from .fit._params import PARAMS
+    from .rates._cells import DataInfo, compile_rows, plan_stores
+    from .reduce._rates import cell_predictions
+
+    constraints = PARAMS["constraints"].check(constraints, "evaluate")
+    plans = plan_stores(None, constraints, {a: DataInfo.of(ds) for a, ds in datasets.items()}, deployed_model)
+    sums = {a: ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), plans[a].layout) for a, ds in datasets.items()}
+    rows = compile_rows(None, constraints, plans, {a: s[0] for a, s in sums.items()})
+    values = rows.evaluate({a: s[1] for a, s in sums.items()})
+    return [{"text": text, "value": float(v), "holds": bool(v <= 0)} for text, v in zip(rows.texts[1:], values[1:])]
+
+
 def evaluate(
     model: LinearModel | str | os.PathLike,
     store: str | os.PathLike | Store,
@@ -43,6 +96,9 @@ def evaluate(
     k: float | None = None,
     k_fraction: float | None = None,
     threshold: float = 0.0,
+    by_group: bool = False,
+    constraints: Any = None,
+    datasets: dict[str, str | os.PathLike | Store] | None = None,
     engine: str = "auto",
     client: Any = None,
     scheduler: str | None = None,
@@ -66,6 +122,14 @@ def evaluate(
         training, SVM-perf's ``-p``).
     threshold : float
         Rows with score > threshold are predicted positive.
+    by_group : bool
+        Also the rates of every value of the store's group column (:func:`group_rates`),
+        under ``"by_group"``.
+    constraints : list of str or dpipe.rates.Constraint, optional
+        Also evaluate these rate constraints with the model's predictions (under
+        ``"constraints"``: each one's left minus right side and whether it holds).
+    datasets : dict of str to str or Store, optional
+        Other stores the constraints name by alias (the evaluated store is ``"train"``).
     engine, client, scheduler, workers, memory_limit, cache
         Where the scoring pass runs (see :func:`dpipe.train`; ``"auto"`` stays in this
         process for small stores); one pass, so shards are streamed by default.
@@ -76,8 +140,20 @@ def evaluate(
         Metric name -> value, plus ``n`` and ``n_positive``.
     """
     model, st = _model_and_store(model, store)
-    with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
-        return evaluate_dataset(ds, model.coef, model.intercept, k=k, k_fraction=k_fraction, threshold=threshold)
+    if datasets and not constraints:
+        raise ParameterError("The 'datasets' parameter of evaluate names the stores constraints use; no constraint is given.")
+    intercept = model.intercept - threshold
+    with contextlib.ExitStack() as stack:
+        ds = stack.enter_context(open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache))
+        metrics = evaluate_dataset(ds, model.coef, model.intercept, k=k, k_fraction=k_fraction, threshold=threshold)
+        if by_group:
+            metrics["by_group"] = group_rates(ds, model.coef, intercept)
+        if constraints:
+            others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other)[1], engine=engine, client=client, scheduler=scheduler,
+                                                               workers=workers, memory_limit=memory_limit, cache=cache))
+                      for alias, other in (datasets or {}).items()}
+            metrics["constraints"] = constraint_values({"train": ds, **others}, model.coef, intercept, constraints)
+    return metrics
 
 
 def _model_and_store(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store) -> tuple[LinearModel, Store]:

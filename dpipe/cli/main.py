@@ -138,6 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, default=0.0)
     p.add_argument("--json", dest="json_out", help="also write the metrics to this JSON file (marked \"format\": \"dpipe-metrics\")")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json file (only one dpipe wrote)")
+    p.add_argument("--by-group", dest="by_group", action="store_true",
+                   help="also the positive, true-positive, false-positive and error rates of every group, the selection-rate ratio and the TPR / FPR gaps")
+    p.add_argument("--constraint", dest="constraints", action="append", metavar="CONSTRAINT",
+                   help="also evaluate this rate constraint with the model's predictions and say whether it holds; repeatable")
+    p.add_argument("--dataset", dest="datasets", action="append", metavar="ALIAS=STORE", help="another store the constraints name (on=ALIAS); repeatable")
     _add_cluster(p, cache_default="stream")
 
     p = sub.add_parser("predict", help="score every row of a store into a Parquet file (row, score, label, y)")
@@ -211,7 +216,19 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 
 def _print_metrics(metrics: dict[str, Any]) -> None:
     for key, value in metrics.items():
+        if key in ("by_group", "constraints"):
+            continue
         print(f"{key:>10}  {value:.6f}" if isinstance(value, float) else f"{key:>10}  {value}")
+    if "by_group" in metrics:
+        summary = metrics["by_group"]
+        print(f"\n{'group':>16}  {'weight':>10}  {'positive':>9}  {'TPR':>9}  {'FPR':>9}  {'error':>9}")
+        fmt = lambda v: f"{v:>9.4f}" if v is not None else f"{'-':>9}"  # noqa: E731
+        for name, r in summary["groups"].items():
+            print(f"{name:>16}  {r['n']:>10g}  {fmt(r['positive_rate'])}  {fmt(r['true_positive_rate'])}  {fmt(r['false_positive_rate'])}  {fmt(r['error_rate'])}")
+        print(f"selection-rate ratio (smallest / largest) {fmt(summary['selection_rate_ratio']).strip()}, TPR gap "
+              f"{fmt(summary['true_positive_rate_gap']).strip()}, FPR gap {fmt(summary['false_positive_rate_gap']).strip()}")
+    for c in metrics.get("constraints", []):
+        print(f"constraint {c['text']}: {'holds' if c['holds'] else 'does NOT hold'} (lhs - rhs {c['value']:+.6g})")
 
 
 def _cmd_info(a: argparse.Namespace) -> None:
@@ -299,7 +316,8 @@ def _cmd_evaluate(a: argparse.Namespace) -> None:
         k = int(k)
     if a.json_out:  # before the pass
         check_output_path(a.json_out, overwrite=a.overwrite, what="metrics")
-    metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, **_cluster_kwargs(a))
+    metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, by_group=a.by_group, constraints=a.constraints,
+                       datasets=_parse_datasets(a.datasets), **_cluster_kwargs(a))
     _print_metrics(metrics)
     if a.json_out:
         write_json_atomic(a.json_out, {"format": METRICS_FORMAT, **metrics})

@@ -55,7 +55,7 @@ RATE_OBJECTIVES = {"error-rate": error_rate, "false-negative-rate": false_negati
 from .._runs import merge_runs
 from ..reduce._rates import BOUND_NEGATIVE, BOUND_POSITIVE, INDICATOR, RAMP, SMOOTH_NEGATIVE, SMOOTH_POSITIVE, WEIGHT, RatePass, cell_weights, rate_pass, sorted_scores_cells
 
-__all__ = ["RateReport", "RateFit", "fit_rates", "fit_rate_family", "RATE_OBJECTIVES"]
+__all__ = ["RateReport", "RateFit", "fit_rates", "fit_rate_family", "deployed_model", "RATE_OBJECTIVES"]
 
 log = logging.getLogger("dpipe.fit")
 
@@ -331,7 +331,7 @@ def _choose(cuts: list[_Cut], feasibility_tol: float) -> _Cut:
     return min(cuts, key=lambda c: c.violation)
 
 
-def _deployed_model(path: str) -> tuple[np.ndarray, float]:
+def deployed_model(path: str) -> tuple[np.ndarray, float]:
     """``(coef, intercept)`` of a saved dpipe model (its prediction: ``X coef + intercept > 0``)."""
     from ..model import LinearModel
 
@@ -342,7 +342,7 @@ def _deployed_model(path: str) -> tuple[np.ndarray, float]:
 def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = None) -> FitOutcome:
     """The rate family's fit for ``train``: ``datasets`` maps aliases (``"train"`` first) to opened datasets."""
     fit = fit_rates(
-        datasets, RATE_OBJECTIVES[params.objective](), params.constraints, load_model=_deployed_model, lam=params.lam,
+        datasets, RATE_OBJECTIVES[params.objective](), params.constraints, load_model=deployed_model, lam=params.lam,
         smoothing=params.smoothing, mm_steps=params.mm_steps, multiplier_bound=params.multiplier_bound, tol=params.eps,
         inner_max_iter=params.max_iter, inner_tol=params.tol, threshold=params.threshold_rule,
     )

@@ -24,7 +24,7 @@ import numpy as np
 from ._finite import check_scores, check_weights
 from ._linalg import matvec, rmatvec
 
-__all__ = ["CellLayout", "RatePass", "rate_pass", "row_cells", "cell_weights", "sorted_scores_cells", "huber", "huber_derivative", "ramp"]
+__all__ = ["CellLayout", "RatePass", "rate_pass", "row_cells", "cell_weights", "cell_predictions", "sorted_scores_cells", "huber", "huber_derivative", "ramp"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,3 +166,13 @@ def sorted_scores_cells(shard, coef: np.ndarray, layout: CellLayout) -> tuple[np
     order = np.argsort(s, kind="stable")
     v = np.ones(shard.n_rows) if shard.weight is None else shard.weight.astype(np.float64)
     return s[order], row_cells(shard, layout)[order].astype(np.int32), v[order]
+
+
+def cell_predictions(shard, coef: np.ndarray, intercept: float, layout: CellLayout) -> np.ndarray:
+    """Per cell: the weight, and the weight predicted positive (``X coef + intercept > 0``); shape (2, n_cells)."""
+    s = matvec(shard.X, coef) + intercept if shard.n_rows else np.zeros(0)
+    check_scores(shard, s)
+    check_weights(shard)
+    cells = row_cells(shard, layout)
+    v = np.ones(shard.n_rows) if shard.weight is None else shard.weight.astype(np.float64)
+    return np.stack([np.bincount(cells, weights=v, minlength=layout.n_cells), np.bincount(cells, weights=v * (s > 0), minlength=layout.n_cells)])

@@ -124,3 +124,41 @@ def test_an_unsatisfiable_constraint_warns_and_reports(data):
     assert not model.fit["success"] and "NOT satisfied" in model.fit["message"]
     assert not all(r["satisfied"] for r in model.fit["info"]["constraints"])
     json.dumps(model.fit)  # the report is plain JSON
+
+
+def test_evaluate_by_group_and_constraints_count_what_they_say(data, tmp_path, capsys):
+    model_path = tmp_path / "m.json"
+    model = dpipe.train(data["train"], "auc-moment", engine="local", out=model_path)
+    c = [f'churn("{data["deployed"]}", on=pool) <= 0.05', "positive_rate(group=M) >= 0.8 * positive_rate(group=F)", "recall >= 0.5"]
+    got = dpipe.evaluate(model_path, data["train"], engine="local", by_group=True, constraints=c, datasets={"pool": data["pool"]})
+    X, y, g = data["X"].astype(np.float64), data["y"], data["g"]
+    pred = model.decision_function(X) > 0
+    for code, name in ((0, "M"), (1, "F")):
+        r = got["by_group"]["groups"][name]
+        m = g == code
+        assert r["n"] == m.sum() and r["positive_rate"] == pytest.approx(pred[m].mean(), abs=1e-12)
+        assert r["true_positive_rate"] == pytest.approx(pred[m & (y == 1)].mean(), abs=1e-12)
+        assert r["false_positive_rate"] == pytest.approx(pred[m & (y == -1)].mean(), abs=1e-12)
+        assert r["error_rate"] == pytest.approx(np.mean(pred[m] != (y[m] == 1)), abs=1e-12)
+    rates_by_group = [pred[g == 0].mean(), pred[g == 1].mean()]
+    assert got["by_group"]["selection_rate_ratio"] == pytest.approx(min(rates_by_group) / max(rates_by_group), abs=1e-12)
+    deployed = dpipe.LinearModel.load(data["deployed"])
+    Xp = data["Xp"].astype(np.float64)
+    churn = np.mean(model.predict(Xp) != deployed.predict(Xp))
+    want = [churn - 0.05, 0.8 * pred[g == 1].mean() - pred[g == 0].mean(), 0.5 - pred[y == 1].mean()]
+    assert [r["text"] for r in got["constraints"]] == c
+    for r, v in zip(got["constraints"], want):
+        assert r["value"] == pytest.approx(v, abs=1e-12) and r["holds"] == (v <= 0)
+    # the command line prints the same, one line per constraint
+    assert main(["-q", "evaluate", str(model_path), data["train"], "--by-group", "--constraint", c[2], "--engine", "local"]) == 0
+    out = capsys.readouterr().out
+    assert "selection-rate ratio" in out and f"constraint {c[2]}: " in out
+
+
+def test_evaluate_by_group_needs_a_group_column(tmp_path, capsys):
+    X, y, _ = _data(200, 3)
+    store = write_store(tmp_path / "plain.zarr", X, y, [200])
+    model = tmp_path / "m.json"
+    dpipe.train(store, engine="local", out=model)
+    assert main(["-q", "evaluate", str(model), store, "--by-group", "--engine", "local"]) == 1
+    assert "--by-group needs a group column" in capsys.readouterr().err
