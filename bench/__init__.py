@@ -9,4 +9,5 @@ SUITES = {
     "scaling": "scaling",
     "out-of-core": "out_of_core",
     "workers": "workers",
+    "fairness": "fairness",
 }

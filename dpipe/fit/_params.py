@@ -190,9 +190,9 @@ PARAMS: dict[str, Param] = {
               "iterations per inner problem).", FAMILIES,
               {"moment": 500, "smooth": 500, "structural": 1000, "rate": 200}, solvers=("lbfgs", "cutting-plane", "mm"), low=1,
               instead="the closed form does not iterate: use solver='lbfgs'"),
-        Param("tol", "float", "L-BFGS gradient tolerance (default 1e-4 for the moment objectives, 1e-6 for the smoothed ones and "
-              "the rate objectives' inner problems).",
-              ("moment", "smooth", "rate"), {"moment": 1e-4, "smooth": 1e-6, "rate": 1e-6}, solvers=("lbfgs", "mm"), low=0.0,
+        Param("tol", "float", "L-BFGS gradient tolerance (default 1e-4 for the moment objectives and the rate objectives' inner "
+              "problems, 1e-6 for the smoothed ones).",
+              ("moment", "smooth", "rate"), {"moment": 1e-4, "smooth": 1e-6, "rate": 1e-4}, solvers=("lbfgs", "mm"), low=0.0,
               instead={"moment": "the closed form does not iterate: use solver='lbfgs'", "structural": "the cutting plane stops on its gap: use eps"}),
         Param("memory", "int", "L-BFGS memory (default 20 for the moment objectives, 6 for the smoothed ones, as the papers).",
               ("moment", "smooth"), {"moment": 20, "smooth": 6}, solvers=("lbfgs",), low=1,
@@ -227,7 +227,7 @@ PARAMS: dict[str, Param] = {
               instead="the cutting plane starts from its planes; the moment objectives from their own starts"),
         Param("eps", "float", "Cutting plane: stop when the best ``J`` is within ``eps`` of the lower bound (default 1e-3 = SVM-perf's "
               "default ``-e 0.1``, which is in percent). Rate objectives: the multipliers' cutting plane stops when its bounds on the "
-              "dual meet within ``eps`` (relative; default 1e-4).", ("structural", "rate"), {"structural": 1e-3, "rate": 1e-4}, low=0.0,
+              "dual meet within ``eps`` (relative; default 1e-3).", ("structural", "rate"), {"structural": 1e-3, "rate": 1e-3}, low=0.0,
               instead="L-BFGS stops on tol"),
         Param("k", "float", "Prec@k / Rec@k: the number of rows predicted positive (counted in weight units with sample weights; a "
               "whole number unless some weight is fractional). "

@@ -23,6 +23,7 @@ __all__ = [
     "parse_block_reference",
     "matvec_reference",
     "rmatvec_reference",
+    "rate_rows_reference",
     "moments_reference",
     "auc_gamma_reference",
     "prbep_beta_reference",
@@ -49,6 +50,23 @@ def matvec_reference(X: np.ndarray, w: np.ndarray) -> np.ndarray:
 def rmatvec_reference(X: np.ndarray, g: np.ndarray) -> np.ndarray:
     """NumPy reference of :func:`~dpipe.reduce._linalg.rmatvec`."""
     return np.asarray(X, dtype=np.float64).T @ np.asarray(g, dtype=np.float64)
+
+
+def rate_rows_reference(z: np.ndarray, z_anchor: np.ndarray, cells: np.ndarray, v: np.ndarray, P: np.ndarray, N: np.ndarray,
+                        t: float, n_cells: int) -> tuple[float, np.ndarray, np.ndarray]:
+    """NumPy reference of the per-row kernel of :func:`~dpipe.reduce._rates.rate_pass`: ``(value, sums, dz)``."""
+    from ..reduce._rates import huber, huber_derivative, ramp
+
+    up, un = 0.5 + z, 0.5 - z
+    p_on, n_on = z_anchor <= 0.5, z_anchor >= -0.5
+    bound_p, bound_n = np.where(p_on, np.maximum(up, 0.0), 1.0), np.where(n_on, np.maximum(un, 0.0), 1.0)
+    smooth_p, smooth_n = np.where(p_on, huber(up, t), 1.0), np.where(n_on, huber(un, t), 1.0)
+    Pc, Nc = P[cells], N[cells]
+    value = float(np.dot(v, Pc * smooth_p + Nc * smooth_n))
+    dz = v * (Pc * np.where(p_on, huber_derivative(up, t), 0.0) - Nc * np.where(n_on, huber_derivative(un, t), 0.0))
+    rows = (bound_p, bound_n, smooth_p, smooth_n, ramp(z), (z > 0).astype(np.float64), None)
+    sums = np.stack([np.bincount(cells, weights=v if r is None else v * r, minlength=n_cells) for r in rows])
+    return value, sums, dz
 
 
 # ---------------------------------------------------------------------------

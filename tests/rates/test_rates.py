@@ -172,6 +172,26 @@ def test_pass_gradient_matches_finite_differences_and_bounds_touch_at_the_anchor
     assert np.all(away.sums[0] - away.sums[SMOOTH_POSITIVE] <= 0.025 * away.sums[WEIGHT] + 1e-12)
 
 
+def test_the_per_row_kernel_equals_its_numpy_reference():
+    from dpipe.reduce._rates import _rate_rows
+    from dpipe.testing._references import rate_rows_reference
+
+    rng = np.random.default_rng(8)
+    n, n_cells = 5000, 6
+    z = rng.normal(scale=0.8, size=n)
+    z[:50] = rng.choice([-0.5, 0.5, 0.0, 0.05, -0.45], size=50)  # the kinks: hinge corners, Huber's ends, the anchor's switch
+    z_anchor = np.where(rng.random(n) < 0.3, z, rng.normal(scale=0.8, size=n))
+    z_anchor[50:80] = rng.choice([-0.5, 0.5], size=30)
+    cells, v = rng.integers(0, n_cells, n), rng.uniform(0, 2, n)
+    P, N = rng.uniform(0, 1, n_cells), rng.uniform(0, 1, n_cells)
+    sums, dz = np.zeros((7, n_cells)), np.empty(n)
+    value = _rate_rows(z, z_anchor, cells, v, P, N, 0.05, sums, dz)
+    want_value, want_sums, want_dz = rate_rows_reference(z, z_anchor, cells, v, P, N, 0.05, n_cells)
+    assert value == pytest.approx(want_value, rel=1e-12)
+    np.testing.assert_allclose(sums, want_sums, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dz, want_dz, rtol=1e-12, atol=1e-15)
+
+
 def test_huber_is_within_t_over_2_below_the_hinge():
     u = np.linspace(-1, 1, 2001)
     h = huber(u, 0.1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpipe.reduce._linalg import matvec, rmatvec
+from dpipe.reduce._linalg import matvec, matvec_pair, rmatvec
 from dpipe.testing import matvec_reference, rmatvec_reference
 
 
@@ -17,6 +17,10 @@ def test_products_match_references(shape):
     ref_s, ref_g = matvec_reference(X, w), rmatvec_reference(X, g)
     np.testing.assert_allclose(matvec(X, w), ref_s, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(ref_s).max(initial=0)))
     np.testing.assert_allclose(rmatvec(X, g), ref_g, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(ref_g).max(initial=0)))
+    u = rng.standard_normal(shape[1])
+    pair = matvec_pair(X, w, u)
+    for got, ref in zip(pair, (ref_s, matvec_reference(X, u))):
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(ref).max(initial=0)))
 
 
 def test_split_rows_sum_to_the_whole():
