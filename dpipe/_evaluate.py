@@ -64,9 +64,8 @@ def group_rates(ds: Any, coef: np.ndarray, intercept: float) -> dict[str, Any]:
             "error_rate": rate(weight[pos] - positive[pos] + positive[neg], n),
         }
     summary: dict[str, Any] = {"groups": out}
-    for key, label in (("positive_rate", "selection_rate_ratio"),):
-        values = [r[key] for r in out.values() if r[key] is not None]
-        summary[label] = float(min(values) / max(values)) if values and max(values) > 0 else None
+    selection = [r["positive_rate"] for r in out.values() if r["positive_rate"] is not None]
+    summary["selection_rate_ratio"] = float(min(selection) / max(selection)) if selection and max(selection) > 0 else None
     for key, label in (("true_positive_rate", "true_positive_rate_gap"), ("false_positive_rate", "false_positive_rate_gap")):
         values = [r[key] for r in out.values() if r[key] is not None]
         summary[label] = float(max(values) - min(values)) if values else None

@@ -22,16 +22,11 @@ import dpipe
 from dpipe.cli.main import main
 from dpipe.io import open_store, split_store
 from dpipe.exceptions import StoreError
-from dpipe.testing import write_store
+from dpipe.testing import one_error_line, write_store
 
 
 def _one_line(capsys, command: str) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"dpipe {command}: error: "), err
-    return lines[0]
+    return one_error_line(capsys.readouterr().err, command)
 
 
 @pytest.fixture(scope="module")

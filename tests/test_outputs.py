@@ -17,7 +17,7 @@ import dpipe
 from dpipe.cli.main import main
 from dpipe.exceptions import OutputError, ShardValueError
 from dpipe.model import LinearModel
-from dpipe.testing import write_store
+from dpipe.testing import one_error_line, write_store
 
 N, D = 120, 5
 SIZES = [50, 40, 30]  # shard 1 starts at row 50
@@ -57,12 +57,7 @@ def stores(tmp_path_factory):
 
 def _one_line(capsys, command: str) -> str:
     """The one line of stderr (commands run with -q: no log lines)."""
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"dpipe {command}: error: "), err
-    return lines[0]
+    return one_error_line(capsys.readouterr().err, command)
 
 
 def _argv(command: str, stores, out: str) -> list[str]:

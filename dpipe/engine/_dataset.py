@@ -94,7 +94,7 @@ def _worker_addresses(client: Client) -> list[str]:
 
 
 def _has_worker(client: Client, address: str) -> bool:
-    return address in client.scheduler_info().get("workers", {})
+    return address in _worker_addresses(client)
 
 
 def choose_cache(cache: str, store_bytes: int, memory_free: int, headroom: float) -> str:

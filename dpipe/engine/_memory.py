@@ -191,11 +191,10 @@ def check_memory_limits(workers: dict[str, WorkerMemory], need: MemoryNeed, stor
     if not short:
         return
     address, (w, minimum) = max(short.items(), key=lambda item: item[1][1])
-    how = "raise the workers' memory limit (--memory-limit)"
     raise ParameterError(
         f"{store}: a worker memory limit of {w.limit / 1e6:.0f} MB is below the {minimum / 1e6:.0f} MB this store needs with cache={cache!r} "
         f"({len(short)} of {len(workers)} worker(s), e.g. {address}): the worker's own footprint is {w.footprint / 1e6:.0f} MB (measured), "
         f"it holds {need.resident / 1e6:.0f} MB between passes and {need.working / 1e6:.0f} MB more while a pass reads a shard, "
-        f"under {_thresholds(w)}; {how} to at least {minimum / 1e6:.0f} MB, "
+        f"under {_thresholds(w)}; raise the workers' memory limit (--memory-limit) to at least {minimum / 1e6:.0f} MB, "
         "or write smaller shards (--shard-rows)"
     )

@@ -112,6 +112,7 @@ class _Problem:
         self.split = {a: (np.maximum(c, 0.0), np.maximum(-c, 0.0)) for a, c in rows.coef.items()}
         self.n_features = int(next(iter(datasets.values())).n_features)
         self.evaluations = 0
+        self._recent: list[tuple[tuple[bytes, bytes, bytes], tuple[float, np.ndarray, dict[str, RatePass]]]] = []
 
     def passes(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> dict[str, RatePass]:
         d = self.n_features
@@ -137,11 +138,20 @@ class _Problem:
         return self.rows.evaluate({a: r.sums[kind] for a, r in results.items()})
 
     def smoothed(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> tuple[float, np.ndarray, dict[str, RatePass]]:
-        """The smoothed bounded Lagrangian, its gradient in ``(w, b)``, and the passes' results."""
+        """The smoothed bounded Lagrangian, its gradient in ``(w, b)``, and the passes' results.
+
+        The last two evaluations are remembered: the solution L-BFGS returns was its last
+        (or next to last) evaluation, so reading the cut there costs no pass.
+        """
+        key = (theta.tobytes(), anchor.tobytes(), v_full.tobytes())
+        for known, out in self._recent:
+            if known == key:
+                return out
         results = self.passes(theta, anchor, v_full)
         value = 0.5 * self.lam * float(theta @ theta) + sum(r.value for r in results.values())
         value += float(v_full @ (self.rows.constant + sum(np.minimum(self.rows.coef[a], 0.0) @ r.sums[WEIGHT] for a, r in results.items())))
         grad = sum(r.grad for r in results.values()) + self.lam * theta
+        self._recent = [(key, (value, grad, results)), *self._recent[:1]]
         return value, grad, results
 
 
@@ -287,20 +297,16 @@ def _exact_bias(problem: _Problem, w: np.ndarray, bias: float, feasibility_tol: 
     row switched to positive adds its weight times its cell's coefficient to every row
     of the problem; candidate biases sit between distinct scores.
     """
-    scores, deltas = [], []
+    runs, weights, gains = [], [], []
     for alias, ds in problem.datasets.items():
-        parts = ds.map_gather(sorted_scores_cells, w, problem.plans[alias].layout)
-        s, order, _ = merge_runs([p[0] for p in parts])
-        cells = np.concatenate([p[1] for p in parts])[order] if parts else np.zeros(0, np.int32)
-        v = np.concatenate([p[2] for p in parts])[order] if parts else np.zeros(0)
-        keep = v > 0  # a row of weight 0 counts nowhere: it must not place the threshold either
-        s, cells, v = s[keep], cells[keep], v[keep]
-        scores.append(s)
-        deltas.append(problem.rows.coef[alias][:, cells] * v)  # (rows, n): what each row adds when predicted positive
-    s = np.concatenate(scores)
-    order = np.argsort(-s, kind="stable")  # descending: lowering b switches rows on in this order
-    s = s[order]
-    gains = np.concatenate(deltas, axis=1)[:, order]
+        for s_run, cells, v in ds.map_gather(sorted_scores_cells, w, problem.plans[alias].layout):
+            runs.append(s_run)
+            weights.append(v)
+            gains.append(problem.rows.coef[alias][:, cells] * v)  # (rows, n): what each row adds when predicted positive
+    s, order, _ = merge_runs(runs)  # one merge of every shard's sorted run, over all datasets
+    gains = np.concatenate(gains, axis=1)[:, order] if gains else np.zeros((problem.rows.constant.size, 0))
+    keep = np.concatenate(weights)[order] > 0 if weights else np.zeros(0, bool)  # a row of weight 0 must not place the threshold
+    s, gains = s[keep][::-1], gains[:, keep][:, ::-1]  # descending: lowering b switches rows on in this order
     values = problem.rows.constant[:, None] + np.concatenate([np.zeros((gains.shape[0], 1)), np.cumsum(gains, axis=1)], axis=1)
     # values[:, k]: the top k rows positive; valid only where the k-th and (k+1)-th scores differ
     ends = np.concatenate([[True], s[:-1] > s[1:], [True]]) if s.size else np.array([True])

@@ -29,6 +29,7 @@ from ._references import (
 
 __all__ = [
     "write_store",
+    "one_error_line",
     "classification_data",
     "matvec_reference",
     "rmatvec_reference",
@@ -103,3 +104,12 @@ def classification_data(n: int = 3000, d: int = 8, seed: int = 0, positive_shift
         X *= np.logspace(-2, 4, d)
         X[:, 3] += 1e5
     return X.astype(np.float32), y
+
+
+def one_error_line(stderr: str, command: str) -> str:
+    """The single stderr line ``dpipe COMMAND: error: ...`` of a failed command run with ``-q``; asserts there is no traceback."""
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith(f"dpipe {command}: error: "), stderr
+    return lines[0]
