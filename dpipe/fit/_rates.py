@@ -11,7 +11,9 @@ indicator replaced by the ramp ``sigma(w.x - b)``:
   cutting plane. A cut at ``v_s`` is ``u_s + g_s.(v - v_s)`` with ``u_s`` the bounded
   Lagrangian at the inner solution (exact hinges) and ``g_s`` the bounded constraint
   values there; the next ``v`` maximizes the cuts' minimum (a small linear program,
-  :func:`scipy.optimize.linprog`). ``l_s``, the smoothed inner minimum, is a lower bound
+  :func:`scipy.optimize.linprog`), kept within a trust region around the best
+  multipliers so far (:class:`_TrustRegion`: a9a at kappa 0.8 in 1,190 evaluations
+  instead of 2,420). ``l_s``, the smoothed inner minimum, is a lower bound
   (the Huberized hinge is below the hinge). Stops when the bounds meet within ``tol``.
 * **Inner problem**: for fixed ``v`` the Lagrangian is a per-example-weighted hinge
   problem; its hinges are Huberized (width ``smoothing``) and it is solved by L-BFGS
@@ -44,16 +46,19 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linprog, minimize
 
+from .._runs import merge_runs
 from ..exceptions import ConvergenceWarning, ParameterError
 from ..rates._cells import CompiledRows, DataInfo, StorePlan, compile_rows, plan_stores
 from ..rates._expr import Constraint, RateExpression, error_rate, false_negative_rate, false_positive_rate
+from ..reduce._rates import BOUND_NEGATIVE, BOUND_POSITIVE, INDICATOR, RAMP, SMOOTH_NEGATIVE, SMOOTH_POSITIVE, WEIGHT, RatePass, cell_weights, rate_pass, sorted_scores_cells
 from ..solvers import FitResult
 from ._outcome import FitOutcome
 
 #: rate objective name (the registry's) -> the rates it minimizes on the training store
 RATE_OBJECTIVES = {"error-rate": error_rate, "false-negative-rate": false_negative_rate, "false-positive-rate": false_positive_rate}
-from .._runs import merge_runs
-from ..reduce._rates import BOUND_NEGATIVE, BOUND_POSITIVE, INDICATOR, RAMP, SMOOTH_NEGATIVE, SMOOTH_POSITIVE, WEIGHT, RatePass, cell_weights, rate_pass, sorted_scores_cells
+
+#: the first trust region's radius around the best multipliers (:class:`_TrustRegion`)
+TRUST_RADIUS = 0.1
 
 __all__ = ["RateReport", "RateFit", "fit_rates", "fit_rate_family", "deployed_model", "RATE_OBJECTIVES"]
 
@@ -165,16 +170,44 @@ class _Cut:
     objective: float  # the bounded objective row there
 
 
-def _next_multipliers(cuts: list[_Cut], bound: float) -> tuple[np.ndarray, float]:
-    """``argmax_v min_s (u_s + g_s.(v - v_s))`` over ``[0, bound]^m``, and that maximum."""
+def _next_multipliers(cuts: list[_Cut], low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, float]:
+    """``argmax_v min_s (u_s + g_s.(v - v_s))`` over the box ``[low, high]``, and that maximum."""
     m = cuts[0].v.size
     # variables (v, z): maximize z s.t. z - g_s.v <= u_s - g_s.v_s
     A = np.array([np.concatenate([-c.slope, [1.0]]) for c in cuts])
     b = np.array([c.value - c.slope @ c.v for c in cuts])
-    res = linprog(np.concatenate([np.zeros(m), [-1.0]]), A_ub=A, b_ub=b, bounds=[(0.0, bound)] * m + [(None, None)], method="highs")
+    res = linprog(np.concatenate([np.zeros(m), [-1.0]]), A_ub=A, b_ub=b, bounds=[*zip(low, high), (None, None)], method="highs")
     if res.status != 0:  # pragma: no cover - the box keeps it bounded and feasible
         raise RuntimeError(f"multiplier LP failed: {res.message}")
     return np.asarray(res.x[:m]), float(-res.fun)
+
+
+class _TrustRegion:
+    """Where the next multipliers may go: a box of radius ``radius`` around the best dual point so far, in ``[0, V]^m``.
+
+    Plain Kelley cutting planes jump to a corner of ``[0, V]^m`` whenever one cut's slope
+    points there (at the first cut of every step, and whenever the current multipliers
+    violate or over-satisfy a constraint). An inner problem at ``v = V`` is far from every
+    other and costs about twice the evaluations of a nearby one (a9a: 230 against 100), and
+    its cut says little. The box (a trust-region bundle method) keeps each step near the
+    best point; it doubles whenever the step reaches its edge, so ``[0, V]^m`` is still
+    searched, and the stopping test uses the cuts' maximum over the whole of ``[0, V]^m``,
+    an upper bound on the dual whatever the box.
+    """
+
+    def __init__(self, start: np.ndarray, bound: float, radius: float) -> None:
+        self.bound, self.radius = bound, np.maximum(radius, 0.5 * start)
+
+    def step(self, cuts: list[_Cut]) -> tuple[np.ndarray, float]:
+        """The next multipliers, and the cuts' maximum over ``[0, V]^m``."""
+        zero, top = np.zeros_like(self.radius), np.full_like(self.radius, self.bound)
+        _, upper = _next_multipliers(cuts, zero, top)
+        center = max(cuts, key=lambda c: c.value).v
+        low, high = np.maximum(center - self.radius, 0.0), np.minimum(center + self.radius, self.bound)
+        v, _ = _next_multipliers(cuts, low, high)
+        edge = ((v <= low + 1e-12) & (low > 0.0)) | ((v >= high - 1e-12) & (high < self.bound))
+        self.radius = np.where(edge, 2.0 * self.radius, self.radius)
+        return v, upper
 
 
 def _solve_inner(problem: _Problem, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray, max_iter: int, tol: float) -> tuple[np.ndarray, float]:
@@ -191,7 +224,7 @@ def fit_rates(
     load_model: Any,
     lam: float | None = None,
     smoothing: float = 0.05,
-    mm_steps: int = 5,
+    mm_steps: int = 8,
     max_cuts: int = 40,
     multiplier_bound: float = 100.0,
     tol: float = 1e-4,
@@ -216,7 +249,7 @@ def fit_rates(
     smoothing : float
         Huber width of the inner problem's hinges.
     mm_steps : int
-        Majorization-minimization steps (the paper: 5).
+        Majorization-minimization steps (the paper used 5; on a9a and adult the objective still falls after that).
     max_cuts : int
         Cutting-plane iterations per step.
     multiplier_bound : float
@@ -255,6 +288,7 @@ def fit_rates(
         cuts: list[_Cut] = []
         converged = False
         v = np.zeros(m) if step == 0 else v  # the previous step's multipliers are a good start
+        region = _TrustRegion(v, multiplier_bound, TRUST_RADIUS)
         for _ in range(max_cuts + 1):
             v_full = np.concatenate([[1.0], v])
             theta, value = _solve_inner(problem, theta, anchor, v_full, inner_max_iter, inner_tol)
@@ -264,7 +298,7 @@ def fit_rates(
             cuts_total += 1
             if m == 0 or converged:
                 break
-            v, top = _next_multipliers(cuts, multiplier_bound)
+            v, top = region.step(cuts)
             low = max(c.value for c in cuts)  # each inner minimum lower-bounds the dual's maximum
             # once the bounds meet, one last inner solve at the multipliers that maximize the cuts (the dual optimum's
             # estimate): its solution is what the step converged to, not whichever earlier cut happened to be feasible

@@ -126,7 +126,7 @@ VALUES = {
     "solver": None,  # per objective below
     "lam": 3e-3, "C": 20.0, "ridge": 1e-2, "max_iter": 1, "tol": 1e-3, "memory": 3, "smoothing": 0.07, "epsilon": 5e-3, "mu_scale": 10.0,
     "continuation": True, "continuation_factor": 3.0, "standardize": True, "precondition": "diagonal", "init": "zeros", "eps": 1e-2, "k": 40, "k_fraction": 0.3,
-    "bias": 2.0, "calibrate": False, "constraints": ["recall >= 0.5"], "mm_steps": 2, "multiplier_bound": 50.0, "threshold_rule": "ramp",
+    "bias": 2.0, "calibrate": False, "constraints": ["recall >= 0.5"], "mm_steps": 2, "multiplier_bound": 0.01, "threshold_rule": "ramp",
 }
 
 
@@ -258,3 +258,13 @@ def test_k_is_the_same_count_with_whole_weights_and_without(tmp_path):
     np.testing.assert_allclose(a.coef, b.coef, rtol=1e-9, atol=1e-12)
     with pytest.raises(ParameterError, match="'k' parameter of train must be an int"):
         dpipe.train(ones, "rec@k", engine="local", k=2.5)
+
+
+def test_the_readme_option_table_is_the_declaration():
+    """The README's table of options is generated from PARAMS; a changed default must change it too."""
+    from dpipe.fit._params import option_table
+
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    table = option_table()
+    assert "| `mm_steps` |" in table and "| `solver` |" not in table
+    assert table in readme, "README's option table is stale: paste dpipe.fit._params.option_table() over it"

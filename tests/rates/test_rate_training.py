@@ -162,3 +162,25 @@ def test_evaluate_by_group_needs_a_group_column(tmp_path, capsys):
     dpipe.train(store, engine="local", out=model)
     assert main(["-q", "evaluate", str(model), store, "--by-group", "--engine", "local"]) == 1
     assert "--by-group needs a group column" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("v_star", [0.03, 2.0, 30.0, 100.0])
+def test_the_trust_region_cutting_plane_finds_a_far_multiplier(v_star):
+    """On a known concave piecewise-linear dual (kink at v_star), the trust region grows until it reaches v_star,
+    and the bound it reports is never below the true maximum (the stopping test relies on it)."""
+    from dpipe.fit._rates import TRUST_RADIUS, _Cut, _TrustRegion
+
+    def dual(v):  # F(v) = min(1 + 0.5 (v - v*), 1 - 2 (v - v*)) on [0, 100]
+        a, b = 1.0 + 0.5 * (v - v_star), 1.0 - 2.0 * (v - v_star)
+        return (a, 0.5) if a <= b else (b, -2.0)
+
+    region, v, cuts = _TrustRegion(np.zeros(1), 100.0, TRUST_RADIUS), np.zeros(1), []
+    for _ in range(20):
+        value, slope = dual(float(v[0]))
+        cuts.append(_Cut(v.copy(), value, np.array([slope]), 0.0, np.zeros(1), 0.0))
+        v, upper = region.step(cuts)
+        assert upper >= 1.0 - 1e-9
+        if upper - max(c.value for c in cuts) <= 1e-9:
+            break
+    assert max(c.value for c in cuts) == pytest.approx(1.0, abs=1e-9)
+    assert v[0] == pytest.approx(v_star, rel=1e-6)
