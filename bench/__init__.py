@@ -10,4 +10,7 @@ SUITES = {
     "out-of-core": "out_of_core",
     "workers": "workers",
     "fairness": "fairness",
+    "churn": "churn",
+    "rate-goals": "rate_goals",
+    "rate-scale": "rate_scale",
 }
