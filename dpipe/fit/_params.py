@@ -200,7 +200,8 @@ PARAMS: dict[str, Param] = {
               ("moment", "smooth"), {"moment": 20, "smooth": 6}, solvers=("lbfgs",), low=1,
               instead={"moment": "the closed form does not iterate: use solver='lbfgs'", "structural": "only L-BFGS keeps correction pairs"}),
         Param("smoothing", "float", "Huber width t (auc-smooth) or mu (prbep-smooth); default the paper's ``mu = epsilon / D`` "
-              "times ``mu_scale``. Rate objectives: the Huber width of the inner problems' hinges (default 0.05; the ramp is 1 wide).",
+              "times ``mu_scale``. Rate objectives: the Huber width of the inner problems' hinges, and of auc-rate's pairwise hinge "
+              "(default 0.05; the ramp is 1 wide).",
               ("smooth", "rate"), {"rate": 0.05}, low=0.0, instead=_NOT_SMOOTHED),
         Param("epsilon", "float", "The paper's accuracy epsilon of the default smoothing ``mu = epsilon / D`` (default 1e-3).",
               ("smooth",), 1e-3, low=0.0,

@@ -47,20 +47,26 @@ import numpy as np
 from scipy.optimize import linprog, minimize
 
 from .._runs import merge_runs
+from ..engine import RankPasses
 from ..exceptions import ConvergenceWarning, ParameterError
+from ..objectives import SmoothedAUCRisk
 from ..rates._cells import CompiledRows, DataInfo, StorePlan, compile_rows, plan_stores
 from ..rates._expr import Constraint, RateExpression, error_rate, false_negative_rate, false_positive_rate
 from ..reduce._rates import BOUND_NEGATIVE, BOUND_POSITIVE, INDICATOR, RAMP, SMOOTH_NEGATIVE, SMOOTH_POSITIVE, WEIGHT, RatePass, cell_weights, rate_pass, sorted_scores_cells
 from ..solvers import FitResult
 from ._outcome import FitOutcome
+from ._smooth import SmoothedObjective
 
-#: rate objective name (the registry's) -> the rates it minimizes on the training store
-RATE_OBJECTIVES = {"error-rate": error_rate, "false-negative-rate": false_negative_rate, "false-positive-rate": false_positive_rate}
+#: rate objective name (the registry's) -> the rates it minimizes on the training store (None: the ROC-AUC surrogate alone)
+RATE_OBJECTIVES = {"error-rate": error_rate, "false-negative-rate": false_negative_rate, "false-positive-rate": false_positive_rate,
+                   "auc-rate": None}
+#: the rate objectives that minimize the ROC-AUC surrogate (the pairwise hinge of auc-smooth) instead of rates
+RANKING_OBJECTIVES = ("auc-rate",)
 
 #: the first trust region's radius around the best multipliers (:class:`_TrustRegion`)
 TRUST_RADIUS = 0.1
 
-__all__ = ["RateReport", "RateFit", "fit_rates", "fit_rate_family", "deployed_model", "RATE_OBJECTIVES"]
+__all__ = ["RateReport", "RateFit", "fit_rates", "fit_rate_family", "deployed_model", "RATE_OBJECTIVES", "RANKING_OBJECTIVES"]
 
 log = logging.getLogger("dpipe.fit")
 
@@ -112,12 +118,15 @@ class RateFit:
 class _Problem:
     """The stores, the compiled rows and the passes of one rate fit."""
 
-    def __init__(self, datasets: Mapping[str, Any], plans: Mapping[str, StorePlan], rows: CompiledRows, lam: float, smoothing: float) -> None:
+    def __init__(self, datasets: Mapping[str, Any], plans: Mapping[str, StorePlan], rows: CompiledRows, lam: float, smoothing: float,
+                 ranking: bool = False) -> None:
         self.datasets, self.plans, self.rows, self.lam, self.smoothing = datasets, plans, rows, lam, smoothing
         self.split = {a: (np.maximum(c, 0.0), np.maximum(-c, 0.0)) for a, c in rows.coef.items()}
         self.n_features = int(next(iter(datasets.values())).n_features)
         self.evaluations = 0
-        self._recent: list[tuple[tuple[bytes, bytes, bytes], tuple[float, np.ndarray, dict[str, RatePass]]]] = []
+        # the ROC-AUC surrogate on the training store: convex already (no majorization), its own two passes
+        self.ranking = SmoothedObjective(RankPasses(datasets["train"]), SmoothedAUCRisk(smoothing)) if ranking else None
+        self._recent: list[tuple[tuple[bytes, bytes, bytes], tuple[float, np.ndarray, dict[str, RatePass], float]]] = []
 
     def passes(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> dict[str, RatePass]:
         d = self.n_features
@@ -142,11 +151,12 @@ class _Problem:
     def rows_at(self, results: Mapping[str, RatePass], kind: int) -> np.ndarray:
         return self.rows.evaluate({a: r.sums[kind] for a, r in results.items()})
 
-    def smoothed(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> tuple[float, np.ndarray, dict[str, RatePass]]:
-        """The smoothed bounded Lagrangian, its gradient in ``(w, b)``, and the passes' results.
+    def smoothed(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> tuple[float, np.ndarray, dict[str, RatePass], float]:
+        """The smoothed bounded Lagrangian, its gradient in ``(w, b)``, the passes' results, and the exact ranking risk.
 
-        The last two evaluations are remembered: the solution L-BFGS returns was its last
-        (or next to last) evaluation, so reading the cut there costs no pass.
+        The ranking risk is the mean pairwise hinge of the ROC-AUC surrogate at ``w`` (0
+        without one). The last two evaluations are remembered: the solution L-BFGS returns
+        was its last (or next to last) evaluation, so reading the cut there costs no pass.
         """
         key = (theta.tobytes(), anchor.tobytes(), v_full.tobytes())
         for known, out in self._recent:
@@ -156,8 +166,16 @@ class _Problem:
         value = 0.5 * self.lam * float(theta @ theta) + sum(r.value for r in results.values())
         value += float(v_full @ (self.rows.constant + sum(np.minimum(self.rows.coef[a], 0.0) @ r.sums[WEIGHT] for a, r in results.items())))
         grad = sum(r.grad for r in results.values()) + self.lam * theta
-        self._recent = [(key, (value, grad, results)), *self._recent[:1]]
-        return value, grad, results
+        ranking_risk = 0.0
+        if self.ranking is not None:
+            d = self.n_features
+            auc_value, auc_grad = self.ranking.value_and_grad(theta[:d])
+            value += auc_value
+            grad[:d] += auc_grad
+            ranking_risk = float(self.ranking.last["J"])
+        out = (value, grad, results, ranking_risk)
+        self._recent = [(key, out), *self._recent[:1]]
+        return out
 
 
 @dataclasses.dataclass
@@ -232,6 +250,7 @@ def fit_rates(
     inner_tol: float = 1e-6,
     feasibility_tol: float = 1e-6,
     threshold: str = "exact",
+    ranking: bool = False,
 ) -> RateFit:
     """Minimize the objective's rates under the constraints on the opened ``datasets`` (alias -> dataset).
 
@@ -240,7 +259,8 @@ def fit_rates(
     datasets : mapping of str to LocalDataset or ShardedDataset
         The stores by alias; ``"train"`` is the training store.
     objective : RateExpression or None
-        Rates to minimize (None: the regularizer alone, i.e. any feasible model).
+        Rates to minimize (None: the regularizer alone, i.e. any feasible model, or the
+        ranking risk with ``ranking``).
     constraints : sequence of Constraint
     load_model : callable
         ``path -> (coef, intercept)`` of a deployed model (churn).
@@ -262,8 +282,13 @@ def fit_rates(
         that minimizes the objective's *exact* rates subject to the constraints' exact
         rates on the training datasets (all thresholds along ``w``, from the merged
         sorted scores; O(n log n), moves 20 bytes a row); when no bias satisfies every
-        constraint, the one with the smallest largest violation. ``"ramp"``: the bias of
-        the ramp solution as it is.
+        constraint, the one with the smallest largest violation; among biases of equal
+        exact objective (always, for the ranking risk, which no bias changes), the one
+        nearest the ramp solution's. ``"ramp"``: the bias of the ramp solution as it is.
+    ranking : bool
+        Also minimize the ROC-AUC surrogate on the training store: auc-smooth's mean
+        pairwise hinge, Huberized with width ``smoothing`` (convex, so not majorized;
+        its score and gradient passes are added to each evaluation, O(n log n)).
     """
     t0 = time.perf_counter()
     constraints = list(constraints)
@@ -277,9 +302,38 @@ def fit_rates(
     rows = compile_rows(objective, constraints, plans, weights)
     n = float(weights["train"].sum())
     lam = 1.0 / max(n, 1.0) if lam is None else float(lam)
-    problem = _Problem(datasets, plans, rows, lam, smoothing)
+    problem = _Problem(datasets, plans, rows, lam, smoothing, ranking)
     d = problem.n_features
     theta = np.zeros(d + 1)  # the paper starts from w = 0
+    shortcut = None
+    if ranking and objective is None and m and threshold == "exact":
+        # else majorization starts at the unconstrained ranking solution (a better anchor than w = 0)
+        shortcut, theta = _threshold_alone(problem, m, inner_max_iter, inner_tol, feasibility_tol)
+    if shortcut is not None:
+        best, cuts_total, steps = shortcut, 1, 0
+    else:
+        best, cuts_total = _majorization_minimization(problem, theta, m, mm_steps, max_cuts, multiplier_bound, tol, inner_max_iter,
+                                                      inner_tol, feasibility_tol)
+        steps = mm_steps
+    theta = best.theta.copy()
+    if threshold == "exact" and shortcut is None:
+        theta[d] = _exact_bias(problem, theta[:d], float(theta[d]), feasibility_tol)[0]
+    v_full = np.concatenate([[1.0], best.v])
+    results = problem.smoothed(theta, theta, v_full)[2]
+    exact, ramped = problem.rows_at(results, INDICATOR), problem.rows_at(results, RAMP)
+    if problem.ranking is not None:  # the objective's row: 1 - training ROC-AUC (exact), and the pairwise hinge
+        problem.ranking.value_and_grad(theta[:d])
+        exact[0], ramped[0] = 1.0 - problem.ranking.train_auc(), problem.ranking.last["J"]
+    reports = [RateReport(text, float(exact[j]), float(ramped[j]), float(v_full[j]), bool(j == 0 or exact[j] <= feasibility_tol))
+               for j, text in enumerate(rows.texts)]
+    for r in reports[1:]:
+        log.info("rates: %s: %s (value %+.4g, multiplier %.4g)", r.text, "holds" if r.satisfied else "NOT satisfied", r.value, r.multiplier)
+    return RateFit(theta[:d].copy(), float(theta[d]), reports, steps, cuts_total, problem.evaluations, time.perf_counter() - t0)
+
+
+def _majorization_minimization(problem: _Problem, theta: np.ndarray, m: int, mm_steps: int, max_cuts: int, multiplier_bound: float,
+                               tol: float, inner_max_iter: int, inner_tol: float, feasibility_tol: float) -> tuple[_Cut, int]:
+    """Algorithm 1 with Algorithm 2 inside: the last step's chosen inner solution, and the number of cuts."""
     cuts_total = 0
     best: _Cut | None = None
     v = np.zeros(m)
@@ -287,14 +341,13 @@ def fit_rates(
         anchor = theta.copy()
         cuts: list[_Cut] = []
         converged = False
-        v = np.zeros(m) if step == 0 else v  # the previous step's multipliers are a good start
-        region = _TrustRegion(v, multiplier_bound, TRUST_RADIUS)
+        region = _TrustRegion(v, multiplier_bound, TRUST_RADIUS)  # v: the previous step's multipliers, a good start
         for _ in range(max_cuts + 1):
             v_full = np.concatenate([[1.0], v])
             theta, value = _solve_inner(problem, theta, anchor, v_full, inner_max_iter, inner_tol)
-            _, _, results = problem.smoothed(theta, anchor, v_full)
+            _, _, results, ranking_risk = problem.smoothed(theta, anchor, v_full)
             smooth, exact = problem.bounded_rows(results, smoothed=True), problem.bounded_rows(results)
-            cuts.append(_Cut(v.copy(), value, smooth[1:].copy(), float(exact[1:].max(initial=-np.inf)), theta.copy(), float(exact[0])))
+            cuts.append(_Cut(v.copy(), value, smooth[1:].copy(), float(exact[1:].max(initial=-np.inf)), theta.copy(), float(exact[0]) + ranking_risk))
             cuts_total += 1
             if m == 0 or converged:
                 break
@@ -303,29 +356,37 @@ def fit_rates(
             # once the bounds meet, one last inner solve at the multipliers that maximize the cuts (the dual optimum's
             # estimate): its solution is what the step converged to, not whichever earlier cut happened to be feasible
             converged = top - low <= tol * max(1.0, abs(low)) or len(cuts) >= max_cuts
-        chosen = _choose(cuts, feasibility_tol)
-        theta = chosen.theta.copy()
-        v = chosen.v.copy()
-        best = chosen
+        best = _choose(cuts, feasibility_tol)
+        theta = best.theta.copy()
+        v = best.v.copy()
         log.debug("rates: MM step %d: theta %s", step + 1, np.array2string(theta, precision=10))
         log.info("rates: MM step %d: %d cuts, bounded objective %.6g, largest bounded constraint %.3g, multipliers %s",
-                 step + 1, len(cuts), chosen.objective, chosen.violation, np.array2string(v, precision=4))
+                 step + 1, len(cuts), best.objective, best.violation, np.array2string(v, precision=4))
     assert best is not None
-    theta = best.theta.copy()
-    if threshold == "exact":
-        theta[d] = _exact_bias(problem, theta[:d], float(theta[d]), feasibility_tol)
-    v_full = np.concatenate([[1.0], best.v])
-    _, _, results = problem.smoothed(theta, theta, v_full)
-    exact, ramped = problem.rows_at(results, INDICATOR), problem.rows_at(results, RAMP)
-    reports = [RateReport(text, float(exact[j]), float(ramped[j]), float(v_full[j]), bool(j == 0 or exact[j] <= feasibility_tol))
-               for j, text in enumerate(rows.texts)]
-    for r in reports[1:]:
-        log.info("rates: %s: %s (value %+.4g, multiplier %.4g)", r.text, "holds" if r.satisfied else "NOT satisfied", r.value, r.multiplier)
-    return RateFit(theta[:d].copy(), float(theta[d]), reports, mm_steps, cuts_total, problem.evaluations, time.perf_counter() - t0)
+    return best, cuts_total
 
 
-def _exact_bias(problem: _Problem, w: np.ndarray, bias: float, feasibility_tol: float) -> float:
-    """The bias along ``w`` with the best exact objective among those meeting every exact constraint (see ``threshold``).
+def _threshold_alone(problem: _Problem, m: int, inner_max_iter: int, inner_tol: float, feasibility_tol: float) -> tuple[_Cut | None, np.ndarray]:
+    """The unconstrained ranking solution with a threshold meeting every exact constraint, if one exists; and that solution.
+
+    The ROC-AUC surrogate does not depend on the bias. When some bias along the
+    unconstrained minimizer ``w*`` meets every constraint, ``(w*, b)`` is optimal for the
+    constrained problem too (no feasible model ranks better than ``w*``): no multiplier
+    and no majorization are needed.
+    """
+    d = problem.n_features
+    v_full = np.concatenate([[1.0], np.zeros(m)])
+    theta, value = _solve_inner(problem, np.zeros(d + 1), np.zeros(d + 1), v_full, inner_max_iter, inner_tol)
+    bias, feasible = _exact_bias(problem, theta[:d], float(theta[d]), feasibility_tol)
+    if not feasible:
+        return None, theta
+    log.info("rates: the unconstrained ROC-AUC direction meets every constraint at a threshold: no majorization needed")
+    return _Cut(np.zeros(m), value, np.zeros(m), 0.0, np.r_[theta[:d], bias], 0.0), theta
+
+
+def _exact_bias(problem: _Problem, w: np.ndarray, bias: float, feasibility_tol: float) -> tuple[float, bool]:
+    """The bias along ``w`` with the best exact objective among those meeting every exact constraint (see ``threshold``),
+    and whether one met them all.
 
     Predicted positive iff ``w.x > b``. Walking the merged scores from the top, each
     row switched to positive adds its weight times its cell's coefficient to every row
@@ -348,14 +409,17 @@ def _exact_bias(problem: _Problem, w: np.ndarray, bias: float, feasibility_tol: 
     vals = values[:, candidates]
     violation = vals[1:].max(axis=0) if vals.shape[0] > 1 else np.zeros(candidates.size)
     ok = violation <= feasibility_tol
-    pick = candidates[np.argmin(np.where(ok, vals[0], np.inf))] if ok.any() else candidates[np.argmin(violation)]
     if s.size == 0:
-        return bias
-    if pick == 0:
-        return float(s[0]) + 1.0  # nothing positive
-    if pick == s.size:
-        return float(s[-1]) - 1.0  # everything positive
-    return 0.5 * (float(s[pick - 1]) + float(s[pick]))  # between the last row switched on and the next
+        return bias, bool(ok.all())
+    # the bias each candidate stands for: between the last row switched on and the next (beyond the ends: 1 further)
+    upper, lower = np.r_[s[0] + 2.0, s], np.r_[s, s[-1] - 2.0]
+    at = 0.5 * (upper[candidates] + lower[candidates])
+    if ok.any():
+        objective = np.where(ok, vals[0], np.inf)
+        best = objective.min()
+        ties = np.flatnonzero(objective <= best + 1e-12 * max(1.0, abs(best)))
+        return float(at[ties[np.argmin(np.abs(at[ties] - bias))]]), True
+    return float(at[np.argmin(violation)]), False
 
 
 def _choose(cuts: list[_Cut], feasibility_tol: float) -> _Cut:
@@ -381,10 +445,12 @@ def deployed_model(path: str) -> tuple[np.ndarray, float]:
 
 def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = None) -> FitOutcome:
     """The rate family's fit for ``train``: ``datasets`` maps aliases (``"train"`` first) to opened datasets."""
+    rates = RATE_OBJECTIVES[params.objective]
     fit = fit_rates(
-        datasets, RATE_OBJECTIVES[params.objective](), params.constraints, load_model=deployed_model, lam=params.lam,
+        datasets, rates() if rates is not None else None, params.constraints, load_model=deployed_model, lam=params.lam,
         smoothing=params.smoothing, mm_steps=params.mm_steps, multiplier_bound=params.multiplier_bound, tol=params.eps,
         inner_max_iter=params.max_iter, inner_tol=params.tol, threshold=params.threshold_rule,
+        ranking=params.objective in RANKING_OBJECTIVES,
     )
     held = all(r.satisfied for r in fit.reports[1:])
     unmet = [r.text for r in fit.reports[1:] if not r.satisfied]

@@ -71,6 +71,8 @@ OBJECTIVES: dict[str, Objective] = {
             for name, what in (("error-rate", "error rate"), ("false-negative-rate", "false-negative rate (Neyman-Pearson)"),
                                ("false-positive-rate", "false-positive rate"))
         ),
+        Objective("auc-rate", "rate", ("mm",), True, "1 - ROC-AUC through auc-smooth's pairwise hinge, under rate constraints "
+                  "(majorization-minimization of the constraints' ramps)"),
     )
 }
 

@@ -183,7 +183,8 @@ def test_every_applicable_option_changes_the_fit(small_store, objective):
     if spec.takes_k:
         base_kw["k_fraction"] = 0.5
     if spec.family == "rate":  # a binding constraint, so that every option (the multipliers' too) has something to change
-        base_kw["constraints"] = ["positive_rate(label=-1) <= 0.05"] if objective != "false-positive-rate" else ["recall >= 0.95"]
+        base_kw["constraints"] = {"false-positive-rate": ["recall >= 0.95"],  # auc-rate: more than a threshold can meet
+                                  "auc-rate": ["positive_rate(label=-1) <= 0.1", "recall >= 0.8"]}.get(objective, ["positive_rate(label=-1) <= 0.05"])
     import warnings
 
     from dpipe.exceptions import ConvergenceWarning
@@ -206,8 +207,8 @@ def test_every_applicable_option_changes_the_fit(small_store, objective):
                 kw.pop("k_fraction")
             if p.name == "smoothing":
                 kw.pop("epsilon", None)
-            if p.name == "constraints":  # a second constraint besides the base one
-                kw["constraints"] = base_kw["constraints"] + VALUES["constraints"]
+            if p.name == "constraints":  # another constraint besides the base ones (for auc-rate, one that binds)
+                kw["constraints"] = base_kw["constraints"] + (["recall >= 0.85"] if objective == "auc-rate" else VALUES["constraints"])
             model = dpipe.train(small_store, objective, **kw)
             assert _fingerprint(model) != reference, p.name
 

@@ -285,3 +285,83 @@ def test_one_shard_many_shards_and_a_cluster_give_the_same_model(tmp_path, clien
         np.testing.assert_allclose(other.coef, a.coef, rtol=1e-8, atol=1e-10)
         assert other.bias == pytest.approx(a.bias, rel=1e-8, abs=1e-10)
     assert all(r.satisfied for r in a.reports)
+
+
+# ---------------------------------------------------------------------------------
+# the ROC-AUC surrogate under rate constraints (auc-rate)
+# ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ranking_store(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    n = 1500
+    X = rng.standard_normal((n, 3)).astype(np.float32)
+    group = (rng.random(n) < 0.4).astype(np.int16)
+    X[:, 2] += group  # the group shifts one feature, so ranking by it favours group B
+    y = np.where(X[:, 0] + 0.8 * X[:, 2] + 0.5 * rng.standard_normal(n) > 0.5, 1, -1).astype(np.int8)
+    path = write_store(tmp_path_factory.mktemp("ranking") / "r.zarr", X, y, [600, 900], group=group, groups=["A", "B"])
+    return path, X.astype(np.float64), y, group
+
+
+def _auc(scores, y):
+    """Brute-force ROC-AUC: the fraction of (positive, negative) pairs ordered right, ties half."""
+    d = scores[y == 1][:, None] - scores[y != 1][None, :]
+    return float(np.mean((d > 0) + 0.5 * (d == 0)))
+
+
+def test_the_ranking_term_gradient_matches_finite_differences(ranking_store):
+    from dpipe.fit._rates import _Problem
+
+    path, *_ = ranking_store
+    ds = LocalDataset(path)
+    cs = [rates.parse_constraint("positive_rate(group=A) >= 0.9 * positive_rate(group=B)")]
+    infos = {"train": DataInfo.of(ds)}
+    plans = plan_stores(None, cs, infos, None)
+    rows = compile_rows(None, cs, plans, {"train": ds.map_reduce(cell_weights, np.add, plans["train"].layout)})
+    problem = _Problem({"train": ds}, plans, rows, 1e-3, 0.05, ranking=True)
+    anchor, v_full = np.array([0.3, 0.1, 0.2, -0.1]), np.array([1.0, 0.7])
+    theta = np.array([0.6, -0.2, 0.4, 0.1])
+    value, grad, *_ = problem.smoothed(theta, anchor, v_full)
+    eps = 1e-6
+    fd = np.array([(problem.smoothed(theta + eps * e, anchor, v_full)[0] - problem.smoothed(theta - eps * e, anchor, v_full)[0]) / (2 * eps)
+                   for e in np.eye(4)])
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-7)
+    assert grad[:3] @ grad[:3] > 0 and problem.ranking is not None
+
+
+def test_auc_rate_met_by_a_threshold_is_the_unconstrained_ranking(ranking_store):
+    """A constraint some threshold of the unconstrained ROC-AUC minimizer meets: that minimizer (auc-smooth's, at the
+    same lam and width) with such a threshold is optimal; the exact constraint holds by direct count."""
+    import dpipe
+
+    path, X, y, group = ranking_store
+    lam = 1.0 / X.shape[0]
+    auc_smooth = dpipe.train(path, "auc-smooth", engine="local", lam=lam, smoothing=0.05, tol=1e-10, max_iter=2000, calibrate=False)
+    model = dpipe.train(path, "auc-rate", engine="local", constraints=["positive_rate(group=A) >= 0.9 * positive_rate(group=B)"], tol=1e-10,
+                        max_iter=2000)
+    np.testing.assert_allclose(model.coef, auc_smooth.coef, rtol=1e-4, atol=1e-6)
+    pred = X @ np.asarray(model.coef) + model.intercept > 0
+    assert pred[group == 0].mean() >= 0.9 * pred[group == 1].mean()
+    assert model.fit["success"] and model.fit["nit"] == 0
+    assert model.fit["fun"] == pytest.approx(1 - _auc(X @ np.asarray(model.coef), y), abs=1e-12)
+
+
+def test_auc_rate_turns_the_ranking_when_no_threshold_can(ranking_store):
+    """With the selection ratio bound, a recall floor and a false-positive cap together, no threshold of the unconstrained
+    ranking is feasible: the fit turns the direction, meets all three (direct counts) and gives up some ROC-AUC."""
+    import dpipe
+
+    path, X, y, group = ranking_store
+    cs = ["positive_rate(group=A) >= 0.8 * positive_rate(group=B)", "recall >= 0.6", "false_positive_rate <= 0.3"]
+    free = dpipe.train(path, "auc-rate", engine="local", constraints=[])
+    s = X @ np.asarray(free.coef)
+
+    def holds(pred):
+        return pred[group == 0].mean() >= 0.8 * pred[group == 1].mean() and pred[y == 1].mean() >= 0.6 and pred[y != 1].mean() <= 0.3
+
+    feasible_threshold = any(holds(s > t) for t in np.r_[np.unique(s), s.min() - 1])
+    assert not feasible_threshold  # the test's premise: thresholding alone cannot do it
+    model = dpipe.train(path, "auc-rate", engine="local", constraints=cs)
+    assert holds(X @ np.asarray(model.coef) + model.intercept > 0)
+    assert model.fit["success"] and model.fit["nit"] > 0
+    constrained_auc = _auc(X @ np.asarray(model.coef), y)
+    assert 0.75 < constrained_auc < _auc(s, y)
