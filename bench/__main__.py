@@ -2,8 +2,8 @@
 
 Each suite writes ``bench/results/<suite>.json`` (every figure, the machine, the
 options and the suite's own running time), ``<suite>.md`` (its tables) and PNG plots.
-``all`` runs the five suites in turn. ``--quick`` runs smaller versions of every suite
-(under 10 minutes for all five on the 2-core reference machine) into
+``all`` runs every suite in turn. ``--quick`` runs smaller versions of every suite
+(about 10 minutes for all of them on the 2-core reference machine) into
 ``bench/results/quick/`` unless ``--out`` says otherwise.
 """
 
