@@ -193,13 +193,18 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, accept_sparse=("csr", "csc", "coo"), dtype=(np.float64, np.float32), reset=False)
         return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
 
-    def predict(self, X: Any) -> Any:
-        """``classes_[1]`` where the score is > 0, else ``classes_[0]``.
+    def predict(self, X: Any, random_state: int | None = None) -> Any:
+        """``classes_[1]`` where the score is > 0, else ``classes_[0]``; for a randomized model
+        (``threshold_rule="randomized"``), ``classes_[1]`` with probability ``clip(1/2 + score, 0, 1)``.
 
         Parameters
         ----------
         X : array-like, DataFrame, sparse matrix, dask array or dask DataFrame of shape (n, d)
             Features.
+        random_state : int, optional
+            Seed of a randomized model's draws (as fairlearn's ``predict``); an error for
+            a deterministic model. Dask input draws each block from the seed and the
+            block's position.
 
         Returns
         -------
@@ -207,9 +212,22 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             Predicted labels (lazy for dask input).
         """
         s = self.decision_function(X)
+        if self.fit_params_.get("threshold_rule") != "randomized":
+            if random_state is not None:
+                raise ValueError("DPipeClassifier.predict: random_state draws a randomized model's labels (threshold_rule='randomized'); "
+                                 "this model is deterministic")
+            if _is_dask(s):
+                return s.map_blocks(lambda b: self.classes_[(b > 0).astype(int)], dtype=self.classes_.dtype)
+            return self.classes_[(np.asarray(s) > 0).astype(int)]
+        entropy = np.random.SeedSequence(random_state).entropy
+
+        def draw(b: np.ndarray, block: int = 0) -> np.ndarray:
+            u = np.random.default_rng([entropy, block]).random(b.shape)
+            return self.classes_[(u < np.clip(0.5 + b, 0.0, 1.0)).astype(int)]
+
         if _is_dask(s):
-            return s.map_blocks(lambda b: self.classes_[(b > 0).astype(int)], dtype=self.classes_.dtype)
-        return self.classes_[(np.asarray(s) > 0).astype(int)]
+            return s.map_blocks(lambda b, block_info=None: draw(b, block_info[None]["chunk-location"][0]), dtype=self.classes_.dtype)
+        return draw(np.asarray(s))
 
     def to_model(self, feature_names: list[str] | None = None) -> LinearModel:
         """The fitted rule as a :class:`LinearModel` (to save, evaluate or serve)."""

@@ -32,15 +32,18 @@ __all__ = ["evaluate", "predict", "evaluate_dataset", "group_rates", "constraint
 
 
 def evaluate_dataset(
-    ds: Any, coef: np.ndarray, intercept: float, *, k: float | None = None, k_fraction: float | None = None, threshold: float = 0.0
+    ds: Any, coef: np.ndarray, intercept: float, *, k: float | None = None, k_fraction: float | None = None, threshold: float = 0.0,
+    randomized: bool = False,
 ) -> dict[str, Any]:
-    """Exact (weighted, when the store has a weight column) metrics of the model ``(coef, intercept)`` on an opened dataset."""
-    return rank_summary(ds, coef, intercept).metrics(threshold=threshold, k=k, k_fraction=k_fraction)
+    """Exact (weighted, when the store has a weight column) metrics of the model ``(coef, intercept)`` on an opened dataset;
+    with ``randomized``, the threshold metrics are the randomized classifier's expected ones."""
+    return rank_summary(ds, coef, intercept).metrics(threshold=threshold, k=k, k_fraction=k_fraction, randomized=randomized)
 
 
-def group_rates(ds: Any, coef: np.ndarray, intercept: float) -> dict[str, Any]:
+def group_rates(ds: Any, coef: np.ndarray, intercept: float, randomized: bool = False) -> dict[str, Any]:
     """Per value of the store's group column: its weight and its positive, true-positive, false-positive and error rates;
-    and across the groups the selection-rate ratio (smallest over largest positive rate) and the TPR and FPR gaps (one pass)."""
+    and across the groups the selection-rate ratio (smallest over largest positive rate) and the TPR and FPR gaps (one pass).
+    With ``randomized``, expected rates of the randomized classifier."""
     from .rates._cells import DataInfo, decode_cell
     from .reduce._rates import CellLayout, cell_predictions
 
@@ -48,7 +51,7 @@ def group_rates(ds: Any, coef: np.ndarray, intercept: float) -> dict[str, Any]:
     if info.group_names is None:
         raise ParameterError(f"{info.path}: --by-group needs a group column (ingest the store with --group-col)")
     layout = CellLayout(len(info.group_names))
-    weight, positive = ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), layout)
+    weight, positive = ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), layout, randomized)
     out: dict[str, Any] = {}
     for g, name in enumerate(info.group_names):
         cells = {decode_cell(c, layout)[0]: c for c in range(layout.n_cells) if decode_cell(c, layout)[1] == g}
@@ -72,9 +75,10 @@ def group_rates(ds: Any, coef: np.ndarray, intercept: float) -> dict[str, Any]:
     return summary
 
 
-def constraint_values(datasets: dict[str, Any], coef: np.ndarray, intercept: float, constraints: Any) -> list[dict[str, Any]]:
+def constraint_values(datasets: dict[str, Any], coef: np.ndarray, intercept: float, constraints: Any, randomized: bool = False) -> list[dict[str, Any]]:
     """Each constraint's left-hand side minus right-hand side with exact rates of the model on ``datasets`` (alias -> opened
-    dataset, ``"train"`` the evaluated store), and whether it holds (``<= 0``); one pass per dataset."""
+    dataset, ``"train"`` the evaluated store), and whether it holds (``<= 0``); one pass per dataset. With ``randomized``,
+    expected rates of the randomized classifier."""
     from .fit._rates import deployed_model
     from .fit._params import PARAMS
     from .rates._cells import DataInfo, compile_rows, plan_stores
@@ -82,7 +86,8 @@ def constraint_values(datasets: dict[str, Any], coef: np.ndarray, intercept: flo
 
     constraints = PARAMS["constraints"].check(constraints, "evaluate")
     plans = plan_stores(None, constraints, {a: DataInfo.of(ds) for a, ds in datasets.items()}, deployed_model)
-    sums = {a: ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), plans[a].layout) for a, ds in datasets.items()}
+    sums = {a: ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), plans[a].layout, randomized)
+            for a, ds in datasets.items()}
     rows = compile_rows(None, constraints, plans, {a: s[0] for a, s in sums.items()})
     values = rows.evaluate({a: s[1] for a, s in sums.items()})
     return [{"text": text, "value": float(v), "holds": bool(v <= 0)} for text, v in zip(rows.texts[1:], values[1:])]
@@ -136,7 +141,9 @@ def evaluate(
     Returns
     -------
     dict
-        Metric name -> value, plus ``n`` and ``n_positive``.
+        Metric name -> value, plus ``n`` and ``n_positive``. For a randomized model
+        (``threshold_rule="randomized"``) accuracy, precision, recall, F1, the group rates
+        and the constraints are expected values, and ``"randomized"`` is True.
     """
     model, st = _model_and_store(model, store)
     if datasets and not constraints:
@@ -144,14 +151,16 @@ def evaluate(
     intercept = model.intercept - threshold
     with contextlib.ExitStack() as stack:
         ds = stack.enter_context(open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache))
-        metrics = evaluate_dataset(ds, model.coef, model.intercept, k=k, k_fraction=k_fraction, threshold=threshold)
+        metrics = evaluate_dataset(ds, model.coef, model.intercept, k=k, k_fraction=k_fraction, threshold=threshold, randomized=model.randomized)
+        if model.randomized:
+            metrics["randomized"] = True  # accuracy, precision, recall, F1 and the rates below are expectations
         if by_group:
-            metrics["by_group"] = group_rates(ds, model.coef, intercept)
+            metrics["by_group"] = group_rates(ds, model.coef, intercept, model.randomized)
         if constraints:
             others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other)[1], engine=engine, client=client, scheduler=scheduler,
                                                                workers=workers, memory_limit=memory_limit, cache=cache))
                       for alias, other in (datasets or {}).items()}
-            metrics["constraints"] = constraint_values({"train": ds, **others}, model.coef, intercept, constraints)
+            metrics["constraints"] = constraint_values({"train": ds, **others}, model.coef, intercept, constraints, model.randomized)
     return metrics
 
 
@@ -174,6 +183,7 @@ def predict(
     out: str | os.PathLike,
     *,
     threshold: float = 0.0,
+    seed: int | None = None,
     overwrite: bool = False,
     engine: str = "auto",
     client: Any = None,
@@ -185,7 +195,10 @@ def predict(
     """Score every row of a store and write ``row, score, label, y`` to a Parquet file.
 
     ``label`` is the predicted label (+1 where score > threshold, else -1), ``y`` the
-    store's label. Rows keep the store's order; one row group per shard.
+    store's label. Rows keep the store's order; one row group per shard. A randomized
+    model's (``threshold_rule="randomized"``) labels are drawn, each row +1 with
+    probability ``clip(1/2 + score - threshold, 0, 1)``, from ``seed`` (the same seed, the
+    same labels); ``seed`` is an error for a deterministic model.
 
     Returns
     -------
@@ -194,6 +207,9 @@ def predict(
     """
     out = check_output_path(out, overwrite=overwrite, what="predictions")  # before any pass
     model, st = _model_and_store(model, store)
+    if seed is not None and not model.randomized:
+        raise ParameterError("The 'seed' parameter of predict draws a randomized model's labels (threshold_rule='randomized'); this model is deterministic.")
+    rng = np.random.default_rng(seed) if model.randomized else None
     schema = pa.schema([("row", pa.int64()), ("score", pa.float64()), ("label", pa.int8()), ("y", pa.int8())],
                        metadata={PREDICTIONS_FORMAT_KEY: PREDICTIONS_FORMAT})
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".tmp-", dir=os.path.dirname(out))
@@ -205,7 +221,8 @@ def predict(
             parts = ds.map_gather(shard_scores_labels, model.coef, model.intercept)
         with pq.ParquetWriter(tmp, schema) as writer:
             for (start, stop), (s, y) in zip(st.manifest.shard_bounds, parts):
-                label = np.where(s > threshold, 1, -1).astype(np.int8)
+                positive = s > threshold if rng is None else rng.random(s.size) < np.clip(0.5 + s - threshold, 0.0, 1.0)
+                label = np.where(positive, 1, -1).astype(np.int8)
                 columns = [pa.array(np.arange(start, stop, dtype=np.int64)), pa.array(s), pa.array(label), pa.array(y)]
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))
         set_default_mode(tmp)  # mkstemp made it 0600: give it the user's umask

@@ -150,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("--out", required=True)
     p.add_argument("--threshold", type=float, default=0.0)
+    p.add_argument("--seed", type=int, help="a randomized model's labels are drawn from this seed (threshold_rule randomized)")
     p.add_argument("--overwrite", action="store_true")
     _add_cluster(p, cache_default="stream")
 
@@ -326,7 +327,7 @@ def _cmd_evaluate(a: argparse.Namespace) -> None:
 def _cmd_predict(a: argparse.Namespace) -> None:
     from .._evaluate import predict
 
-    path = predict(a.model, a.store, a.out, threshold=a.threshold, overwrite=a.overwrite, **_cluster_kwargs(a))
+    path = predict(a.model, a.store, a.out, threshold=a.threshold, seed=a.seed, overwrite=a.overwrite, **_cluster_kwargs(a))
     print(path)
 
 

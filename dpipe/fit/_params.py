@@ -179,7 +179,10 @@ PARAMS: dict[str, Param] = {
               ("rate",), 100.0, low=0.0, instead="only the rate objectives have multipliers"),
         Param("threshold_rule", "choice", "Rate objectives: ``'exact'`` (default) keeps the direction found on ramp rates and sets "
               "the bias that minimizes the exact objective subject to the exact constraints on the training data (O(n log n), "
-              "20 bytes a row to the driver); ``'ramp'`` keeps the ramp solution's bias.", ("rate",), "exact", choices=("exact", "ramp"),
+              "20 bytes a row to the driver); ``'ramp'`` keeps the ramp solution's bias; ``'randomized'`` makes the ramp solution the "
+              "paper's randomized classifier: a row is predicted positive with probability ``clip(1/2 + score, 0, 1)`` (constraints "
+              "hold in expectation; ``predict`` draws, ``evaluate`` reports expected rates).", ("rate",), "exact",
+              choices=("exact", "ramp", "randomized"),
               instead="the other objectives set their threshold by calibrate"),
         Param("C", "float", "SVM-perf's ``-c`` instead of ``lam``: ``lam = 1 / (100 C)`` (SVM-perf's losses are in percent).",
               ("smooth", "structural"), low=0.0, instead="use lam"),

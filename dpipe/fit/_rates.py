@@ -39,6 +39,7 @@ import dataclasses
 import logging
 import operator
 import time
+import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -80,8 +81,9 @@ class RateReport:
     text : str
         The constraint as written (``"objective"`` for the objective).
     value : float
-        Left-hand side minus right-hand side with exact (indicator) rates: the
-        constraint holds when it is ``<= 0``; for the objective, its value.
+        Left-hand side minus right-hand side with exact (indicator) rates, or with expected
+        (ramp) rates for a randomized model: the constraint holds when it is ``<= 0``; for
+        the objective, its value.
     ramp_value : float
         The same with ramp rates (what was optimized).
     multiplier : float
@@ -277,7 +279,7 @@ def fit_rates(
         is traded against the objective at that price (and may end unsatisfied: reported).
     tol : float
         Cutting plane stops when its upper and lower bounds on the dual meet within ``tol``.
-    threshold : {"exact", "ramp"}
+    threshold : {"exact", "ramp", "randomized"}
         ``"exact"``: keep the direction ``w`` of the ramp solution and choose the bias
         that minimizes the objective's *exact* rates subject to the constraints' exact
         rates on the training datasets (all thresholds along ``w``, from the merged
@@ -285,6 +287,8 @@ def fit_rates(
         constraint, the one with the smallest largest violation; among biases of equal
         exact objective (always, for the ranking risk, which no bias changes), the one
         nearest the ramp solution's. ``"ramp"``: the bias of the ramp solution as it is.
+        ``"randomized"``: the ramp solution as the paper's randomized classifier (a row is
+        positive with probability ``sigma(w.x - b)``); the reports are its expected rates.
     ranking : bool
         Also minimize the ROC-AUC surrogate on the training store: auc-smooth's mean
         pairwise hinge, Huberized with width ``smoothing`` (convex, so not majorized;
@@ -298,6 +302,8 @@ def fit_rates(
         if info.n_features != infos["train"].n_features:
             raise ParameterError(f"dataset {alias!r} ({info.path}) has {info.n_features} features, the training store {infos['train'].n_features}")
     plans = plan_stores(objective, constraints, infos, load_model)
+    fit_id = uuid.uuid4().hex  # the workers keep each shard's cells and anchor margins under it (dpipe.reduce._rates)
+    plans = {a: dataclasses.replace(p, layout=dataclasses.replace(p.layout, memo=(fit_id, a))) for a, p in plans.items()}
     weights = {a: ds.map_reduce(cell_weights, np.add, plans[a].layout) for a, ds in datasets.items()}
     rows = compile_rows(objective, constraints, plans, weights)
     n = float(weights["train"].sum())
@@ -324,6 +330,8 @@ def fit_rates(
     if problem.ranking is not None:  # the objective's row: 1 - training ROC-AUC (exact), and the pairwise hinge
         problem.ranking.value_and_grad(theta[:d])
         exact[0], ramped[0] = 1.0 - problem.ranking.train_auc(), problem.ranking.last["J"]
+    if threshold == "randomized":  # what the randomized classifier achieves in expectation: the ramp rates
+        exact = ramped.copy() if problem.ranking is None else np.r_[exact[0], ramped[1:]]
     reports = [RateReport(text, float(exact[j]), float(ramped[j]), float(v_full[j]), bool(j == 0 or exact[j] <= feasibility_tol))
                for j, text in enumerate(rows.texts)]
     for r in reports[1:]:

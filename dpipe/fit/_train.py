@@ -73,8 +73,8 @@ def finish_fit(ds: Any, outcome: FitOutcome, params: Any, train_metrics: bool = 
         if train_metrics:
             metrics["train"] = cal.summary.metrics(threshold=cal.threshold)
         return cal.coef, cal.intercept, metrics
-    if train_metrics:
-        metrics["train"] = evaluate_dataset(ds, outcome.coef, outcome.intercept)
+    if train_metrics:  # a randomized rate model: the expected threshold metrics
+        metrics["train"] = evaluate_dataset(ds, outcome.coef, outcome.intercept, randomized=getattr(params, "threshold_rule", None) == "randomized")
     return outcome.coef, outcome.intercept, metrics
 
 

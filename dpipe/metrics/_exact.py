@@ -480,6 +480,14 @@ class RankSummary:
         fp = int(self.neg[:above].sum())
         return tp, fp, self.n_positive - tp, self.n_negative - fp
 
+    def expected_confusion(self, threshold: float = 0.0) -> tuple[float, float, float, float]:
+        """Expected ``(tp, fp, fn, tn)`` of the randomized rule "positive with probability clip(1/2 + score - threshold, 0, 1)"
+        (Goh et al.'s randomized classifier; weight sums with weights)."""
+        t = _check_threshold(threshold, "RankSummary.expected_confusion")
+        p = np.clip(0.5 + self.scores - t, 0.0, 1.0)
+        tp, fp = float(p @ self.pos), float(p @ self.neg)
+        return tp, fp, float(self.pos.sum()) - tp, float(self.neg.sum()) - fp
+
     def best_threshold(self) -> tuple[float, int] | tuple[float, float]:
         """Threshold minimizing the training errors (FP + FN) of "positive iff score > threshold".
 
@@ -508,14 +516,15 @@ class RankSummary:
         return t, (float(errors[j]) if self.weighted else int(errors[j]))
 
     def metrics(
-        self, threshold: float = 0.0, k: int | float | None = None, *, k_fraction: float | None = None
+        self, threshold: float = 0.0, k: int | float | None = None, *, k_fraction: float | None = None, randomized: bool = False
     ) -> dict[str, float | int]:
-        """All metrics; see :func:`binary_metrics`."""
+        """All metrics; see :func:`binary_metrics`. With ``randomized`` the threshold metrics (accuracy, precision,
+        recall, F1) are the expected ones of the randomized rule (:meth:`expected_confusion`)."""
         n_pos, _ = self._masses()
         auc = self.roc_auc()  # raises on a single class
         kk = self._resolve_k(k, k_fraction, "binary_metrics", default_positives=True)
         num, den = self._positives_in_top(kk)
-        tp, fp, fn, tn = self.confusion(threshold)
+        tp, fp, fn, tn = self.expected_confusion(threshold) if randomized else self.confusion(threshold)
         out: dict[str, float | int] = {"n": self.n, "n_positive": self.n_positive}
         if self.weighted:
             out["weight_total"] = self.weight_total

@@ -180,9 +180,28 @@ class LinearModel:
             raise ValueError(f"LinearModel: X has shape {X.shape}; expected (n, {self.n_features})")
         return X @ self.coef + self.intercept
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Labels in {-1, +1}: +1 where the score is > 0."""
-        return np.where(self.decision_function(X) > 0, 1, -1).astype(np.int8)
+    @property
+    def randomized(self) -> bool:
+        """Whether the model is the paper's randomized classifier (``threshold_rule="randomized"``): a row is
+        predicted positive with probability :meth:`positive_probability`, not when its score is > 0."""
+        return self.params.get("threshold_rule") == "randomized"
+
+    def positive_probability(self, X: np.ndarray) -> np.ndarray:
+        """A randomized model's probability of predicting each row positive: ``clip(1/2 + score, 0, 1)`` (the ramp)."""
+        if not self.randomized:
+            raise ValueError("LinearModel: positive_probability is a randomized model's (threshold_rule='randomized'); "
+                             "this one predicts positive where the score is > 0")
+        return np.clip(0.5 + self.decision_function(X), 0.0, 1.0)
+
+    def predict(self, X: np.ndarray, random_state: int | np.random.Generator | None = None) -> np.ndarray:
+        """Labels in {-1, +1}: +1 where the score is > 0; for a randomized model, +1 with probability
+        :meth:`positive_probability`, drawn from ``random_state`` (a seed or a NumPy Generator)."""
+        if not self.randomized:
+            if random_state is not None:
+                raise ValueError("LinearModel: random_state applies to randomized models (threshold_rule='randomized'); this one is deterministic")
+            return np.where(self.decision_function(X) > 0, 1, -1).astype(np.int8)
+        p = self.positive_probability(X)
+        return np.where(np.random.default_rng(random_state).random(p.size) < p, 1, -1).astype(np.int8)
 
     def encode_records(self, records: Iterable[Mapping[str, Any] | Sequence[Any]]) -> np.ndarray:
         """Turn raw source records into the feature matrix the model was trained on.

@@ -17,6 +17,7 @@ of the indicator ``1[z > 0]`` and of the weights. Nothing O(n) leaves the worker
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import numba
@@ -38,10 +39,14 @@ class CellLayout:
         Values of the store's group column (1 without one).
     baselines : tuple of (ndarray, float)
         ``(coef, intercept)`` of each deployed model whose predictions split the rows.
+    memo : (str, str), optional
+        ``(fit id, store alias)``: the process that scores a shard keeps its rows' cells
+        and its margins at the current anchor for this fit (:func:`rate_pass`); None: no memo.
     """
 
     n_groups: int = 1
     baselines: tuple[tuple[np.ndarray, float], ...] = ()
+    memo: tuple[str, str] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def n_cells(self) -> int:
@@ -107,6 +112,39 @@ BOUND_POSITIVE, BOUND_NEGATIVE, SMOOTH_POSITIVE, SMOOTH_NEGATIVE, RAMP, INDICATO
 _N_SUMS = 7
 
 
+class _RowMemo:
+    """What :func:`rate_pass` keeps per shard between the evaluations of one fit: the rows' cells (fixed for the fit;
+    with a deployed model, a pass over ``X`` each) and the margins at the anchor (fixed for a majorization step).
+    1-2 bytes a row for the cells, 8 for the margins, in the process that holds the shard."""
+
+    __slots__ = ("cells", "anchor", "z_anchor")
+
+    def __init__(self) -> None:
+        self.cells: np.ndarray | None = None
+        self.anchor: bytes | None = None
+        self.z_anchor: np.ndarray | None = None
+
+
+#: fit id -> {(store alias, shard number): memo}; the latest _MEMO_FITS fits (a forgotten memo is recomputed, never wrong)
+_MEMO: collections.OrderedDict[str, dict[tuple[str, int], _RowMemo]] = collections.OrderedDict()
+_MEMO_FITS = 2
+
+
+def _row_memo(layout: CellLayout, shard) -> _RowMemo | None:
+    if layout.memo is None:
+        return None
+    fit, alias = layout.memo
+    entries = _MEMO.setdefault(fit, {})
+    _MEMO.move_to_end(fit)
+    while len(_MEMO) > _MEMO_FITS:
+        _MEMO.popitem(last=False)
+    return entries.setdefault((alias, int(shard.index)), _RowMemo())
+
+
+def _small_cells(cells: np.ndarray, n_cells: int) -> np.ndarray:
+    return cells.astype(np.int8 if n_cells <= 127 else np.int16 if n_cells <= 32767 else np.int32)
+
+
 def rate_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarray, float], layout: CellLayout,
               positive: np.ndarray, negative: np.ndarray, smoothing: float) -> RatePass:
     """The majorized Lagrangian at ``(coef, intercept)`` on one shard (see the module docstring).
@@ -127,12 +165,24 @@ def rate_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarra
     n_cells = layout.n_cells
     if shard.n_rows == 0:
         return RatePass(0.0, np.zeros(d + 1), np.zeros((_N_SUMS, n_cells)))
-    z, z_anchor = matvec_pair(shard.X, coef, anchor[0])
+    memo = _row_memo(layout, shard)
+    key = np.asarray(anchor[0], dtype=np.float64).tobytes() + np.float64(anchor[1]).tobytes()
+    if memo is not None and memo.anchor == key and memo.z_anchor is not None and memo.z_anchor.size == shard.n_rows:
+        z, z_anchor = matvec(shard.X, coef), memo.z_anchor
+    else:
+        z, z_anchor = matvec_pair(shard.X, coef, anchor[0])
+        z_anchor -= anchor[1]
+        if memo is not None:
+            memo.anchor, memo.z_anchor = key, z_anchor
     z -= intercept
-    z_anchor -= anchor[1]
     check_scores(shard, z)
     check_weights(shard)
-    cells = row_cells(shard, layout)
+    if memo is not None and memo.cells is not None and memo.cells.size == shard.n_rows:
+        cells = memo.cells
+    else:
+        cells = _small_cells(row_cells(shard, layout), layout.n_cells)
+        if memo is not None:
+            memo.cells = cells
     v = np.ones(shard.n_rows) if shard.weight is None else shard.weight.astype(np.float64)
     sums = np.zeros((_N_SUMS, n_cells))
     dz = np.empty(shard.n_rows)
@@ -195,11 +245,13 @@ def sorted_scores_cells(shard, coef: np.ndarray, layout: CellLayout) -> tuple[np
     return s[order], row_cells(shard, layout)[order].astype(np.int32), v[order]
 
 
-def cell_predictions(shard, coef: np.ndarray, intercept: float, layout: CellLayout) -> np.ndarray:
-    """Per cell: the weight, and the weight predicted positive (``X coef + intercept > 0``); shape (2, n_cells)."""
+def cell_predictions(shard, coef: np.ndarray, intercept: float, layout: CellLayout, randomized: bool = False) -> np.ndarray:
+    """Per cell: the weight, and the weight predicted positive (``X coef + intercept > 0``; with ``randomized``, the
+    expected weight, each row positive with probability ``ramp(score)``); shape (2, n_cells)."""
     s = matvec(shard.X, coef) + intercept if shard.n_rows else np.zeros(0)
     check_scores(shard, s)
     check_weights(shard)
     cells = row_cells(shard, layout)
     v = np.ones(shard.n_rows) if shard.weight is None else shard.weight.astype(np.float64)
-    return np.stack([np.bincount(cells, weights=v, minlength=layout.n_cells), np.bincount(cells, weights=v * (s > 0), minlength=layout.n_cells)])
+    positive = ramp(s) if randomized else (s > 0)
+    return np.stack([np.bincount(cells, weights=v, minlength=layout.n_cells), np.bincount(cells, weights=v * positive, minlength=layout.n_cells)])

@@ -184,3 +184,56 @@ def test_the_trust_region_cutting_plane_finds_a_far_multiplier(v_star):
             break
     assert max(c.value for c in cuts) == pytest.approx(1.0, abs=1e-9)
     assert v[0] == pytest.approx(v_star, rel=1e-6)
+
+
+def test_the_randomized_rule_holds_in_expectation_and_draws_reproducibly(data, tmp_path, capsys):
+    """threshold_rule='randomized': the constraint holds for the expected (ramp) rates, counted directly; predict draws
+    each row with probability clip(1/2 + score, 0, 1) from its seed; evaluate reports expectations."""
+    import pyarrow.parquet as pq
+
+    c = "positive_rate(group=M) >= 0.8 * positive_rate(group=F)"
+    out = tmp_path / "random.json"
+    assert main(["-q", "train", data["train"], "--objective", "error-rate", "--constraint", c, "--threshold-rule", "randomized",
+                 "--out", str(out), "--engine", "local"]) == 0
+    model = dpipe.LinearModel.load(out)
+    X, y, g = data["X"].astype(np.float64), data["y"], data["g"]
+    p = np.clip(0.5 + model.decision_function(X), 0.0, 1.0)
+    assert model.randomized and np.array_equal(model.positive_probability(X), p)
+    (report,) = model.fit["info"]["constraints"]
+    assert report["value"] == pytest.approx(0.8 * p[g == 1].mean() - p[g == 0].mean(), abs=1e-12) and report["satisfied"]
+    assert model.metrics["train"]["accuracy"] == pytest.approx(np.mean(np.where(y == 1, p, 1 - p)), abs=1e-12)
+    # draws: reproducible by seed, and with the right frequencies (40 draws of 3000 rows: 4 sigma is about 0.006)
+    a, b = model.predict(X, random_state=7), model.predict(X, random_state=7)
+    assert np.array_equal(a, b) and not np.array_equal(a, model.predict(X, random_state=8))
+    mean = np.mean([model.predict(X, random_state=s) == 1 for s in range(40)], axis=0)
+    assert abs(mean.mean() - p.mean()) < 0.006
+    # evaluate: expected accuracy, group rates and constraint value
+    got = dpipe.evaluate(out, data["train"], engine="local", by_group=True, constraints=[c])
+    assert got["randomized"] and got["accuracy"] == pytest.approx(np.mean(np.where(y == 1, p, 1 - p)), abs=1e-12)
+    assert got["recall"] == pytest.approx(p[y == 1].mean(), abs=1e-12)
+    assert got["by_group"]["groups"]["M"]["positive_rate"] == pytest.approx(p[g == 0].mean(), abs=1e-12)
+    assert got["constraints"][0]["value"] == pytest.approx(report["value"], abs=1e-12)
+    # predict: the labels drawn from --seed, the same twice; a seed is refused for a deterministic model
+    for name in ("a.parquet", "b.parquet"):
+        assert main(["-q", "predict", str(out), data["train"], "--out", str(tmp_path / name), "--seed", "3", "--engine", "local"]) == 0
+    la, lb = (pq.read_table(tmp_path / n).column("label").to_numpy() for n in ("a.parquet", "b.parquet"))
+    assert np.array_equal(la, lb) and abs(np.mean(la == 1) - p.mean()) < 0.03
+    deterministic = tmp_path / "det.json"
+    dpipe.train(data["train"], "error-rate", engine="local", train_metrics=False, constraints=[c], out=deterministic)
+    capsys.readouterr()
+    assert main(["-q", "predict", str(deterministic), data["train"], "--out", str(tmp_path / "c.parquet"), "--seed", "3", "--engine", "local"]) == 1
+    assert "deterministic" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="deterministic"):
+        dpipe.LinearModel.load(deterministic).predict(X, random_state=0)
+
+
+def test_the_estimator_draws_a_randomized_model_s_labels(data):
+    clf = dpipe.DPipeClassifier(objective="error-rate", constraints=["recall >= 0.7"], threshold_rule="randomized")
+    X, y = data["X"], data["y"]
+    clf.fit(X, y)
+    a = clf.predict(X, random_state=1)
+    assert np.array_equal(a, clf.predict(X, random_state=1)) and set(np.unique(a)) <= set(clf.classes_)
+    p = np.clip(0.5 + clf.decision_function(X), 0.0, 1.0)
+    assert abs(np.mean(a == clf.classes_[1]) - p.mean()) < 0.03
+    with pytest.raises(ValueError, match="deterministic"):
+        dpipe.DPipeClassifier(objective="error-rate", constraints=["recall >= 0.7"]).fit(X, y).predict(X, random_state=1)

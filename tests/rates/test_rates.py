@@ -172,6 +172,32 @@ def test_pass_gradient_matches_finite_differences_and_bounds_touch_at_the_anchor
     assert np.all(away.sums[0] - away.sums[SMOOTH_POSITIVE] <= 0.025 * away.sums[WEIGHT] + 1e-12)
 
 
+def test_the_per_fit_memo_gives_the_passes_without_it(grouped_store):
+    """rate_pass keeps each shard's cells (a deployed model's predictions included) and its anchor margins under the
+    layout's memo key: later calls at the same anchor, at another model or with other multipliers, equal fresh ones."""
+    import dataclasses
+
+    path, X, y, group, v, deployed, baseline = grouped_store
+    ds = LocalDataset(path)
+    plain = CellLayout(2, (baseline,))
+    remembered = dataclasses.replace(plain, memo=("test-fit", "train"))
+    rng = np.random.default_rng(2)
+    anchor = (np.array([0.4, -0.1, 0.2]), 0.1)
+    for step in range(4):  # the anchor changes after two calls
+        if step == 2:
+            anchor = (np.array([-0.3, 0.5, 0.1]), -0.2)
+        P, N = rng.uniform(0, 1, plain.n_cells), rng.uniform(0, 1, plain.n_cells)
+        coef, b = rng.normal(size=3), float(rng.normal())
+        fresh = ds.map_reduce(rate_pass, lambda a, c: a + c, coef, b, anchor, plain, P, N, 0.05)
+        kept = ds.map_reduce(rate_pass, lambda a, c: a + c, coef, b, anchor, remembered, P, N, 0.05)
+        assert kept.value == pytest.approx(fresh.value, rel=1e-12)
+        np.testing.assert_allclose(kept.grad, fresh.grad, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(kept.sums, fresh.sums, rtol=1e-12, atol=1e-12)
+    from dpipe.reduce import _rates as reduce_rates
+
+    assert {k[0] for k in reduce_rates._MEMO["test-fit"]} == {"train"} and len(reduce_rates._MEMO["test-fit"]) == 3  # one per shard
+
+
 def test_the_per_row_kernel_equals_its_numpy_reference():
     from dpipe.reduce._rates import _rate_rows
     from dpipe.testing._references import rate_rows_reference
