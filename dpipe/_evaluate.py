@@ -146,6 +146,7 @@ def evaluate(
         and the constraints are expected values, and ``"randomized"`` is True.
     """
     model, st = _model_and_store(model, store)
+    st.require_labels("evaluate")
     if datasets and not constraints:
         raise ParameterError("The 'datasets' parameter of evaluate names the stores constraints use; no constraint is given.")
     intercept = model.intercept - threshold

@@ -47,8 +47,8 @@ def _parts(cfg: Config) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, rows in zip(("deployed-data", "new", "pool"), thirds):
         path = cfg.work / f"a9a-churn-{name}.zarr"
-        if not path.exists():
-            write_store(path, sh.X[rows], sh.y[rows])
+        if not path.exists():  # the pool is written without its labels
+            write_store(path, sh.X[rows], None if name == "pool" else sh.y[rows])
         out[name] = str(path)
         out[f"{name}-arrays"] = (sh.X[rows].astype(np.float64), sh.y[rows])
     st = dpipe.open_store(test).read_all()

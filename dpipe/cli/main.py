@@ -11,7 +11,7 @@ import sys
 import threading
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._log import level_for
@@ -69,13 +69,15 @@ def _add_ingest_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weight-col", dest="weight_col", type=_column, help="column of non-negative sample weights")
     p.add_argument("--like", help="reuse this store's encoding (vocabularies, columns, label rule) so columns line up")
     p.add_argument("--unseen", choices=("error", "ignore"), default="error", help="with --like: a category absent from the training store is an error (default) or encodes as all zeros")
+    p.add_argument("--unlabeled", action="store_true", help="the source has no labels (no label column; svmlight label tokens dropped): "
+                   "a pool to score or to name in churn / coverage constraints")
 
 
 def _ingest_kwargs(a: argparse.Namespace) -> dict[str, Any]:
     return dict(
         source_format=a.source_format, label=a.label, positive=a.positive, negative=a.negative, n_features=a.n_features,
         zero_based=a.zero_based, header=a.header, skip_rows=a.skip_rows, group_col=a.group_col, weight_col=a.weight_col,
-        like=a.like, unseen=a.unseen,
+        like=a.like, unseen=a.unseen, unlabeled=a.unlabeled,
     )
 
 
@@ -204,15 +206,25 @@ def _cmd_verify(a: argparse.Namespace) -> None:
     print(f"{a.store}: ok, {m.n_shards} shards, {m.n_rows} rows: {what} ({time.perf_counter() - t0:.2f} s)")
 
 
-def _setup_logging(verbose: int, quiet: bool) -> None:
+def _setup_logging(verbose: int, quiet: bool) -> Callable[[], None]:
+    """Send dpipe's log to this stderr at the chosen level; returns what puts the loggers back as they were (``main``
+    may run inside a longer-lived process: a notebook, a test, a workflow)."""
     level = level_for(verbose, quiet)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s", "%H:%M:%S"))
-    root = logging.getLogger("dpipe")
+    root, dist = logging.getLogger("dpipe"), logging.getLogger("distributed")
+    saved = (root.handlers[:], root.level, root.propagate, dist.level)
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
-    logging.getLogger("distributed").setLevel(logging.WARNING if verbose < 3 else logging.INFO)
+    dist.setLevel(logging.WARNING if verbose < 3 else logging.INFO)
+
+    def restore() -> None:
+        root.handlers[:], root.propagate = saved[0], saved[2]
+        root.setLevel(saved[1])
+        dist.setLevel(saved[3])
+
+    return restore
 
 
 def _print_metrics(metrics: dict[str, Any]) -> None:
@@ -246,7 +258,10 @@ def _cmd_info(a: argparse.Namespace) -> None:
     print(f"features  {m.n_features}")
     sizes = [b - a for a, b in m.shard_bounds]
     print(f"shards    {m.n_shards} (rows per shard {min(sizes, default=0)}..{max(sizes, default=0)})")
-    print(f"classes   +1: {m.n_positive} ({100 * m.n_positive / n:.2f} %), -1: {m.n_negative} ({100 * m.n_negative / n:.2f} %)")
+    if m.labelled:
+        print(f"classes   +1: {m.n_positive} ({100 * m.n_positive / n:.2f} %), -1: {m.n_negative} ({100 * m.n_negative / n:.2f} %)")
+    else:
+        print("classes   none (an unlabelled store)")
     if m.groups is not None:
         totals = [sum(c[i] for c in m.group_counts) for i in range(len(m.groups))] if m.group_counts else []
         print(f"groups    {m.group_column}: " + ", ".join(f"{g} {c}" for g, c in zip(m.groups, totals)))
@@ -337,7 +352,8 @@ def _cmd_ingest(a: argparse.Namespace) -> None:
 
     check_output_path(a.dest, overwrite=True, what="store", directory=True)  # an existing DEST is the writer's to judge (--overwrite)
     m = ingest(a.src, a.dest, format=a.format, shard_rows=a.shard_rows, overwrite=a.overwrite, **_ingest_kwargs(a))
-    print(f"{a.dest}: {m.n_rows} rows, {m.n_features} features, {m.n_shards} shards, {m.n_positive} positive / {m.n_negative} negative")
+    labels = f"{m.n_positive} positive / {m.n_negative} negative" if m.labelled else "unlabelled"
+    print(f"{a.dest}: {m.n_rows} rows, {m.n_features} features, {m.n_shards} shards, {labels}")
 
 
 def _cmd_make_data(a: argparse.Namespace) -> None:
@@ -410,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage)."""
     parser = build_parser()
     a = parser.parse_args(argv)
-    _setup_logging(a.verbose, a.quiet)
+    restore_logging = _setup_logging(a.verbose, a.quiet)
 
     def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
         print(f"dpipe: warning: {message}", file=sys.stderr)
@@ -433,6 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        restore_logging()
     return 0
 
 

@@ -124,6 +124,7 @@ def train(
             raise ParameterError(f"The 'overwrite' parameter of train must be a bool. Got {overwrite!r} instead.")
         check_output_path(out, overwrite=bool(overwrite), what="model")
     st = store if isinstance(store, Store) else open_store(store)
+    st.require_labels("training")
     m = st.manifest
     engine = resolve_engine(engine, st, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit)
     with contextlib.ExitStack() as stack:
@@ -132,6 +133,7 @@ def train(
         validate = None
         if validation is not None:
             vst = validation if isinstance(validation, Store) else open_store(validation)
+            vst.require_labels("validation")
             validate = _validator(stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream")))
         extra = {alias: stack.enter_context(open_dataset(other if isinstance(other, Store) else open_store(other), engine=engine, client=c, cache=cache))
                  for alias, other in (datasets or {}).items()}

@@ -426,8 +426,10 @@ class _File:
 class _SvmlightJob:
     kind = "svmlight"
 
-    def __init__(self, files: list[_File], read_rows: int, rule: LabelRule | None, n_features: int | None, zero_based, like: Manifest | None) -> None:
+    def __init__(self, files: list[_File], read_rows: int, rule: LabelRule | None, n_features: int | None, zero_based, like: Manifest | None,
+                 unlabeled: bool = False) -> None:
         self.files = files
+        self.unlabeled = unlabeled
         self.read_rows = read_rows
         self.zero_based_opt = zero_based
         self.n_features_opt = n_features
@@ -439,8 +441,8 @@ class _SvmlightJob:
             if zero_based != "auto" and zero_based != lz:
                 raise ParameterError(f"The 'zero_based' parameter of {OWNER} is {zero_based}, but the like= store is {'zero' if lz else 'one'}-based.")
             self.n_features_opt, self.zero_based_opt = ln, lz
-            if rule is None:
-                rule = LabelRule.from_dict(enc["label"])
+            if rule is None and not unlabeled:
+                rule = LabelRule.from_dict(_like_label(like))
         self.rule = rule or LabelRule()
         self.rule.check_numeric()
         self.warnings: list[str] = []
@@ -496,16 +498,15 @@ class _SvmlightJob:
         self.zero_based, self.n_features, self.n_rows = zb, d, n_rows
         self.base = 0 if zb else 1
         self.feature_names = [f"f{j + self.base}" for j in range(d)]
+        self.encoding = {"kind": "svmlight", "zero_based": zb, "n_features": d, "label": None}
+        if self.unlabeled:  # the lines' label tokens are read and dropped
+            self.label_map, self.n_neg, self.n_pos = {}, 0, 0
+            return
         self.label_map = self.rule.resolve(labels.first)
         self.n_neg, self.n_pos = labels.class_counts(self.label_map)
         keys = np.array(sorted(self.label_map), dtype=np.float64)
         self._keys, self._lut = keys, np.array([self.label_map[k] for k in keys.tolist()], dtype=np.int8)
-        self.encoding = {
-            "kind": "svmlight",
-            "zero_based": zb,
-            "n_features": d,
-            "label": {**self.rule.to_dict(), "classes": labels.classes(self.label_map)},
-        }
+        self.encoding["label"] = {**self.rule.to_dict(), "classes": labels.classes(self.label_map)}
         msg = class_absent_message(self.n_neg, self.n_pos, self.rule, self.files[0].path)
         if msg:
             self.warnings.append(msg)
@@ -523,10 +524,13 @@ class _SvmlightJob:
             for blk in f.blocks(self.read_rows, _SVM_BLOCK_BYTES, False, self._parse(f)):
                 if blk.n_rows == 0:
                     continue
-                pos = np.minimum(np.searchsorted(self._keys, blk.labels), len(self._keys) - 1)
-                if not np.array_equal(self._keys[pos], blk.labels):
-                    raise InputError("labels differ from the first pass (did the file change?)", path=f.path)
-                y = self._lut[pos]
+                if self.unlabeled:
+                    y = np.zeros(blk.n_rows, dtype=np.int8)
+                else:
+                    pos = np.minimum(np.searchsorted(self._keys, blk.labels), len(self._keys) - 1)
+                    if not np.array_equal(self._keys[pos], blk.labels):
+                        raise InputError("labels differ from the first pass (did the file change?)", path=f.path)
+                    y = self._lut[pos]
                 cols = blk.indices.astype(np.int64) - self.base
                 if cols.size and (cols.max() >= d or cols.min() < 0):
                     raise InputError("feature indices differ from the first pass (did the file change?)", path=f.path)
@@ -560,8 +564,10 @@ class _TabularJob:
         skip_rows: int,
         unseen: str,
         like: Manifest | None,
+        unlabeled: bool = False,
     ) -> None:
         self.files = files
+        self.unlabeled = unlabeled
         self.source_format = source_format
         self.read_rows = read_rows
         self.label_opt, self.group_opt, self.weight_opt = label, group_col, weight_col
@@ -569,8 +575,8 @@ class _TabularJob:
         self.skip_rows = skip_rows
         self.unseen = unseen
         self.like = like
-        if like is not None and rule is None:
-            rule = LabelRule.from_dict(like.encoding["label"])
+        if like is not None and rule is None and not unlabeled:
+            rule = LabelRule.from_dict(_like_label(like))
         self.rule = rule or LabelRule()
         self.warnings: list[str] = []
 
@@ -612,7 +618,7 @@ class _TabularJob:
         if names is None:
             raise InputError("empty input (no rows)", path=self.files[0].path)
         if self.like is not None:
-            like_names = [c["name"] for c in self.like.encoding["columns"]]
+            like_names = [c.name for c in self._like_columns()]
             for f in self.files:
                 if f.header and names != like_names:
                     raise InputError(f"header {names} differs from the columns of the like= store {like_names}", path=f.path, line=max(1, f.skip))
@@ -621,6 +627,11 @@ class _TabularJob:
             names = like_names
         self.header = bool(self.files[0].header)
         return names
+
+    def _like_columns(self) -> list[Column]:
+        """The like= store's source columns; without its label column when this source is unlabelled."""
+        cols = TabularSchema.from_list(self.like.encoding["columns"]).columns
+        return [c for c in cols if c.role != "label"] if self.unlabeled else cols
 
     def _parquet_layout(self) -> tuple[list[str], list[str | None]]:
         names, kinds = parquet_columns(self.files[0].path)
@@ -639,7 +650,7 @@ class _TabularJob:
         else:
             names, kinds = self._parquet_layout()
         if self.like is not None:
-            cols = TabularSchema.from_list(self.like.encoding["columns"]).columns
+            cols = self._like_columns()
             if self.source_format == "parquet":
                 missing = [c.name for c in cols if c.name not in names]
                 if missing:
@@ -655,7 +666,9 @@ class _TabularJob:
             self.names = like_names
             return cols
         n = len(names)
-        if self.label_opt is not None:
+        if self.unlabeled:
+            li = None
+        elif self.label_opt is not None:
             li = resolve_column(self.label_opt, names, "label", path)
         else:
             li = names.index("label") if "label" in names else n - 1
@@ -664,7 +677,7 @@ class _TabularJob:
         used = [j for j in (li, gi, wi) if j is not None]
         if len(set(used)) != len(used):
             raise ParameterError(f"The 'label', 'group_col' and 'weight_col' parameters of {OWNER} must name different columns.")
-        if n < 2 or (wi is not None and n < 3):
+        if n - (li is not None) - (wi is not None) < 1:  # a group column stays a feature
             raise InputError(f"{n} column(s): nothing is left as a feature", path=path)
         cols = []
         for j, name in enumerate(names):
@@ -713,8 +726,11 @@ class _TabularJob:
         self.n_rows = scanner.n_rows
         self.n_features = schema.n_features
         self.feature_names = schema.feature_names
-        self.label_map = self.rule.resolve(scanner.labels.first)
-        self.n_neg, self.n_pos = scanner.labels.class_counts(self.label_map)
+        if self.unlabeled:
+            self.label_map, self.n_neg, self.n_pos = {}, 0, 0
+        else:
+            self.label_map = self.rule.resolve(scanner.labels.first)
+            self.n_neg, self.n_pos = scanner.labels.class_counts(self.label_map)
         gi = schema.index("group")
         self.group_column = None if gi is None else schema.columns[gi].name
         self.groups = scanner.groups() if gi is not None else None
@@ -729,13 +745,13 @@ class _TabularJob:
             "delimiter": "," if self.source_format == "csv" else None,
             "missing": list(MISSING_VALUES),
             "columns": schema.to_list(),
-            "label": {**self.rule.to_dict(), "column": schema.columns[li].name, "classes": scanner.labels.classes(self.label_map)},
+            "label": None if li is None else {**self.rule.to_dict(), "column": schema.columns[li].name, "classes": scanner.labels.classes(self.label_map)},
             "n_features": self.n_features,
             "zero_based": None,
             "unseen": self.unseen,
             "unseen_counts": scanner.unseen_counts,
         }
-        msg = class_absent_message(self.n_neg, self.n_pos, self.rule, self.files[0].path)
+        msg = None if self.unlabeled else class_absent_message(self.n_neg, self.n_pos, self.rule, self.files[0].path)
         if msg:
             self.warnings.append(msg)
         if scanner.unseen_counts:
@@ -766,6 +782,14 @@ class _TabularJob:
 # ---------------------------------------------------------------------------------
 # public entry point
 # ---------------------------------------------------------------------------------
+def _like_label(like: Manifest) -> dict[str, Any]:
+    """The like= store's label rule; an unlabelled like= store gives none to a labelled source."""
+    if like.encoding.get("label") is None:
+        raise ParameterError(f"The 'like' parameter of {OWNER} names an unlabelled store; give the labelled source the training store "
+                             "as like= (or pass unlabeled=True)")
+    return like.encoding["label"]
+
+
 def _open_like(like: Any) -> Manifest | None:
     if like is None:
         return None
@@ -794,6 +818,7 @@ def ingest(
     weight_col: str | int | None = None,
     like: str | None = None,
     unseen: str = "error",
+    unlabeled: bool = False,
     shard_rows: int | None = None,
     read_rows: int | None = None,
     overwrite: bool = False,
@@ -845,6 +870,13 @@ def ingest(
         ("ignore") encoded as an all-zero one-hot block, counted in the manifest
         ``encoding["unseen_counts"]`` and reported by one :class:`DataWarning`.
         Unseen group values are always errors.
+    unlabeled : bool
+        The source has no labels (a pool to score, or for churn and coverage
+        constraints): a tabular source has no label column (with ``like``, the
+        ``like`` store's columns without its label), an svmlight source's label
+        tokens are dropped. The store's ``y`` is all 0 and its manifest says
+        ``labelled: false``; training and ``evaluate`` refuse it, rates that need
+        labels (recall, error, ...) refuse it by name.
     shard_rows : int, optional
         Rows per shard. Default: about ``dpipe.shard-bytes`` of float32 features, and
         at least ``dpipe.min-shards`` shards (of at least 8192 rows each).
@@ -896,6 +928,12 @@ def ingest(
     read_rows = check_int(get_setting("read-rows", read_rows), "read_rows", OWNER, 1)
     if not isinstance(overwrite, bool):
         raise ParameterError(f"The 'overwrite' parameter of {OWNER} must be a bool. Got {overwrite!r} instead.")
+    if not isinstance(unlabeled, bool):
+        raise ParameterError(f"The 'unlabeled' parameter of {OWNER} must be a bool. Got {unlabeled!r} instead.")
+    if unlabeled:
+        for value, name in ((label, "label"), (positive, "positive"), (negative, "negative")):
+            if value is not None:
+                raise ParameterError(f"The {name!r} parameter of {OWNER} names labels; unlabeled=True says the source has none.")
     label = _check_column_spec(label, "label")
     group_col = _check_column_spec(group_col, "group_col")
     weight_col = _check_column_spec(weight_col, "weight_col")
@@ -926,7 +964,7 @@ def ingest(
                 raise ParameterError(f"The {name!r} parameter of {OWNER} applies to CSV and Parquet sources, not to svmlight.")
         if header is True:
             raise ParameterError(f"The 'header' parameter of {OWNER} applies to CSV sources; svmlight files have no header.")
-        job: _SvmlightJob | _TabularJob = _SvmlightJob(files, read_rows, rule, n_features, zero_based, like_manifest)
+        job: _SvmlightJob | _TabularJob = _SvmlightJob(files, read_rows, rule, n_features, zero_based, like_manifest, unlabeled)
     else:
         if n_features is not None:
             raise ParameterError(f"The 'n_features' parameter of {OWNER} applies to svmlight sources; tabular sources get their features from the columns.")
@@ -934,7 +972,7 @@ def ingest(
             raise ParameterError(f"The 'zero_based' parameter of {OWNER} applies to svmlight sources only.")
         if kind == "parquet" and (header is True or skip_rows):
             raise ParameterError(f"The 'header' and 'skip_rows' parameters of {OWNER} apply to text sources, not to Parquet.")
-        job = _TabularJob(files, kind, read_rows, rule, label, group_col, weight_col, header, skip_rows, unseen, like_manifest)
+        job = _TabularJob(files, kind, read_rows, rule, label, group_col, weight_col, header, skip_rows, unseen, like_manifest, unlabeled)
 
     job.scan()
     pa.default_memory_pool().release_unused()  # give back what pass 1's Arrow buffers held
@@ -960,12 +998,14 @@ def ingest(
         "weight_col": weight_col,
         "like": None if like is None else os.path.abspath(os.fspath(like)),
         "unseen": unseen,
+        "unlabeled": unlabeled,
         "shard_rows": rows_per_shard,
         "read_rows": read_rows,
         "overwrite": overwrite,
     }
     source = _source_dict(paths, files, kind, options, isinstance(src, (str, os.PathLike)))
-    with ShardWriter(dest, d, job.feature_names, rows_per_shard, format=format, with_group=with_group, with_weight=getattr(job, "has_weight", False), overwrite=overwrite) as writer:
+    with ShardWriter(dest, d, job.feature_names, rows_per_shard, format=format, with_group=with_group, with_weight=getattr(job, "has_weight", False),
+                     overwrite=overwrite, labelled=not unlabeled) as writer:
         written = _write_shards(job, writer, rows_per_shard, d)
         if written != job.n_rows:
             raise InputError(f"pass 2 read {written} rows, pass 1 counted {job.n_rows} (did the file change?)", path=files[0].path)

@@ -69,7 +69,10 @@ class Manifest(msgspec.Struct, kw_only=True):
     shard_bounds : list of [start, stop]
         Row range of every shard, in order; shards cover ``0..n_rows``.
     class_counts : list of [n_negative, n_positive]
-        Class counts of every shard (labels are -1 / +1).
+        Class counts of every shard (labels are -1 / +1; ``[0, 0]`` in an unlabelled store).
+    labelled : bool
+        False for a store ingested without labels (``--unlabeled``: its ``y`` is all 0):
+        a pool for churn or coverage constraints, or rows to score.
     groups : list of str or None
         Names of the group codes stored in the ``group`` column (code = index).
     group_column : str or None
@@ -101,6 +104,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     feature_names: list[str]
     shard_bounds: list[list[int]]
     class_counts: list[list[int]]
+    labelled: bool = True
     groups: list[str] | None = None
     group_column: str | None = None
     group_counts: list[list[int]] | None = None
@@ -228,7 +232,10 @@ def validate_manifest(m: Manifest, where: str) -> None:
 
     per_shard("class_counts", m.class_counts)
     for i, (c, (start, stop)) in enumerate(zip(m.class_counts, m.shard_bounds)):
-        if len(c) != 2 or min(c) < 0 or sum(c) != stop - start:
+        if not m.labelled:
+            if list(c) != [0, 0]:
+                raise bad(f"class_counts[{i}]", f"expected [0, 0] in an unlabelled store, got {c}")
+        elif len(c) != 2 or min(c) < 0 or sum(c) != stop - start:
             raise bad(f"class_counts[{i}]", f"expected [n_negative, n_positive] adding up to the shard's {stop - start} rows, got {c}")
     per_shard("group_counts", m.group_counts)
     if m.group_counts is not None:

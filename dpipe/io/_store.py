@@ -44,7 +44,7 @@ import numpy as np
 import zarr
 
 from .._config import get_setting
-from ..exceptions import DataWarning, StoreError
+from ..exceptions import DataWarning, ParameterError, StoreError
 from ._checksum import shard_digests
 from ._manifest import MANIFEST_NAME, Manifest, canonical_json, decode_manifest, read_manifest_raw
 
@@ -102,6 +102,8 @@ class ShardCheck(NamedTuple):
         Which optional arrays the shard has.
     chunk_files : bool
         Whether every Zarr chunk must have a file (stores with checksums, written with ``write_empty_chunks``).
+    labelled : bool
+        False: the store has no labels and ``y`` must be all 0.
     """
 
     class_counts: tuple[int, int]
@@ -109,6 +111,7 @@ class ShardCheck(NamedTuple):
     has_group: bool
     has_weight: bool
     chunk_files: bool
+    labelled: bool = True
 
 
 def _check_chunk_files(path: str, root: Any, name: str, start: int, stop: int, where: str) -> None:
@@ -199,9 +202,13 @@ def _check_contents(X, y, group, weight, check: ShardCheck, index: int, start: i
             raise StoreError(f"{where}: array {name} is {'missing' if want else 'present but not in the manifest'}")
         if arr is not None and arr.shape != (n,):
             raise StoreError(f"{where}: {name} has shape {arr.shape}, manifest says ({n},)")
+    if not check.labelled:
+        if np.any(y != 0):
+            row = int(np.argmax(y != 0))
+            raise StoreError(f"{where}: the store is unlabelled, but y holds {int(y[row])} at row {start + row} (expected 0)")
     neg = int(np.count_nonzero(y == -1))
     pos = int(np.count_nonzero(y == 1))
-    if neg + pos != n:
+    if check.labelled and neg + pos != n:
         row = int(np.argmax((y != -1) & (y != 1)))
         raise StoreError(f"{where}: {n - neg - pos} labels are neither -1 nor +1 (first: {int(y[row])} at row {start + row})")
     if (neg, pos) != tuple(check.class_counts):
@@ -314,6 +321,12 @@ class Store:
         """Storage format, "zarr" or "parquet"."""
         return self.manifest.format
 
+    def require_labels(self, what: str) -> None:
+        """Raise a :class:`ParameterError` naming the store when it has no labels and ``what`` needs them."""
+        if not self.manifest.labelled:
+            raise ParameterError(f"{self.path}: an unlabelled store (ingested with --unlabeled); {what} needs labels. It can be a --dataset "
+                                 "of rate constraints that need none (churn, coverage / positive_rate), or be scored by predict.")
+
     def shard_check(self, index: int) -> ShardCheck:
         """What shard ``index`` must hold, for :func:`read_shard`."""
         m = self.manifest
@@ -323,6 +336,7 @@ class Store:
             has_group=m.group_counts is not None,
             has_weight=bool(m.has_weight),
             chunk_files=m.has_checksums,
+            labelled=m.labelled,
         )
 
     def shard_args(self, index: int, verify: bool | None = None) -> tuple:

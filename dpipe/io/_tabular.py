@@ -603,8 +603,8 @@ class TabularEncoder:
                 codes = pc.fill_null(pc.index_in(as_strings(arr), value_set=self._cats[j]), -1).to_numpy(zero_copy_only=False)
                 ok = np.flatnonzero(codes >= 0)
                 X[ok, off + codes[ok]] = 1.0
-        if y is None:  # pragma: no cover - schema always has a label
-            raise InputError("no label column", path=rows.path)
+        if y is None:  # an unlabelled source (no label column): y is all 0
+            y = np.zeros(rows.n, dtype=np.int8)
         return X, y, group, weight
 
 

@@ -49,7 +49,7 @@ def record_checksums(path: str | os.PathLike, progress: Progress | None = None) 
     rows = 0
     for i in range(st.n_shards):
         start, stop = m.shard_bounds[i]
-        check = ShardCheck(tuple(m.class_counts[i]), None, m.group_counts is not None, bool(m.has_weight), chunk_files=True)
+        check = ShardCheck(tuple(m.class_counts[i]), None, m.group_counts is not None, bool(m.has_weight), chunk_files=True, labelled=m.labelled)
         try:
             sh = read_shard(st.path, m.format, i, start, stop, m.n_features, check, False)
         except StoreError as exc:

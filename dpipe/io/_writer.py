@@ -97,6 +97,8 @@ class ShardWriter:
         Whether ``group`` (int16 codes) and ``weight`` (float32) columns are written.
     overwrite : bool
         Replace an existing ``dest`` on commit.
+    labelled : bool
+        False: an unlabelled store (every ``y`` must be 0; the manifest says ``labelled: false``).
 
     Notes
     -----
@@ -113,6 +115,7 @@ class ShardWriter:
         with_group: bool = False,
         with_weight: bool = False,
         overwrite: bool = False,
+        labelled: bool = True,
     ) -> None:
         if format not in STORE_FORMATS:
             raise ParameterError(f"The 'format' parameter of ShardWriter must be one of {STORE_FORMATS}. Got {format!r} instead.")
@@ -127,6 +130,7 @@ class ShardWriter:
         self.shard_rows = int(shard_rows)
         self.with_group = with_group
         self.with_weight = with_weight
+        self.labelled = bool(labelled)
         parent = os.path.dirname(self.dest)
         self.tmp = tempfile.mkdtemp(prefix="." + os.path.basename(self.dest) + ".tmp-", dir=parent)
         self._lock: int | None = None
@@ -212,10 +216,11 @@ class ShardWriter:
         """Write exactly one shard (it may be empty or of any size)."""
         X = np.ascontiguousarray(X, dtype=np.float32)
         y = np.asarray(y, dtype=np.int8)
-        bad = ~np.isin(y, (-1, 1))
+        bad = ~np.isin(y, (-1, 1)) if self.labelled else y != 0
         if bad.any():
             row = self.n_rows + int(np.argmax(bad))
-            raise StoreError(f"{self.dest}: label {int(y[bad][0])} at row {row} is not -1 or +1")
+            raise StoreError(f"{self.dest}: label {int(y[bad][0])} at row {row} is not -1 or +1" if self.labelled
+                             else f"{self.dest}: label {int(y[bad][0])} at row {row} in an unlabelled store (expected 0)")
         start, stop = self.n_rows, self.n_rows + X.shape[0]
         index = len(self.shard_bounds)
         group = np.asarray(group, dtype=np.int16) if self.with_group else None
@@ -275,6 +280,7 @@ class ShardWriter:
             feature_names=self.feature_names,
             shard_bounds=self.shard_bounds,
             class_counts=self.class_counts,
+            labelled=self.labelled,
             groups=groups,
             group_counts=group_counts,
             has_weight=self.with_weight,

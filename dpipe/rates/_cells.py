@@ -58,11 +58,13 @@ def _all_terms(objective: RateExpression | None, constraints: Sequence[Constrain
 
 @dataclasses.dataclass(frozen=True)
 class DataInfo:
-    """What a rate fit needs to know of a dataset before any pass: where it is, its width and its group names."""
+    """What a rate fit needs to know of a dataset before any pass: where it is, its width, its group names and
+    whether it has labels."""
 
     path: str
     n_features: int
     group_names: tuple[str, ...] | None
+    labelled: bool = True
 
     @classmethod
     def of(cls, dataset: object) -> DataInfo:
@@ -70,7 +72,7 @@ class DataInfo:
         store = getattr(dataset, "store", None)
         if store is not None:
             m = store.manifest
-            return cls(store.path, m.n_features, tuple(m.groups) if m.groups is not None else None)
+            return cls(store.path, m.n_features, tuple(m.groups) if m.groups is not None else None, bool(m.labelled))
         names = getattr(dataset, "group_names", None)
         return cls("the data given to fit", int(dataset.n_features), tuple(names) if names is not None else None)
 
@@ -91,6 +93,9 @@ def plan_stores(objective: RateExpression | None, constraints: Sequence[Constrai
         alias = term.dataset.on
         if alias not in stores:
             raise ParameterError(f"constraint {where!r}: no dataset {alias!r}; known: {', '.join(sorted(stores))} (add it with --dataset {alias}=STORE)")
+        if (term.dataset.label is not None or term.side == "error") and not stores[alias].labelled:
+            raise ParameterError(f"constraint {where!r}: {stores[alias].path} ({alias!r}) has no labels, and this rate needs them; "
+                                 "on an unlabelled store use positive_rate / coverage or churn")
         for path in (term.baseline, term.dataset.baseline):
             if path is not None and path not in baselines.setdefault(alias, []):
                 baselines[alias].append(path)

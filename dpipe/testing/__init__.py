@@ -52,7 +52,7 @@ __all__ = [
 def write_store(
     path: str | os.PathLike,
     X: np.ndarray,
-    y: np.ndarray,
+    y: np.ndarray | None,
     shard_sizes: Sequence[int] | None = None,
     *,
     format: str = "zarr",
@@ -60,7 +60,7 @@ def write_store(
     weight: np.ndarray | None = None,
     groups: list[str] | None = None,
 ) -> str:
-    """Write ``X, y`` as a store with the given shard sizes (a 0 makes an empty shard).
+    """Write ``X, y`` as a store with the given shard sizes (a 0 makes an empty shard); ``y=None``: an unlabelled store.
 
     Returns
     -------
@@ -71,7 +71,10 @@ def write_store(
     sizes = list(shard_sizes) if shard_sizes is not None else [n]
     if sum(sizes) != n:
         raise ValueError(f"write_store: shard sizes add up to {sum(sizes)}, not {n}")
-    with ShardWriter(str(path), d, [f"x{i}" for i in range(d)], max(1, max(sizes)), format=format, with_group=group is not None, with_weight=weight is not None) as w:
+    labelled = y is not None
+    y = np.asarray(y) if labelled else np.zeros(n, dtype=np.int8)
+    with ShardWriter(str(path), d, [f"x{i}" for i in range(d)], max(1, max(sizes)), format=format, with_group=group is not None,
+                     with_weight=weight is not None, labelled=labelled) as w:
         start = 0
         for size in sizes:
             sl = slice(start, start + size)

@@ -121,3 +121,14 @@ def test_train_smoothed_from_the_moment_start(synthetic, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["train", train, "--objective", "auc-smooth", "--init", "random", "--out", "x"])
     assert exc.value.code == 2
+
+
+def test_main_puts_the_loggers_back(synthetic, capsys):
+    """main() logs to the stderr of its run only: afterwards dpipe's logger is as it was (a handler left on a closed
+    stream broke every later log call of a notebook or test process)."""
+    import logging
+
+    root = logging.getLogger("dpipe")
+    before = (root.handlers[:], root.level, root.propagate, logging.getLogger("distributed").level)
+    assert main(["-v", "info", synthetic[1]]) == 0
+    assert (root.handlers[:], root.level, root.propagate, logging.getLogger("distributed").level) == before
