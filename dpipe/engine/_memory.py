@@ -38,7 +38,8 @@ __all__ = ["EMBEDDED_WORKER_MEMORY", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_
 #: a pass over a shard holds about this many copies of its feature bytes (decoded, zarr's chunk buffer, compressed)
 WORKING_COPIES = 3
 #: bytes a worker holds per row of its shards during a fit: float64 scores awaiting the gather (8), the
-#: int32 row order remembered for two fits (8) and the float64 row weights of the gradient tasks (8)
+#: int32 row order remembered for two fits (8) and the float64 row weights of the gradient tasks (8).
+#: A rate fit keeps 9-10 instead (cells and anchor margins, dpipe.reduce._rates); auc-rate both (34: not yet counted)
 ROW_BYTES = 24
 #: shards one worker may get beyond an even share when the scheduler places a batch of loads
 PLACEMENT_SLACK = 1

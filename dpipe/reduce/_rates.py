@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import threading
 
 import numba
 import numpy as np
@@ -115,7 +116,8 @@ _N_SUMS = 7
 class _RowMemo:
     """What :func:`rate_pass` keeps per shard between the evaluations of one fit: the rows' cells (fixed for the fit;
     with a deployed model, a pass over ``X`` each) and the margins at the anchor (fixed for a majorization step).
-    1-2 bytes a row for the cells, 8 for the margins, in the process that holds the shard."""
+    1-2 bytes a row for the cells, 8 for the margins, in the process that holds the shard: within the memory model's
+    ``ROW_BYTES`` (24) for the rate objectives; auc-rate also keeps the ranking passes' row order (34 in all)."""
 
     __slots__ = ("cells", "anchor", "z_anchor")
 
@@ -128,17 +130,19 @@ class _RowMemo:
 #: fit id -> {(store alias, shard number): memo}; the latest _MEMO_FITS fits (a forgotten memo is recomputed, never wrong)
 _MEMO: collections.OrderedDict[str, dict[tuple[str, int], _RowMemo]] = collections.OrderedDict()
 _MEMO_FITS = 2
+_MEMO_LOCK = threading.Lock()  # a worker with several threads runs several shards' tasks at once
 
 
 def _row_memo(layout: CellLayout, shard) -> _RowMemo | None:
     if layout.memo is None:
         return None
     fit, alias = layout.memo
-    entries = _MEMO.setdefault(fit, {})
-    _MEMO.move_to_end(fit)
-    while len(_MEMO) > _MEMO_FITS:
-        _MEMO.popitem(last=False)
-    return entries.setdefault((alias, int(shard.index)), _RowMemo())
+    with _MEMO_LOCK:
+        entries = _MEMO.setdefault(fit, {})
+        _MEMO.move_to_end(fit)
+        while len(_MEMO) > _MEMO_FITS:
+            _MEMO.popitem(last=False)
+        return entries.setdefault((alias, int(shard.index)), _RowMemo())
 
 
 def _small_cells(cells: np.ndarray, n_cells: int) -> np.ndarray:
