@@ -196,7 +196,7 @@ def predict(
     """Score every row of a store and write ``row, score, label, y`` to a Parquet file.
 
     ``label`` is the predicted label (+1 where score > threshold, else -1), ``y`` the
-    store's label. Rows keep the store's order; one row group per shard. A randomized
+    store's label (0 in an unlabelled store). Rows keep the store's order; one row group per shard. A randomized
     model's (``threshold_rule="randomized"``) labels are drawn, each row +1 with
     probability ``clip(1/2 + score - threshold, 0, 1)``, from ``seed`` (the same seed, the
     same labels); ``seed`` is an error for a deterministic model.

@@ -65,6 +65,18 @@ def _rates(pred: np.ndarray, y: np.ndarray) -> dict[str, float]:
             "coverage": float(pred.mean()), "precision": float(pos[pred].mean()) if pred.any() else float("nan")}
 
 
+def _against_logistic(model: Any, seconds: float, train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray],
+                      threshold_of: Any) -> dict[str, Any]:
+    """dpipe's model and LogisticRegression predicting positive above ``threshold_of(training scores, y)``, on both splits."""
+    (X, y), (Xt, yt) = train, test
+    lr, lr_seconds = _logistic(X, y)
+    s, st = lr.decision_function(X), lr.decision_function(Xt)
+    threshold = threshold_of(s, y)
+    return {"dpipe": {"seconds": seconds, "train": _rates(model.predict(X) == 1, y), "test": _rates(model.predict(Xt) == 1, yt),
+                      "satisfied": model.fit["success"]},
+            "logistic_regression": {"seconds": lr_seconds, "train": _rates(s > threshold, y), "test": _rates(st > threshold, yt)}}
+
+
 def _kdd99_scaled(cfg: Config) -> tuple[str, str]:
     """kdd99 train / test stores with every column log1p, then min-max scaled by the training part."""
     from dpipe.testing import write_store
@@ -89,16 +101,13 @@ def _neyman_pearson(cfg: Config) -> dict[str, Any]:
     X, y = _arrays(train)
     Xt, yt = _arrays(test)
     model, seconds = _fit(train, "false-negative-rate", ["false_positive_rate <= 0.01"])
-    res = {"rows": int(X.shape[0]), "test_rows": int(Xt.shape[0]),
-           "dpipe": {"seconds": seconds, "train": _rates(model.predict(X) == 1, y), "test": _rates(model.predict(Xt) == 1, yt),
-                     "satisfied": model.fit["success"]}}
-    lr, seconds = _logistic(X, y)
-    s, st = lr.decision_function(X), lr.decision_function(Xt)
-    neg = np.sort(s[y != 1])[::-1]
-    allowed = int(np.floor(0.01 * neg.size))  # at most this many training negatives above the threshold
-    threshold = neg[allowed] if allowed < neg.size else -np.inf  # predict positive iff s > threshold
-    res["logistic_regression"] = {"seconds": seconds, "train": _rates(s > threshold, y), "test": _rates(st > threshold, yt)}
-    return res
+
+    def at_one_percent(s: np.ndarray, y: np.ndarray) -> float:
+        neg = np.sort(s[y != 1])[::-1]
+        allowed = int(np.floor(0.01 * neg.size))  # at most this many training negatives above the threshold
+        return neg[allowed] if allowed < neg.size else -np.inf
+
+    return {"rows": int(X.shape[0]), "test_rows": int(Xt.shape[0]), **_against_logistic(model, seconds, (X, y), (Xt, yt), at_one_percent)}
 
 
 def _coverage(cfg: Config) -> dict[str, Any]:
@@ -106,13 +115,7 @@ def _coverage(cfg: Config) -> dict[str, Any]:
     X, y = _arrays(train)
     Xt, yt = _arrays(test)
     model, seconds = _fit(train, "error-rate", ["coverage <= 0.1"])
-    res = {"dpipe": {"seconds": seconds, "train": _rates(model.predict(X) == 1, y), "test": _rates(model.predict(Xt) == 1, yt),
-                     "satisfied": model.fit["success"]}}
-    lr, seconds = _logistic(X, y)
-    s, st = lr.decision_function(X), lr.decision_function(Xt)
-    threshold = np.sort(s)[::-1][int(np.floor(0.1 * s.size))]
-    res["logistic_regression"] = {"seconds": seconds, "train": _rates(s > threshold, y), "test": _rates(st > threshold, yt)}
-    return res
+    return _against_logistic(model, seconds, (X, y), (Xt, yt), lambda s, _: np.sort(s)[::-1][int(np.floor(0.1 * s.size))])
 
 
 def _egregious(cfg: Config) -> dict[str, Any]:
