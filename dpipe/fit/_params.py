@@ -217,7 +217,7 @@ PARAMS: dict[str, Param] = {
               ("smooth",), 10.0, low=1.0, instead=_NOT_SMOOTHED),
         Param("standardize", "bool", "Fit on features scaled to unit standard deviation (one extra pass). The ridge then applies to "
               "the scaled weights, so the objective is not SVM-perf's on raw features; the model keeps raw-feature weights.",
-              ("smooth", "structural"), False, instead="the moment objectives are fitted in standardized coordinates already"),
+              ("smooth", "structural", "rate"), False, instead="the moment objectives are fitted in standardized coordinates already"),
         Param("precondition", "choice", "Smoothed objectives: keep the objective and its minimizer, change only the coordinates L-BFGS "
               "runs in. ``'moments'`` whitens the Hessian modelled from the class moments ``c M + lam diag(p)`` (one moments pass and "
               "one score pass, a d x d factorization on the driver, d <= 4096); ``'diagonal'`` (or True) scales each feature by its "

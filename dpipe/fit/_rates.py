@@ -48,7 +48,7 @@ import numpy as np
 from scipy.optimize import linprog, minimize
 
 from .._runs import merge_runs
-from ..engine import RankPasses
+from ..engine import RankPasses, column_scales
 from ..exceptions import ConvergenceWarning, ParameterError
 from ..objectives import SmoothedAUCRisk
 from ..rates._cells import CompiledRows, DataInfo, StorePlan, compile_rows, plan_stores
@@ -121,22 +121,29 @@ class _Problem:
     """The stores, the compiled rows and the passes of one rate fit."""
 
     def __init__(self, datasets: Mapping[str, Any], plans: Mapping[str, StorePlan], rows: CompiledRows, lam: float, smoothing: float,
-                 ranking: bool = False) -> None:
+                 ranking: bool = False, scale: np.ndarray | None = None) -> None:
         self.datasets, self.plans, self.rows, self.lam, self.smoothing = datasets, plans, rows, lam, smoothing
         self.split = {a: (np.maximum(c, 0.0), np.maximum(-c, 0.0)) for a, c in rows.coef.items()}
         self.n_features = int(next(iter(datasets.values())).n_features)
+        # theta = (u, b) with the raw weights w = u / scale (standardize); lam/2 ||theta||^2 penalizes u
+        self.inv_scale = np.ones(self.n_features) if scale is None else 1.0 / np.asarray(scale, dtype=np.float64)
         self.evaluations = 0
         # the ROC-AUC surrogate on the training store: convex already (no majorization), its own two passes
         self.ranking = SmoothedObjective(RankPasses(datasets["train"]), SmoothedAUCRisk(smoothing)) if ranking else None
         self._recent: list[tuple[tuple[bytes, bytes, bytes], tuple[float, np.ndarray, dict[str, RatePass], float]]] = []
 
+    def weights(self, theta: np.ndarray) -> np.ndarray:
+        """The raw-feature weights ``w`` of ``theta = (u, b)``."""
+        return theta[: self.n_features] * self.inv_scale
+
     def passes(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> dict[str, RatePass]:
         d = self.n_features
         out = {}
+        w, w_anchor = self.weights(theta), self.weights(anchor)
         for alias, ds in self.datasets.items():
             cp, cn = self.split[alias]
             P, N = v_full @ cp, v_full @ cn
-            out[alias] = ds.map_reduce(rate_pass, operator.add, theta[:d], float(theta[d]), (anchor[:d], float(anchor[d])), self.plans[alias].layout, P, N, self.smoothing)
+            out[alias] = ds.map_reduce(rate_pass, operator.add, w, float(theta[d]), (w_anchor, float(anchor[d])), self.plans[alias].layout, P, N, self.smoothing)
         self.evaluations += 1
         return out
 
@@ -167,14 +174,15 @@ class _Problem:
         results = self.passes(theta, anchor, v_full)
         value = 0.5 * self.lam * float(theta @ theta) + sum(r.value for r in results.values())
         value += float(v_full @ (self.rows.constant + sum(np.minimum(self.rows.coef[a], 0.0) @ r.sums[WEIGHT] for a, r in results.items())))
-        grad = sum(r.grad for r in results.values()) + self.lam * theta
+        grad = sum(r.grad for r in results.values())
         ranking_risk = 0.0
         if self.ranking is not None:
-            d = self.n_features
-            auc_value, auc_grad = self.ranking.value_and_grad(theta[:d])
+            auc_value, auc_grad = self.ranking.value_and_grad(self.weights(theta))
             value += auc_value
-            grad[:d] += auc_grad
+            grad[: self.n_features] += auc_grad
             ranking_risk = float(self.ranking.last["J"])
+        grad[: self.n_features] *= self.inv_scale  # the chain rule through w = u / scale
+        grad += self.lam * theta
         out = (value, grad, results, ranking_risk)
         self._recent = [(key, out), *self._recent[:1]]
         return out
@@ -253,6 +261,7 @@ def fit_rates(
     feasibility_tol: float = 1e-6,
     threshold: str = "exact",
     ranking: bool = False,
+    standardize: bool = False,
 ) -> RateFit:
     """Minimize the objective's rates under the constraints on the opened ``datasets`` (alias -> dataset).
 
@@ -293,6 +302,10 @@ def fit_rates(
         Also minimize the ROC-AUC surrogate on the training store: auc-smooth's mean
         pairwise hinge, Huberized with width ``smoothing`` (convex, so not majorized;
         its score and gradient passes are added to each evaluation, O(n log n)).
+    standardize : bool
+        Fit in coordinates ``u = w * scale`` (the training store's column scales, one extra
+        pass), the penalty on ``u``: a model invariant to rescaling a column, and far
+        fewer evaluations on raw columns of very different scales.
     """
     t0 = time.perf_counter()
     constraints = list(constraints)
@@ -308,7 +321,8 @@ def fit_rates(
     rows = compile_rows(objective, constraints, plans, weights)
     n = float(weights["train"].sum())
     lam = 1.0 / max(n, 1.0) if lam is None else float(lam)
-    problem = _Problem(datasets, plans, rows, lam, smoothing, ranking)
+    scale = column_scales(datasets["train"]) if standardize else None
+    problem = _Problem(datasets, plans, rows, lam, smoothing, ranking, scale)
     d = problem.n_features
     theta = np.zeros(d + 1)  # the paper starts from w = 0
     shortcut = None
@@ -323,12 +337,12 @@ def fit_rates(
         steps = mm_steps
     theta = best.theta.copy()
     if threshold == "exact" and shortcut is None:
-        theta[d] = _exact_bias(problem, theta[:d], float(theta[d]), feasibility_tol)[0]
+        theta[d] = _exact_bias(problem, problem.weights(theta), float(theta[d]), feasibility_tol)[0]
     v_full = np.concatenate([[1.0], best.v])
     results = problem.smoothed(theta, theta, v_full)[2]
     exact, ramped = problem.rows_at(results, INDICATOR), problem.rows_at(results, RAMP)
     if problem.ranking is not None:  # the objective's row: 1 - training ROC-AUC (exact), and the pairwise hinge
-        problem.ranking.value_and_grad(theta[:d])
+        problem.ranking.value_and_grad(problem.weights(theta))
         exact[0], ramped[0] = 1.0 - problem.ranking.train_auc(), problem.ranking.last["J"]
     if threshold == "randomized":  # what the randomized classifier achieves in expectation: the ramp rates
         exact = ramped.copy() if problem.ranking is None else np.r_[exact[0], ramped[1:]]
@@ -336,7 +350,7 @@ def fit_rates(
                for j, text in enumerate(rows.texts)]
     for r in reports[1:]:
         log.info("rates: %s: %s (value %+.4g, multiplier %.4g)", r.text, "holds" if r.satisfied else "NOT satisfied", r.value, r.multiplier)
-    return RateFit(theta[:d].copy(), float(theta[d]), reports, steps, cuts_total, problem.evaluations, time.perf_counter() - t0)
+    return RateFit(problem.weights(theta).copy(), float(theta[d]), reports, steps, cuts_total, problem.evaluations, time.perf_counter() - t0)
 
 
 def _majorization_minimization(problem: _Problem, theta: np.ndarray, m: int, mm_steps: int, max_cuts: int, multiplier_bound: float,
@@ -385,7 +399,7 @@ def _threshold_alone(problem: _Problem, m: int, inner_max_iter: int, inner_tol: 
     d = problem.n_features
     v_full = np.concatenate([[1.0], np.zeros(m)])
     theta, value = _solve_inner(problem, np.zeros(d + 1), np.zeros(d + 1), v_full, inner_max_iter, inner_tol)
-    bias, feasible = _exact_bias(problem, theta[:d], float(theta[d]), feasibility_tol)
+    bias, feasible = _exact_bias(problem, problem.weights(theta), float(theta[d]), feasibility_tol)
     if not feasible:
         return None, theta
     log.info("rates: the unconstrained ROC-AUC direction meets every constraint at a threshold: no majorization needed")
@@ -458,7 +472,7 @@ def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = No
         datasets, rates() if rates is not None else None, params.constraints, load_model=deployed_model, lam=params.lam,
         smoothing=params.smoothing, mm_steps=params.mm_steps, multiplier_bound=params.multiplier_bound, tol=params.eps,
         inner_max_iter=params.max_iter, inner_tol=params.tol, threshold=params.threshold_rule,
-        ranking=params.objective in RANKING_OBJECTIVES,
+        ranking=params.objective in RANKING_OBJECTIVES, standardize=params.standardize,
     )
     held = all(r.satisfied for r in fit.reports[1:])
     unmet = [r.text for r in fit.reports[1:] if not r.satisfied]
@@ -468,7 +482,7 @@ def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = No
         message="every constraint holds on the training data" if held else "NOT satisfied on the training data: " + "; ".join(unmet),
         time_solve=fit.seconds,
         info={"constraints": [dataclasses.asdict(r) for r in fit.reports[1:]], "objective_ramp": fit.reports[0].ramp_value,
-              "cuts": fit.cuts, "datasets": {a: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>" for a, ds in datasets.items()}},
+              "cuts": fit.cuts, "standardized": bool(params.standardize), "datasets": {a: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>" for a, ds in datasets.items()}},
     )
     if not held:
         warnings.warn(f"{params.objective}: constraint(s) not satisfied on the training data: {'; '.join(unmet)} "

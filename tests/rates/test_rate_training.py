@@ -237,3 +237,20 @@ def test_the_estimator_draws_a_randomized_model_s_labels(data):
     assert abs(np.mean(a == clf.classes_[1]) - p.mean()) < 0.03
     with pytest.raises(ValueError, match="deterministic"):
         dpipe.DPipeClassifier(objective="error-rate", constraints=["recall >= 0.7"]).fit(X, y).predict(X, random_state=1)
+
+
+def test_standardize_makes_the_rate_fit_invariant_to_column_scales(tmp_path):
+    """standardize=True fits in u = w * scale: rescaling columns by powers of two (exact in float32) gives the same
+    model up to that rescaling, to rounding; without it the fit changes (the penalty and the ramp see other weights)."""
+    X, y, g = _data(1500, 5)
+    D = np.array([2.0**-6, 2.0**5, 1.0, 2.0**9], dtype=np.float32)
+    a = write_store(tmp_path / "a.zarr", X, y, [700, 800], group=g, groups=["M", "F"])
+    b = write_store(tmp_path / "b.zarr", X * D, y, [700, 800], group=g, groups=["M", "F"])
+    c = ["positive_rate(group=M) >= 0.8 * positive_rate(group=F)"]
+    ma = dpipe.train(a, "error-rate", engine="local", train_metrics=False, constraints=c, standardize=True, mm_steps=3)
+    mb = dpipe.train(b, "error-rate", engine="local", train_metrics=False, constraints=c, standardize=True, mm_steps=3)
+    np.testing.assert_allclose(np.asarray(mb.coef) * D, ma.coef, rtol=1e-9, atol=1e-12)
+    assert mb.intercept == pytest.approx(ma.intercept, rel=1e-9, abs=1e-12) and ma.fit["info"]["standardized"]
+    raw_a = dpipe.train(a, "error-rate", engine="local", train_metrics=False, constraints=c, mm_steps=3)
+    raw_b = dpipe.train(b, "error-rate", engine="local", train_metrics=False, constraints=c, mm_steps=3)
+    assert not np.allclose(np.asarray(raw_b.coef) * D, raw_a.coef, rtol=1e-3)
