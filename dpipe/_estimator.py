@@ -11,6 +11,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._config import get_setting
+from ._ramp import ramp
 from .engine import LocalDataset
 from .exceptions import ParameterError
 from .fit import OBJECTIVES, PARAMS, finish_fit, fit_dataset, model_params, resolve
@@ -223,7 +224,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
 
         def draw(b: np.ndarray, block: int = 0) -> np.ndarray:
             u = np.random.default_rng([entropy, block]).random(b.shape)
-            return self.classes_[(u < np.clip(0.5 + b, 0.0, 1.0)).astype(int)]
+            return self.classes_[(u < ramp(b)).astype(int)]
 
         if _is_dask(s):
             return s.map_blocks(lambda b, block_info=None: draw(b, block_info[None]["chunk-location"][0]), dtype=self.classes_.dtype)

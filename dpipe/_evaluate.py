@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from ._modes import set_default_mode
 from ._output import PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, check_output_path, lock_temporary
+from ._ramp import ramp
 from .engine import open_dataset, rank_summary
 from .exceptions import ParameterError
 from .io import Store, open_store
@@ -222,7 +223,7 @@ def predict(
             parts = ds.map_gather(shard_scores_labels, model.coef, model.intercept)
         with pq.ParquetWriter(tmp, schema) as writer:
             for (start, stop), (s, y) in zip(st.manifest.shard_bounds, parts):
-                positive = s > threshold if rng is None else rng.random(s.size) < np.clip(0.5 + s - threshold, 0.0, 1.0)
+                positive = s > threshold if rng is None else rng.random(s.size) < ramp(s - threshold)
                 label = np.where(positive, 1, -1).astype(np.int8)
                 columns = [pa.array(np.arange(start, stop, dtype=np.int64)), pa.array(s), pa.array(label), pa.array(y)]
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))

@@ -339,7 +339,7 @@ def fit_rates(
     if threshold == "exact" and shortcut is None:
         theta[d] = _exact_bias(problem, problem.weights(theta), float(theta[d]), feasibility_tol)[0]
     v_full = np.concatenate([[1.0], best.v])
-    results = problem.smoothed(theta, theta, v_full)[2]
+    results = problem.passes(theta, theta, v_full)  # the rates at the returned model (the ranking's passes once, below)
     exact, ramped = problem.rows_at(results, INDICATOR), problem.rows_at(results, RAMP)
     if problem.ranking is not None:  # the objective's row: 1 - training ROC-AUC (exact), and the pairwise hinge
         problem.ranking.value_and_grad(problem.weights(theta))

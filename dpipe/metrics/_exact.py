@@ -71,6 +71,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._ramp import ramp
 from .._runs import merge_runs
 from .._validation import check_number
 from ..exceptions import ParameterError
@@ -484,7 +485,7 @@ class RankSummary:
         """Expected ``(tp, fp, fn, tn)`` of the randomized rule "positive with probability clip(1/2 + score - threshold, 0, 1)"
         (Goh et al.'s randomized classifier; weight sums with weights)."""
         t = _check_threshold(threshold, "RankSummary.expected_confusion")
-        p = np.clip(0.5 + self.scores - t, 0.0, 1.0)
+        p = ramp(self.scores - t)
         tp, fp = float(p @ self.pos), float(p @ self.neg)
         return tp, fp, float(self.pos.sum()) - tp, float(self.neg.sum()) - fp
 

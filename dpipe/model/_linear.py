@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .._ramp import ramp
+
 try:  # both are stdlib-only; a copy of this file alone falls back to ValueError and mkstemp's 0600
     from .._modes import current_umask as _umask
     from ..exceptions import ParameterError
@@ -191,7 +193,7 @@ class LinearModel:
         if not self.randomized:
             raise ValueError("LinearModel: positive_probability is a randomized model's (threshold_rule='randomized'); "
                              "this one predicts positive where the score is > 0")
-        return np.clip(0.5 + self.decision_function(X), 0.0, 1.0)
+        return ramp(self.decision_function(X))
 
     def predict(self, X: np.ndarray, random_state: int | np.random.Generator | None = None) -> np.ndarray:
         """Labels in {-1, +1}: +1 where the score is > 0; for a randomized model, +1 with probability

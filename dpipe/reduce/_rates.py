@@ -24,6 +24,7 @@ import threading
 import numba
 import numpy as np
 
+from .._ramp import ramp
 from ._finite import check_scores, check_weights
 from ._linalg import matvec, matvec_pair, rmatvec
 
@@ -67,11 +68,6 @@ def row_cells(shard, layout: CellLayout) -> np.ndarray:
     for k, (coef, intercept) in enumerate(layout.baselines):
         cells += (2 * layout.n_groups << k) * (matvec(shard.X, coef) + intercept > 0)
     return cells
-
-
-def ramp(z: np.ndarray) -> np.ndarray:
-    """``clip(1/2 + z, 0, 1)``: the probability a ramp-randomized classifier predicts positive."""
-    return np.clip(0.5 + z, 0.0, 1.0)
 
 
 def huber(u: np.ndarray, t: float) -> np.ndarray:
@@ -145,8 +141,17 @@ def _row_memo(layout: CellLayout, shard) -> _RowMemo | None:
         return entries.setdefault((alias, int(shard.index)), _RowMemo())
 
 
-def _small_cells(cells: np.ndarray, n_cells: int) -> np.ndarray:
-    return cells.astype(np.int8 if n_cells <= 127 else np.int16 if n_cells <= 32767 else np.int32)
+def _cells(shard, layout: CellLayout) -> np.ndarray:
+    """:func:`row_cells` in the smallest integer type, kept in the fit's memo (a deployed model's predictions cost a
+    pass over ``X``; every pass of the fit needs the same cells)."""
+    memo = _row_memo(layout, shard)
+    if memo is not None and memo.cells is not None and memo.cells.size == shard.n_rows:
+        return memo.cells
+    n = layout.n_cells
+    cells = row_cells(shard, layout).astype(np.int8 if n <= 127 else np.int16 if n <= 32767 else np.int32)
+    if memo is not None:
+        memo.cells = cells
+    return cells
 
 
 def rate_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarray, float], layout: CellLayout,
@@ -181,12 +186,7 @@ def rate_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarra
     z -= intercept
     check_scores(shard, z)
     check_weights(shard)
-    if memo is not None and memo.cells is not None and memo.cells.size == shard.n_rows:
-        cells = memo.cells
-    else:
-        cells = _small_cells(row_cells(shard, layout), layout.n_cells)
-        if memo is not None:
-            memo.cells = cells
+    cells = _cells(shard, layout)
     v = np.ones(shard.n_rows) if shard.weight is None else shard.weight.astype(np.float64)
     sums = np.zeros((_N_SUMS, n_cells))
     dz = np.empty(shard.n_rows)
@@ -236,7 +236,7 @@ def cell_weights(shard, layout: CellLayout) -> np.ndarray:
     """Weighted row count of every cell of ``shard`` (the dataset sizes a fit needs first)."""
     check_weights(shard)
     v = None if shard.weight is None else shard.weight.astype(np.float64)
-    return np.bincount(row_cells(shard, layout), weights=v, minlength=layout.n_cells).astype(np.float64)
+    return np.bincount(_cells(shard, layout), weights=v, minlength=layout.n_cells).astype(np.float64)
 
 
 def sorted_scores_cells(shard, coef: np.ndarray, layout: CellLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -246,7 +246,7 @@ def sorted_scores_cells(shard, coef: np.ndarray, layout: CellLayout) -> tuple[np
     check_weights(shard)
     order = np.argsort(s, kind="stable")
     v = np.ones(shard.n_rows) if shard.weight is None else shard.weight.astype(np.float64)
-    return s[order], row_cells(shard, layout)[order].astype(np.int32), v[order]
+    return s[order], _cells(shard, layout)[order].astype(np.int32), v[order]
 
 
 def cell_predictions(shard, coef: np.ndarray, intercept: float, layout: CellLayout, randomized: bool = False) -> np.ndarray:
