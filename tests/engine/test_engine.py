@@ -112,10 +112,12 @@ def test_a_lost_shard_host_falls_back_to_tasks_then_comes_back_spread(tmp_path, 
             engine_log.addHandler(caplog.handler)  # the CLI tests may have stopped dpipe's logs propagating
             try:
                 with caplog.at_level("INFO", logger="dpipe.engine"):
-                    lost = []
+                    lost, on_tasks = [], []
                     for _ in range(3):  # the first call may still find the host's future "finished"
                         lost.append(ds.map_gather(_row_sums, w))
-                    assert ds._hosts == []  # on tasks while the nanny restarts its worker
+                        on_tasks.append(ds._hosts == [])
+                    # the call that found the host lost ran on tasks; a fast nanny may have the hosts back by the next call
+                    assert any(on_tasks)
                     c.wait_for_workers(2, timeout=60)
                     back = ds.map_gather(_row_sums, w)
             finally:
