@@ -29,12 +29,13 @@ def _prepare_stores(a: argparse.Namespace, workdir: str, ingest_kwargs: dict[str
 
     if a.test_data is not None:
         ingest(a.data, train, overwrite=True, **ingest_kwargs)
-        like = dict(ingest_kwargs, like=train)
+        like = dict(ingest_kwargs, like=train, log1p=None, scale="none")  # the training store's transform is re-applied
         ingest(a.test_data, test, overwrite=True, **like)
         return train, test, f"{a.data} / {a.test_data}"
     full = os.path.join(workdir, "full.zarr")
-    ingest(a.data, full, overwrite=True, **ingest_kwargs)
-    split_store(full, train, test, test_fraction=0.25, seed=0, overwrite=True)
+    transform = {k: ingest_kwargs[k] for k in ("log1p", "scale") if k in ingest_kwargs}
+    ingest(a.data, full, overwrite=True, **dict(ingest_kwargs, log1p=None, scale="none"))
+    split_store(full, train, test, train_fraction=0.75, seed=0, overwrite=True, **transform)  # a transform is fitted on the training part
     return train, test, f"{a.data} (75/25 random split)"
 
 

@@ -1,4 +1,4 @@
-"""The ``dpipe`` command: ingest | info | make-data | train | evaluate | predict | verify | demo."""
+"""The ``dpipe`` command: ingest | split | info | make-data | train | evaluate | predict | verify | demo."""
 
 from __future__ import annotations
 
@@ -71,13 +71,23 @@ def _add_ingest_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unseen", choices=("error", "ignore"), default="error", help="with --like: a category absent from the training store is an error (default) or encodes as all zeros")
     p.add_argument("--unlabeled", action="store_true", help="the source has no labels (no label column; svmlight label tokens dropped): "
                    "a pool to score or to name in churn / coverage constraints")
+    _add_transform_options(p)
+
+
+def _add_transform_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log1p", metavar="COLS|auto|all",
+                   help="store log1p(x) for these comma-separated features, every numeric feature (all), or the heavy-tailed ones "
+                        "(auto: never negative, max >= ~128 x median on 1 + x; reported per feature); one-hot indicators never")
+    p.add_argument("--scale", choices=("none", "minmax", "standard"), default="none",
+                   help="scale every numeric feature (after --log1p) to [0, 1] (minmax) or to zero mean, unit variance (standard), "
+                        "fitted on the training rows and kept in the manifest; --like stores and models re-apply it (default none)")
 
 
 def _ingest_kwargs(a: argparse.Namespace) -> dict[str, Any]:
     return dict(
         source_format=a.source_format, label=a.label, positive=a.positive, negative=a.negative, n_features=a.n_features,
         zero_based=a.zero_based, header=a.header, skip_rows=a.skip_rows, group_col=a.group_col, weight_col=a.weight_col,
-        like=a.like, unseen=a.unseen, unlabeled=a.unlabeled,
+        like=a.like, unseen=a.unseen, unlabeled=a.unlabeled, log1p=a.log1p, scale=a.scale,
     )
 
 
@@ -100,6 +110,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-rows", dest="shard_rows", type=int, help="rows per shard (default: about 64 MB of features)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing DEST (only a dpipe store is ever replaced)")
     _add_ingest_options(p)
+
+    p = sub.add_parser("split", help="split a store into a training and a test store (optionally with a transform fitted on the training part)")
+    p.add_argument("store")
+    p.add_argument("train", help="training store to create")
+    p.add_argument("test", help="test store to create")
+    p.add_argument("--fraction", type=float, default=0.75, help="share of the rows in the training store (default 0.75)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--method", choices=("permutation", "bernoulli"), default="permutation",
+                   help="permutation (default): rows RandomState(seed).permutation(n)[:int(fraction n)] train; bernoulli: each row "
+                        "independently, O(shard) memory")
+    p.add_argument("--overwrite", action="store_true", help="replace existing stores (only dpipe stores are ever replaced)")
+    _add_transform_options(p)
 
     p = sub.add_parser("info", help="print a store's manifest summary")
     p.add_argument("store")
@@ -266,6 +288,7 @@ def _cmd_info(a: argparse.Namespace) -> None:
         totals = [sum(c[i] for c in m.group_counts) for i in range(len(m.groups))] if m.group_counts else []
         print(f"groups    {m.group_column}: " + ", ".join(f"{g} {c}" for g, c in zip(m.groups, totals)))
     print(f"weights   {'yes' if m.has_weight else 'no'}")
+    _print_transform(m)
     src = m.source
     if src:
         print(f"source    {src.get('path', '')} ({src.get('format', '')}{', sha256 ' + src['sha256'][:16] + '...' if src.get('sha256') else ''})")
@@ -354,6 +377,34 @@ def _cmd_ingest(a: argparse.Namespace) -> None:
     m = ingest(a.src, a.dest, format=a.format, shard_rows=a.shard_rows, overwrite=a.overwrite, **_ingest_kwargs(a))
     labels = f"{m.n_positive} positive / {m.n_negative} negative" if m.labelled else "unlabelled"
     print(f"{a.dest}: {m.n_rows} rows, {m.n_features} features, {m.n_shards} shards, {labels}")
+    _print_transform(m)
+
+
+def _print_transform(m: Any) -> None:
+    from ..io._transform import describe, stored_transform
+
+    t = stored_transform(m, "")
+    if t is None:
+        return
+    print(f"transform {describe(t)}, fitted on {m.encoding['transform'].get('fitted_on', {}).get('path', '?')}")
+    from .._log import VERBOSE
+
+    for name, f in m.encoding["transform"].get("auto", {}).get("features", {}).items():
+        log.log(VERBOSE, "log1p auto: %s: min %.6g, max %.6g, octaves of 1 + x: median %d, max %d -> %s (%s)", name, f["min"], f["max"],
+                 f["median_octave"], f["max_octave"], "log1p" if f["log1p"] else "kept", f["why"])
+
+
+def _cmd_split(a: argparse.Namespace) -> None:
+    from .._output import check_output_path
+    from ..io import split_store
+
+    for dest in (a.train, a.test):
+        check_output_path(dest, overwrite=True, what="store", directory=True)
+    tr, te = split_store(a.store, a.train, a.test, train_fraction=a.fraction, seed=a.seed, method=a.method, log1p=a.log1p, scale=a.scale,
+                         overwrite=a.overwrite)
+    for path, m in ((a.train, tr), (a.test, te)):
+        print(f"{path}: {m.n_rows} rows, {m.n_shards} shards" + (f", {m.n_positive} positive / {m.n_negative} negative" if m.labelled else ""))
+    _print_transform(tr)
 
 
 def _cmd_make_data(a: argparse.Namespace) -> None:
@@ -376,6 +427,7 @@ def _cmd_demo(a: argparse.Namespace) -> None:
 
 _COMMANDS = {
     "ingest": _cmd_ingest,
+    "split": _cmd_split,
     "info": _cmd_info,
     "make-data": _cmd_make_data,
     "train": _with_verify(_cmd_train),

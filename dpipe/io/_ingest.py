@@ -69,12 +69,14 @@ import numpy as np
 import pyarrow as pa
 
 from .._config import get_setting
+from .._transform import SCALES, FeatureTransform
 from .._validation import check_choice, check_int
 from ..exceptions import DataWarning, InputError, ParameterError, StoreError
 from ._labels import LabelCounter, LabelRule, Where, class_absent_message
 from ._manifest import Manifest
 from ._store import open_store
 from ._svmlight import MAX_INDEX, looks_like_svmlight, parse_block
+from ._transform import check_log1p, ingest_transformed, stored_transform
 from ._tabular import (
     MISSING_VALUES,
     Column,
@@ -819,6 +821,8 @@ def ingest(
     like: str | None = None,
     unseen: str = "error",
     unlabeled: bool = False,
+    log1p: str | Sequence[str | int] | None = None,
+    scale: str = "none",
     shard_rows: int | None = None,
     read_rows: int | None = None,
     overwrite: bool = False,
@@ -877,6 +881,18 @@ def ingest(
         tokens are dropped. The store's ``y`` is all 0 and its manifest says
         ``labelled: false``; training and ``evaluate`` refuse it, rates that need
         labels (recall, error, ...) refuse it by name.
+    log1p : "auto", "all" or list of feature names / indices, optional
+        Features stored as ``log1p(x)``: the named ones, every numeric feature ("all"), or
+        the heavy-tailed ones ("auto": never negative, maximum at least about 128 times
+        the median on ``1 + x``; see :mod:`dpipe.io._transform`, every feature's figures
+        are kept in the manifest). One-hot indicators are never logged.
+    scale : {"none", "minmax", "standard"}
+        Affine map of every numeric feature (after ``log1p``), fitted on this source: to
+        [0, 1] by minimum and maximum, or to zero mean and unit variance. The fitted
+        transform is kept in the manifest (``encoding["transform"]``); ``like=`` ingests
+        re-apply it (their values may fall outside [0, 1]) and models trained on the store
+        carry it, so raw rows score as stored rows do. Fitting costs one more read and
+        write of the new store.
     shard_rows : int, optional
         Rows per shard. Default: about ``dpipe.shard-bytes`` of float32 features, and
         at least ``dpipe.min-shards`` shards (of at least 8192 rows each).
@@ -939,7 +955,25 @@ def ingest(
     weight_col = _check_column_spec(weight_col, "weight_col")
     rule = LabelRule.from_args(positive, negative, OWNER)
     like_manifest = _open_like(like)
+    log1p = check_log1p(log1p, OWNER)
+    check_choice(scale, "scale", OWNER, SCALES)
+    transform = None
+    if like_manifest is not None and like_manifest.encoding.get("transform") is not None:
+        if log1p is not None or scale != "none":
+            raise ParameterError(f"The 'log1p' and 'scale' parameters of {OWNER} fit a transform, but the like= store {os.fspath(like)} has one, "
+                                 "which is re-applied; give one or the other.")
+        transform = stored_transform(like_manifest, os.fspath(like))
     prepare_destination(dest, overwrite)
+    if log1p is not None or scale != "none":
+        raw_args = dict(format=format, source_format=source_format, label=label, positive=positive, negative=negative, n_features=n_features,
+                        zero_based=zero_based, header=header, skip_rows=skip_rows, group_col=group_col, weight_col=weight_col, like=like,
+                        unseen=unseen, unlabeled=unlabeled, shard_rows=shard_rows, read_rows=read_rows)
+
+        def source_of(raw: Manifest) -> dict[str, Any]:
+            return {**raw.source, "options": {**raw.source["options"], "log1p": log1p, "scale": scale, "overwrite": overwrite}}
+
+        return ingest_transformed(lambda path: ingest(src, path, **raw_args), dest, overwrite, log1p, scale, source_of,
+                                  fitted_on=paths[0] if len(paths) == 1 else ", ".join(paths))
 
     kinds = [source_format or detect_source_format(p, skip_rows) for p in paths]
     if len(set(kinds)) > 1:
@@ -999,6 +1033,8 @@ def ingest(
         "like": None if like is None else os.path.abspath(os.fspath(like)),
         "unseen": unseen,
         "unlabeled": unlabeled,
+        "log1p": None,
+        "scale": "none",
         "shard_rows": rows_per_shard,
         "read_rows": read_rows,
         "overwrite": overwrite,
@@ -1006,15 +1042,28 @@ def ingest(
     source = _source_dict(paths, files, kind, options, isinstance(src, (str, os.PathLike)))
     with ShardWriter(dest, d, job.feature_names, rows_per_shard, format=format, with_group=with_group, with_weight=getattr(job, "has_weight", False),
                      overwrite=overwrite, labelled=not unlabeled) as writer:
-        written = _write_shards(job, writer, rows_per_shard, d)
+        written = _write_shards(job, writer, rows_per_shard, d, transform, ", ".join(paths))
         if written != job.n_rows:
             raise InputError(f"pass 2 read {written} rows, pass 1 counted {job.n_rows} (did the file change?)", path=files[0].path)
-        manifest = writer.commit(source=source, encoding=job.encoding, groups=groups, group_column=getattr(job, "group_column", None))
+        encoding = job.encoding if transform is None else {**job.encoding, "transform": like_manifest.encoding["transform"]}
+        manifest = writer.commit(source=source, encoding=encoding, groups=groups, group_column=getattr(job, "group_column", None))
     return manifest
 
 
-def _write_shards(job: _SvmlightJob | _TabularJob, writer: ShardWriter, shard_rows: int, d: int) -> int:
-    """Encode pass 2 straight into one shard-sized buffer and write every full shard."""
+def _write_shards(job: _SvmlightJob | _TabularJob, writer: ShardWriter, shard_rows: int, d: int,
+                  transform: FeatureTransform | None = None, where: str = "") -> int:
+    """Encode pass 2 straight into one shard-sized buffer and write every full shard (transformed in place
+    by the like= store's ``transform``)."""
+
+    def write(rows: int) -> None:
+        if transform is not None:
+            try:
+                view = X[:rows]
+                transform.apply(view, out=view, first_row=total, where=where)
+            except ValueError as exc:
+                raise InputError(f"{exc} (a row of the source, counted from 0; the transform is the like= store's)") from None
+        writer.write_shard(X[:rows], y[:rows], None if g is None else g[:rows], None if w is None else w[:rows])
+
     X = np.zeros((shard_rows, d), dtype=np.float32)
     y = np.zeros(shard_rows, dtype=np.int8)
     g = np.zeros(shard_rows, dtype=np.int16) if writer.with_group else None
@@ -1033,11 +1082,11 @@ def _write_shards(job: _SvmlightJob | _TabularJob, writer: ShardWriter, shard_ro
             pos += take
             a += take
             if pos == shard_rows:
-                writer.write_shard(X, y, g, w)
+                write(pos)
                 total += pos
                 pos = 0
     if pos:
-        writer.write_shard(X[:pos], y[:pos], None if g is None else g[:pos], None if w is None else w[:pos])
+        write(pos)
         total += pos
     return total
 

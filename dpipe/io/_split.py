@@ -1,20 +1,25 @@
-"""Split a store into train and test stores, streaming shard by shard."""
+"""Split a store into train and test stores, streaming shard by shard (with a transform fitted on the train part)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import numpy as np
 
-from .._validation import check_number
+from .._validation import check_choice, check_int, check_number
+from ..exceptions import InputError, ParameterError
 from ._manifest import Manifest
 from ._store import Store, open_store
+from ._transform import FeatureStats, check_log1p, fit_transform, indicator_features, stored_transform
 from ._writer import ShardWriter, shard_rows_for
 
-__all__ = ["split_store"]
+__all__ = ["split_store", "SPLIT_METHODS"]
 
-
-#: rows per random-number block of :func:`split_store` (row r uses block r // SPLIT_BLOCK)
+OWNER = "split_store"
+#: ``method=`` values of :func:`split_store`
+SPLIT_METHODS = ("permutation", "bernoulli")
+#: rows per random-number block of the ``bernoulli`` method (row r uses block r // SPLIT_BLOCK)
 SPLIT_BLOCK = 65536
 
 
@@ -28,49 +33,108 @@ def _uniforms(seed: int, start: int, n: int) -> np.ndarray:
     return draws[offset:offset + n]
 
 
+def train_rows(n: int, train_fraction: float, seed: int) -> np.ndarray:
+    """The ``permutation`` method's training rows, sorted: ``RandomState(seed).permutation(n)[:int(train_fraction * n)]``."""
+    k = int(train_fraction * n)
+    return np.sort(np.random.RandomState(seed).permutation(n)[:k])
+
+
 def split_store(
     store: str | os.PathLike | Store,
-    train_dest: str,
-    test_dest: str,
+    train_dest: str | os.PathLike,
+    test_dest: str | os.PathLike,
     *,
-    test_fraction: float = 0.25,
+    train_fraction: float = 0.75,
     seed: int = 0,
+    method: str = "permutation",
+    log1p: str | Sequence[str | int] | None = None,
+    scale: str = "none",
     overwrite: bool = False,
 ) -> tuple[Manifest, Manifest]:
-    """Randomly split the rows of ``store`` into two new stores of the same format.
+    """Split the rows of ``store`` into a training and a test store of the same format.
 
-    Every row goes to the test store with probability ``test_fraction``
-    (independently, from generators seeded by ``seed`` and fixed blocks of
-    ``SPLIT_BLOCK`` global row numbers), so the split is reproducible, does not
-    depend on how the store is sharded, and needs one shard in memory at a time.
-    Row order is kept within each part; manifests keep the source's encoding, so models
-    trained on one part score the other.
+    Parameters
+    ----------
+    store : path or Store
+    train_dest, test_dest : path
+        The two new stores.
+    train_fraction : float
+        Share of the rows that go to ``train_dest``.
+    seed : int
+    method : {"permutation", "bernoulli"}
+        ``permutation``: the rows ``np.random.RandomState(seed).permutation(n)[:k]``,
+        ``k = int(train_fraction * n)``, are the training part, the rest the test part (the
+        protocol of SVM-perf's kdd99 tasks: ``train_fraction=0.8, seed=0``); the driver holds
+        the permutation (9 bytes a row). ``bernoulli``: every row goes to the training part
+        with probability ``train_fraction``, independently (generators seeded by ``seed`` and
+        fixed blocks of ``SPLIT_BLOCK`` rows), in O(shard) memory. Either way the split does not
+        depend on how the store is sharded, and rows keep the source's order within each part.
+    log1p, scale
+        A feature transform (see :func:`dpipe.ingest`) fitted on the training part only and
+        applied to both parts; kept in both manifests. Costs one more read of ``store``.
+    overwrite : bool
+        Replace existing destinations.
 
     Returns
     -------
     (train manifest, test manifest)
     """
-    test_fraction = check_number(test_fraction, "test_fraction", "split_store", 0.0, 1.0)
+    train_fraction = check_number(train_fraction, "train_fraction", OWNER, 0.0, 1.0)
+    seed = check_int(seed, "seed", OWNER, 0, 2**32 - 1)
+    check_choice(method, "method", OWNER, SPLIT_METHODS)
+    log1p = check_log1p(log1p, OWNER)
+    check_choice(scale, "scale", OWNER, ("minmax", "standard", "none"))
     st = store if isinstance(store, Store) else open_store(store)
     m = st.manifest
-    kw = dict(n_features=m.n_features, feature_names=m.feature_names, format=m.format, with_group=m.groups is not None,
-              with_weight=m.has_weight, overwrite=overwrite)
-    # shard sizes from the expected part sizes plus six standard deviations (no stray tail shard);
-    # these are bounds, not exact counts, so the shards are not balanced on them
-    slack = 6.0 * (m.n_rows * test_fraction * (1.0 - test_fraction)) ** 0.5 + 1.0
-    n_test, n_train = test_fraction * m.n_rows + slack, (1.0 - test_fraction) * m.n_rows + slack
-    with ShardWriter(train_dest, shard_rows=shard_rows_for(min(m.n_rows, int(n_train)), m.n_features, balance=False), **kw) as tr, \
-            ShardWriter(test_dest, shard_rows=shard_rows_for(min(m.n_rows, int(n_test)), m.n_features, balance=False), **kw) as te:
+    if method == "permutation":
+        in_train = np.zeros(m.n_rows, dtype=bool)
+        in_train[train_rows(m.n_rows, train_fraction, seed)] = True
+
+        def train_mask(start: int, n: int) -> np.ndarray:
+            return in_train[start:start + n]
+        n_train = int(in_train.sum())
+        sizes = (n_train, m.n_rows - n_train)
+    else:
+        def train_mask(start: int, n: int) -> np.ndarray:
+            return _uniforms(seed, start, n) < train_fraction
+        # shard sizes from the expected part sizes plus six standard deviations (no stray tail shard)
+        slack = 6.0 * (m.n_rows * train_fraction * (1.0 - train_fraction)) ** 0.5 + 1.0
+        sizes = (int(train_fraction * m.n_rows + slack), int((1.0 - train_fraction) * m.n_rows + slack))
+
+    transform, encoding = None, m.encoding
+    if log1p is not None or scale != "none":
+        if stored_transform(m, st.path) is not None:
+            raise ParameterError(f"{st.path}: already transformed (its manifest has encoding['transform']); split the raw store")
+        stats = FeatureStats(m.n_features, histograms=log1p == "auto")
         start = 0
         for shard in st.iter_shards():
-            to_test = _uniforms(seed, start, shard.n_rows) < test_fraction
+            stats.add(shard.X[train_mask(start, shard.n_rows)])
             start += shard.n_rows
-            for writer, mask in ((tr, ~to_test), (te, to_test)):
-                writer.append(
-                    shard.X[mask], shard.y[mask],
-                    group=None if shard.group is None else shard.group[mask],
-                    weight=None if shard.weight is None else shard.weight[mask],
-                )
-        fields = dict(groups=m.groups, group_column=m.group_column, encoding=m.encoding)
-        src = dict(m.source, split={"of": st.path, "test_fraction": test_fraction, "seed": seed})
+        transform, report = fit_transform(stats, m.feature_names, indicator_features(m), log1p=log1p, scale=scale, owner=OWNER,
+                                          where=f"{st.path} (training part)")
+        record = {**transform.to_dict(), "fitted_on": {"path": os.path.abspath(os.fspath(train_dest)), "rows": stats.n, "split_of": st.path}}
+        if report:
+            record["auto"] = report
+        encoding = {**m.encoding, "transform": record}
+
+    kw = dict(n_features=m.n_features, feature_names=m.feature_names, format=m.format, with_group=m.groups is not None,
+              with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled)
+    balance = method == "permutation"  # exact part sizes: equal shards
+    rows = [shard_rows_for(max(1, min(m.n_rows, s)), m.n_features, balance=balance) for s in sizes]
+    with ShardWriter(os.fspath(train_dest), shard_rows=rows[0], **kw) as tr, ShardWriter(os.fspath(test_dest), shard_rows=rows[1], **kw) as te:
+        start = 0
+        for i, shard in enumerate(st.iter_shards()):
+            to_train = train_mask(start, shard.n_rows)
+            X = shard.X
+            if transform is not None:
+                try:
+                    X = transform.apply(X, first_row=start, where=f"{st.path}, shard {i}")
+                except ValueError as exc:
+                    raise InputError(f"{exc} (a row of the store, counted from 0; the transform was fitted on the training part)") from None
+            for writer, mask in ((tr, to_train), (te, ~to_train)):
+                writer.append(X[mask], shard.y[mask], group=None if shard.group is None else shard.group[mask],
+                              weight=None if shard.weight is None else shard.weight[mask])
+            start += shard.n_rows
+        fields = dict(groups=m.groups, group_column=m.group_column, encoding=encoding)
+        src = dict(m.source, split={"of": st.path, "train_fraction": train_fraction, "seed": seed, "method": method, "log1p": log1p, "scale": scale})
         return (tr.commit(source=dict(src, part="train"), **fields), te.commit(source=dict(src, part="test"), **fields))

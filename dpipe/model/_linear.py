@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._ramp import ramp
+from .._transform import FeatureTransform
 
 try:  # both are stdlib-only; a copy of this file alone falls back to ValueError and mkstemp's 0600
     from .._modes import current_umask as _umask
@@ -123,8 +124,10 @@ class LinearModel:
     params : dict
         Hyper-parameters of the fit.
     encoding : dict
-        The training store's encoding (categorical vocabularies, column roles), so raw
-        CSV-like records can be scored with :meth:`encode_records`.
+        The training store's encoding (categorical vocabularies, column roles, and the
+        fitted feature transform ``encoding["transform"]`` if the store has one), so raw
+        CSV-like records can be scored with :meth:`score_records` and raw feature rows with
+        ``decision_function(X, raw=True)``.
     training : dict
         Training store path, manifest sha256, rows and class counts.
     fit : dict
@@ -175,8 +178,35 @@ class LinearModel:
         return int(self.coef.size)
 
     # -- scoring --------------------------------------------------------------------
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Scores ``X @ coef + intercept`` in float64, shape (n,)."""
+    @property
+    def transform(self) -> FeatureTransform | None:
+        """The training store's fitted feature transform (``log1p`` / ``scale`` at ingest), or None."""
+        d = self.encoding.get("transform")
+        return None if d is None else FeatureTransform.from_dict(d, self.feature_names, "LinearModel")
+
+    def transform_rows(self, X: np.ndarray) -> np.ndarray:
+        """Raw feature rows as the training store holds them: rounded to float32, then the store's
+        transform applied (float32 array; without a transform, only the rounding)."""
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(f"LinearModel: X has shape {X.shape}; expected (n, {self.n_features})")
+        t = self.transform
+        return X.astype(np.float32) if t is None else t.apply(X, where="LinearModel")
+
+    def decision_function(self, X: np.ndarray, *, raw: bool = False) -> np.ndarray:
+        """Scores ``X @ coef + intercept`` in float64, shape (n,).
+
+        Parameters
+        ----------
+        X : array of shape (n, n_features)
+            Features as the training store holds them, or (``raw=True``) as the source
+            gives them before the store's transform (:meth:`transform_rows`).
+        raw : bool
+            Apply the training store's transform first; the scores are then identical to
+            those of the same rows ingested ``--like`` the training store.
+        """
+        if raw:
+            X = self.transform_rows(X)
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ValueError(f"LinearModel: X has shape {X.shape}; expected (n, {self.n_features})")
@@ -188,21 +218,22 @@ class LinearModel:
         predicted positive with probability :meth:`positive_probability`, not when its score is > 0."""
         return self.params.get("threshold_rule") == "randomized"
 
-    def positive_probability(self, X: np.ndarray) -> np.ndarray:
+    def positive_probability(self, X: np.ndarray, *, raw: bool = False) -> np.ndarray:
         """A randomized model's probability of predicting each row positive: ``clip(1/2 + score, 0, 1)`` (the ramp)."""
         if not self.randomized:
             raise ValueError("LinearModel: positive_probability is a randomized model's (threshold_rule='randomized'); "
                              "this one predicts positive where the score is > 0")
-        return ramp(self.decision_function(X))
+        return ramp(self.decision_function(X, raw=raw))
 
-    def predict(self, X: np.ndarray, random_state: int | np.random.Generator | None = None) -> np.ndarray:
+    def predict(self, X: np.ndarray, random_state: int | np.random.Generator | None = None, *, raw: bool = False) -> np.ndarray:
         """Labels in {-1, +1}: +1 where the score is > 0; for a randomized model, +1 with probability
-        :meth:`positive_probability`, drawn from ``random_state`` (a seed or a NumPy Generator)."""
+        :meth:`positive_probability`, drawn from ``random_state`` (a seed or a NumPy Generator).
+        ``raw``: as in :meth:`decision_function`."""
         if not self.randomized:
             if random_state is not None:
                 raise ValueError("LinearModel: random_state applies to randomized models (threshold_rule='randomized'); this one is deterministic")
-            return np.where(self.decision_function(X) > 0, 1, -1).astype(np.int8)
-        p = self.positive_probability(X)
+            return np.where(self.decision_function(X, raw=raw) > 0, 1, -1).astype(np.int8)
+        p = self.positive_probability(X, raw=raw)
         return np.where(np.random.default_rng(random_state).random(p.size) < p, 1, -1).astype(np.int8)
 
     def encode_records(self, records: Iterable[Mapping[str, Any] | Sequence[Any]]) -> np.ndarray:
@@ -216,8 +247,10 @@ class LinearModel:
         Returns
         -------
         ndarray of shape (n, d), float64
-            Numeric columns are parsed as floats; categorical ones are one-hot
-            encoded with the training vocabulary (an unseen value gives all zeros).
+            The values the training store would hold for these records: numeric columns
+            parsed as floats, categorical ones one-hot encoded with the training vocabulary
+            (an unseen value gives all zeros), rounded to float32 and transformed by the
+            store's fitted transform if it has one (:meth:`transform_rows`).
         """
         enc = self.encoding
         if enc.get("kind") != "tabular":
@@ -251,7 +284,7 @@ class LinearModel:
         X = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
         if X.shape[1] != self.n_features:
             raise ValueError(f"LinearModel: encoding gives {X.shape[1]} features; the model has {self.n_features}")
-        return X
+        return self.transform_rows(X).astype(np.float64)
 
     def score_records(self, records: Iterable[Mapping[str, Any] | Sequence[Any]]) -> np.ndarray:
         """Scores of raw records (see :meth:`encode_records`)."""
@@ -286,6 +319,12 @@ class LinearModel:
             One line naming ``where`` and the field that is wrong.
         """
         _check_document(d, where)
+        encoding = d.get("encoding") or {}
+        if encoding.get("transform") is not None:
+            try:
+                FeatureTransform.from_dict(encoding["transform"], d.get("feature_names") or [f"x{i}" for i in range(len(d["coef"]))], f"{where}: encoding")
+            except ValueError as exc:
+                raise ParameterError(str(exc)) from None
         return cls(
             d["coef"],
             d["intercept"],

@@ -208,7 +208,7 @@ def test_default_shard_size_spreads_small_stores_over_min_shards(tmp_path):
     assert m.n_shards == 4 and {b - a for a, b in m.shard_bounds} == {10_000}
     with dask.config.set({"dpipe.min-shards": 1}):
         assert dpipe.make_data(tmp_path / "b.zarr", rows=40_000, features=5).n_shards == 1
-    train, test = split_store(tmp_path / "a.zarr", tmp_path / "tr.zarr", tmp_path / "te.zarr", test_fraction=0.2, seed=0)
+    train, test = split_store(tmp_path / "a.zarr", tmp_path / "tr.zarr", tmp_path / "te.zarr", train_fraction=0.8, seed=0)
     assert train.n_shards == 4 and test.n_shards == 1 and train.n_rows + test.n_rows == 40_000
 
 
@@ -223,10 +223,14 @@ def test_split_does_not_depend_on_the_shard_layout(tmp_path):
     parts = {}
     for name, shards in (("one", [n]), ("many", [7000, 0, SPLIT_BLOCK - 7000 + 13, 3000, n - SPLIT_BLOCK - 3013])):
         write_store(tmp_path / f"{name}.zarr", X, y, shards)
-        split_store(tmp_path / f"{name}.zarr", tmp_path / f"{name}-tr.zarr", tmp_path / f"{name}-te.zarr", test_fraction=0.3, seed=5)
-        parts[name] = [open_store(tmp_path / f"{name}-{p}.zarr").read_all().X[:, 0] for p in ("tr", "te")]
-    for a, b in zip(parts["one"], parts["many"]):
-        np.testing.assert_array_equal(a, b)
-    test_ids = parts["one"][1]
-    assert abs(test_ids.size / n - 0.3) < 0.01 and np.intersect1d(test_ids, parts["one"][0]).size == 0
-    assert test_ids.size + parts["one"][0].size == n
+        for method in ("bernoulli", "permutation"):
+            split_store(tmp_path / f"{name}.zarr", tmp_path / f"{name}-tr.zarr", tmp_path / f"{name}-te.zarr", train_fraction=0.7, seed=5, method=method,
+                        overwrite=True)
+            parts[name, method] = [open_store(tmp_path / f"{name}-{p}.zarr").read_all().X[:, 0] for p in ("tr", "te")]
+    for method in ("bernoulli", "permutation"):
+        for a, b in zip(parts["one", method], parts["many", method]):
+            np.testing.assert_array_equal(a, b)
+        train_ids, test_ids = parts["one", method]
+        assert abs(test_ids.size / n - 0.3) < 0.01 and np.intersect1d(test_ids, train_ids).size == 0
+        assert test_ids.size + train_ids.size == n and np.all(np.diff(train_ids) > 0)  # the source's order within a part
+    assert parts["one", "permutation"][0].size == int(0.7 * n)

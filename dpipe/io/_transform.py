@@ -1,0 +1,345 @@
+"""Fit feature transforms (``log1p`` and ``scale``) on a store, and write transformed stores.
+
+One pass over the fitting rows gathers, per feature, the minimum, maximum, mean and
+variance of ``x`` and of ``log1p(x)`` (merged shard by shard, Chan et al.) and a histogram
+of ``floor(log2(1 + x))`` for the automatic ``log1p`` rule; the transform is then fixed and
+applied shard by shard as the new store is written (:class:`dpipe._transform.FeatureTransform`).
+
+The ``log1p="auto"`` rule
+-------------------------
+A feature is log-transformed when it is numeric (not a one-hot indicator), never negative,
+and heavy-tailed: ``floor(log2(1 + max)) - floor(log2(1 + median)) >= AUTO_LOG1P_OCTAVES``
+(7), i.e. its maximum exceeds its median by a factor of about 2^7 = 128 or more, compared on
+``1 + x``. The median is the lower median (the value of rank ceil(n / 2)), located in the
+feature's exact power-of-two histogram, so the rule needs one pass and O(d) memory. Every
+feature's figures and the decision are kept in the manifest (``encoding["transform"]["auto"]``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._transform import SCALES, FeatureTransform
+from ..exceptions import InputError, ParameterError, StoreError
+from ._manifest import Manifest
+from ._store import Store, open_store
+
+__all__ = ["FeatureStats", "fit_transform", "transform_store", "check_log1p", "AUTO_LOG1P_OCTAVES", "stored_transform"]
+
+log = logging.getLogger("dpipe.io")
+
+#: ``log1p="auto"``: the octaves (powers of two) between the median and the maximum of ``1 + x``
+AUTO_LOG1P_OCTAVES = 7
+#: histogram bins of floor(log2(1 + x)) for x >= 0 in float32 (1 + x < 2^129)
+_BINS = 130
+#: ``log1p="auto"`` keeps one histogram per feature: refused beyond this many features
+AUTO_MAX_FEATURES = 1 << 16
+
+
+def check_log1p(value: Any, owner: str) -> str | list[str | int] | None:
+    """``None``, ``"auto"``, ``"all"`` or a list of feature names / indices (a comma-separated string is split)."""
+    if value is None or value in ("auto", "all"):
+        return value
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v != ""]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+        return list(value)
+    raise ParameterError(f"The 'log1p' parameter of {owner} must be 'auto', 'all' or a non-empty list of feature names or indices. Got {value!r} instead.")
+
+
+def _check_scale(scale: Any, owner: str) -> str:
+    if scale not in SCALES:
+        raise ParameterError(f"The 'scale' parameter of {owner} must be one of {SCALES}. Got {scale!r} instead.")
+    return scale
+
+
+def stored_transform(m: Manifest, where: str) -> FeatureTransform | None:
+    """The transform recorded in a manifest's encoding, or None."""
+    d = m.encoding.get("transform") if m.encoding else None
+    if d is None:
+        return None
+    try:
+        return FeatureTransform.from_dict(d, m.feature_names, where)
+    except ValueError as exc:
+        raise StoreError(str(exc)) from None
+
+
+def indicator_features(m: Manifest) -> np.ndarray:
+    """Boolean mask of the one-hot indicator features of a tabular store (never logged or scaled)."""
+    mask = np.zeros(m.n_features, dtype=bool)
+    enc = m.encoding or {}
+    if enc.get("kind") != "tabular":
+        return mask
+    from ._tabular import TabularSchema
+
+    schema = TabularSchema.from_list(enc["columns"])
+    for c, off in zip(schema.columns, schema.offsets()):
+        if c.is_feature and c.type == "categorical":
+            mask[off : off + c.width] = True
+    return mask
+
+
+class FeatureStats:
+    """Per-feature moments of ``x`` and ``log1p(x)`` and power-of-two histograms, merged over row blocks."""
+
+    def __init__(self, n_features: int, histograms: bool) -> None:
+        d = n_features
+        self.n = 0
+        self.min = np.full(d, np.inf)
+        self.max = np.full(d, -np.inf)
+        self.mean = np.zeros(d)
+        self.m2 = np.zeros(d)
+        self.log_min = np.full(d, np.inf)
+        self.log_max = np.full(d, -np.inf)
+        self.log_mean = np.zeros(d)
+        self.log_m2 = np.zeros(d)
+        self.hist = np.zeros((d, _BINS), dtype=np.int64) if histograms else None
+
+    @staticmethod
+    def _merge(n_a: int, mean_a: np.ndarray, m2_a: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n_b = X.shape[0]
+        mean_b = X.mean(axis=0)
+        m2_b = ((X - mean_b) ** 2).sum(axis=0)
+        n = n_a + n_b
+        delta = mean_b - mean_a
+        return mean_a + delta * (n_b / n), m2_a + m2_b + delta**2 * (n_a * n_b / n)
+
+    def add(self, X: np.ndarray) -> None:
+        """Add a block of rows (float32 features as stored)."""
+        if X.shape[0] == 0:
+            return
+        X64 = X.astype(np.float64)
+        self.min = np.minimum(self.min, X64.min(axis=0))
+        self.max = np.maximum(self.max, X64.max(axis=0))
+        self.mean, self.m2 = self._merge(self.n, self.mean, self.m2, X64)
+        L = np.log1p(np.maximum(X64, 0.0))  # a feature with negative values is never logged: its log figures go unused
+        self.log_min = np.minimum(self.log_min, L.min(axis=0))
+        self.log_max = np.maximum(self.log_max, L.max(axis=0))
+        self.log_mean, self.log_m2 = self._merge(self.n, self.log_mean, self.log_m2, L)
+        if self.hist is not None:
+            _, e = np.frexp(1.0 + np.maximum(X64, 0.0))  # 1 + x = m 2^e, m in [0.5, 1): floor(log2(1 + x)) = e - 1
+            d = X.shape[1]
+            flat = (e - 1).astype(np.int64) + np.arange(d, dtype=np.int64) * _BINS
+            self.hist += np.bincount(flat.ravel(), minlength=d * _BINS).reshape(d, _BINS)
+        self.n += X.shape[0]
+
+    def median_octave(self) -> np.ndarray:
+        """Per feature, floor(log2(1 + lower median))."""
+        need = -(-self.n // 2)
+        return np.argmax(np.cumsum(self.hist, axis=1) >= need, axis=1)
+
+
+def _resolve_features(spec: Sequence[str | int], names: Sequence[str], owner: str) -> list[int]:
+    index = {n: j for j, n in enumerate(names)}
+    out = []
+    for v in spec:
+        if isinstance(v, str) and v in index:
+            out.append(index[v])
+        elif isinstance(v, int) or (isinstance(v, str) and v.lstrip("-").isdigit()):
+            j = int(v)
+            if not -len(names) <= j < len(names):
+                raise ParameterError(f"The 'log1p' parameter of {owner} names feature {j}, but there are {len(names)} features.")
+            out.append(j % len(names))
+        else:
+            close = [n for n in names if n.split("=")[0] == v]
+            hint = f" ({v!r} is categorical: its one-hot features are never logged)" if close else ""
+            raise ParameterError(f"The 'log1p' parameter of {owner} names {v!r}, which is not a feature{hint}.")
+    return sorted(set(out))
+
+
+def fit_transform(
+    stats: FeatureStats,
+    feature_names: Sequence[str],
+    indicators: np.ndarray,
+    *,
+    log1p: str | Sequence[str | int] | None,
+    scale: str,
+    owner: str,
+    where: str,
+) -> tuple[FeatureTransform, dict[str, Any]]:
+    """Fix the transform from the statistics of the fitting rows.
+
+    Returns
+    -------
+    (transform, report)
+        ``report``: for ``log1p="auto"``, one entry per numeric feature with its minimum,
+        maximum, median octave, maximum octave and the decision (``encoding["transform"]["auto"]``).
+    """
+    names = list(feature_names)
+    d = len(names)
+    numeric = ~indicators
+    report: dict[str, Any] = {}
+    if stats.n == 0:
+        raise ParameterError(f"{where}: no rows to fit the transform on")
+    if log1p is None:
+        logged: list[int] = []
+    elif log1p == "auto":
+        med, top = stats.median_octave(), np.argmax(np.cumsum(stats.hist, axis=1) >= stats.n, axis=1)
+        logged = []
+        features = {}
+        for j in np.flatnonzero(numeric):
+            nonneg = stats.min[j] >= 0
+            take = bool(nonneg and top[j] - med[j] >= AUTO_LOG1P_OCTAVES)
+            features[names[j]] = {"min": float(stats.min[j]), "max": float(stats.max[j]), "median_octave": int(med[j]),
+                                  "max_octave": int(top[j]), "log1p": take,
+                                  "why": "negative values" if not nonneg else (f"max / median >= 2^{AUTO_LOG1P_OCTAVES} (on 1 + x)" if take
+                                                                               else f"max / median < 2^{AUTO_LOG1P_OCTAVES} (on 1 + x)")}
+            if take:
+                logged.append(int(j))
+        report = {"rule": f"floor(log2(1 + max)) - floor(log2(1 + median)) >= {AUTO_LOG1P_OCTAVES}, never negative, not one-hot",
+                  "features": features}
+    else:
+        logged = list(np.flatnonzero(numeric)) if log1p == "all" else _resolve_features(log1p, names, owner)
+        for j in logged:
+            if indicators[j]:
+                raise ParameterError(f"The 'log1p' parameter of {owner} names {names[j]!r}, a one-hot indicator; indicators are never logged.")
+            if stats.min[j] < 0:
+                raise InputError(f"feature {names[j]!r} has negative values (minimum {stats.min[j]:.6g}); log1p applies to non-negative features "
+                                 "(leave it out of log1p=)", path=where)
+    logged = [int(j) for j in logged]
+    is_log = np.zeros(d, dtype=bool)
+    is_log[logged] = True
+    if scale == "none":
+        feats: list[int] = []
+        offset = factor = np.zeros(0)
+    else:
+        feats = [int(j) for j in np.flatnonzero(numeric)]
+        lo = np.where(is_log, stats.log_min, stats.min)[feats]
+        hi = np.where(is_log, stats.log_max, stats.max)[feats]
+        if scale == "minmax":
+            offset, span = lo, hi - lo
+        else:
+            offset = np.where(is_log, stats.log_mean, stats.mean)[feats]
+            span = np.sqrt(np.where(is_log, stats.log_m2, stats.m2)[feats] / stats.n)
+        factor = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 1.0)  # a constant feature: shifted to 0, not scaled (as scikit-learn)
+    t = FeatureTransform(d, tuple(logged), scale, tuple(feats), tuple(float(v) for v in offset), tuple(float(v) for v in factor), tuple(names))
+    return t, report
+
+
+def _transform_record(t: FeatureTransform, report: dict[str, Any], fitted_on: dict[str, Any]) -> dict[str, Any]:
+    out = t.to_dict()
+    out["fitted_on"] = fitted_on
+    if report:
+        out["auto"] = report
+    return out
+
+
+def describe(t: FeatureTransform) -> str:
+    """One line: which features are logged and how they are scaled."""
+    names = [t.feature_names[j] for j in t.log1p]
+    shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
+    return f"log1p on {len(names)} feature(s){': ' + shown if names else ''}; scale {t.scale} on {len(t.features)} feature(s)"
+
+
+def transform_store(
+    src: str | os.PathLike | Store,
+    dest: str,
+    *,
+    log1p: str | Sequence[str | int] | None = None,
+    scale: str = "none",
+    like: str | os.PathLike | None = None,
+    overwrite: bool = False,
+    _source: dict[str, Any] | None = None,
+    _fitted_on: str | None = None,
+) -> Manifest:
+    """Write a copy of ``src`` with transformed features: fitted on ``src``, or ``like``'s.
+
+    Parameters
+    ----------
+    src : path or Store
+        A store without a transform.
+    dest : str
+        The new store (same shards, same labels, groups and weights).
+    log1p : "auto", "all" or list of feature names / indices, optional
+        Features replaced by ``log1p(x)``; "all": every numeric feature; "auto": the
+        heavy-tailed ones (module docstring). One-hot indicators are never logged.
+    scale : {"minmax", "standard", "none"}
+        Affine map of every numeric feature, fitted on ``src``: to [0, 1] by its minimum
+        and maximum, or to zero mean and unit variance (after ``log1p``).
+    like : path, optional
+        A transformed store whose fitted transform is applied instead of fitting one
+        (values of ``src`` may fall outside [0, 1]).
+    overwrite : bool
+        Replace an existing ``dest``.
+
+    Returns
+    -------
+    Manifest
+        The new store's; ``encoding["transform"]`` records the transform.
+    """
+    owner = "transform_store"
+    log1p = check_log1p(log1p, owner)
+    scale = _check_scale(scale, owner)
+    st = src if isinstance(src, Store) else open_store(src)
+    m = st.manifest
+    if stored_transform(m, st.path) is not None:
+        raise ParameterError(f"{st.path}: already transformed (its manifest has encoding['transform']); transform the raw store")
+    if like is not None:
+        if log1p is not None or scale != "none":
+            raise ParameterError(f"The 'log1p' and 'scale' parameters of {owner} fit a transform; like= reuses the like= store's, so give one or the other.")
+        lm = open_store(like).manifest
+        t = stored_transform(lm, os.fspath(like))
+        if t is None:
+            raise ParameterError(f"The 'like' parameter of {owner} names {os.fspath(like)}, which has no transform.")
+        if list(lm.feature_names) != list(m.feature_names):
+            raise ParameterError(f"The 'like' parameter of {owner} names {os.fspath(like)}, whose features differ from {st.path}'s.")
+        record = dict(lm.encoding["transform"])
+    else:
+        stats = FeatureStats(m.n_features, histograms=log1p == "auto")
+        if log1p == "auto" and m.n_features > AUTO_MAX_FEATURES:
+            raise ParameterError(f"The 'log1p' parameter of {owner} is 'auto', but {st.path} has {m.n_features} features (at most {AUTO_MAX_FEATURES}); name the features")
+        for shard in st.iter_shards():
+            stats.add(shard.X)
+        t, report = fit_transform(stats, m.feature_names, indicator_features(m), log1p=log1p, scale=scale, owner=owner, where=st.path)
+        fitted_on = {"path": st.path, "manifest_sha256": m.digest()} if _fitted_on is None else {"path": _fitted_on}
+        record = _transform_record(t, report, {**fitted_on, "rows": m.n_rows})
+    return _write_transformed(st, dest, t, record, overwrite, _source)
+
+
+def _write_transformed(st: Store, dest: str, t: FeatureTransform, record: dict[str, Any], overwrite: bool,
+                       source: dict[str, Any] | None) -> Manifest:
+    from ._writer import ShardWriter
+
+    m = st.manifest
+    sizes = [b - a for a, b in m.shard_bounds]
+    with ShardWriter(dest, m.n_features, list(m.feature_names), max(sizes, default=1) or 1, format=m.format,
+                     with_group=m.group_counts is not None, with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled) as w:
+        for i, shard in enumerate(st.iter_shards()):
+            start = m.shard_bounds[i][0]
+            try:
+                X = t.apply(shard.X, first_row=start, where=f"{st.path}, shard {i}")
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
+            w.write_shard(X, shard.y, shard.group, shard.weight)
+        return w.commit(source=source if source is not None else dict(m.source), encoding={**m.encoding, "transform": record},
+                        groups=m.groups, group_column=m.group_column)
+
+
+def ingest_transformed(ingest_raw, dest: str, overwrite: bool, log1p, scale: str, source_of, fitted_on: str) -> Manifest:
+    """Ingest into a locked temporary sibling of ``dest``, fit the transform there and write ``dest``.
+
+    ``ingest_raw(path)`` writes the raw store at ``path`` and returns its manifest;
+    ``source_of(manifest)`` gives the new store's ``source`` record; ``fitted_on`` names the
+    source in the transform record. A kill leaves only a ``.DEST.tmp-*`` sibling, which the
+    next write to ``dest`` removes. Costs one more read and write of the store (the
+    statistics need every row before the first transformed row can be written).
+    """
+    from .._output import lock_temporary
+
+    parent, name = os.path.split(os.path.abspath(dest))
+    tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
+    lock = lock_temporary(tmp)
+    try:
+        raw = ingest_raw(os.path.join(tmp, "raw.zarr"))
+        st = open_store(os.path.join(tmp, "raw.zarr"))
+        return transform_store(st, dest, log1p=log1p, scale=scale, overwrite=overwrite, _source=source_of(raw), _fitted_on=fitted_on)
+    finally:
+        os.close(lock)
+        shutil.rmtree(tmp, ignore_errors=True)
