@@ -89,7 +89,11 @@ OBJECTIVES = ("auc-moment", "error-moment", "auc-smooth", "prbep-smooth", "rocar
 
 
 def warm_up(dpipe: Any, client: Any, work: Path, objectives: Sequence[str] = OBJECTIVES) -> float:
-    """Train each objective once on a tiny store, so no timed run pays for imports or numba loading."""
+    """Train each objective once on a tiny store, so no timed run pays for imports or numba loading.
+
+    ``client=None``: in this process (``engine="local"``), whose passes then have their
+    kernels loaded as a cluster's workers do after a warm-up there.
+    """
     path = work / "warm-up.zarr"
     if not path.exists():
         dpipe.make_data(str(path), rows=4000, features=8, seed=0, shard_rows=1000)
@@ -102,7 +106,8 @@ def warm_up(dpipe: Any, client: Any, work: Path, objectives: Sequence[str] = OBJ
         opts: dict[str, Any] = {} if spec.family == "moment" else {"validation": str(path)}
         if spec.solvers[0] != "closed-form":
             opts["max_iter"] = 3
-        quiet_train(dpipe, str(path), objective, client=client, train_metrics=False, **opts)
+        where = {"client": client} if client is not None else {"engine": "local"}
+        quiet_train(dpipe, str(path), objective, train_metrics=False, **where, **opts)
     return time.perf_counter() - t0
 
 

@@ -90,7 +90,7 @@ def warm_up(dpipe, client, work: Path) -> None:
     for importing dpipe on the workers and loading (or, after an edit, compiling)
     the numba kernels, about 1-9 s here.
     """
-    print(f"warm-up: {_harness.warm_up(dpipe, client, work):.1f} s", flush=True)
+    print(f"warm-up: {_harness.warm_up(dpipe, client, work):.1f} s (cluster), {_harness.warm_up(dpipe, None, work):.1f} s (this process)", flush=True)
 
 
 def _breakdown(history: list[dict]) -> dict[str, float]:
@@ -105,6 +105,11 @@ def variant_options(variant: str) -> dict:
         raise SystemExit(f"unknown variant part(s) {sorted(unknown)} in {variant!r}")
     precondition = "moments" if "moments" in parts else "diagonal" if "precondition" in parts else False
     return {"standardize": "standardize" in parts, "precondition": precondition}
+
+
+def engine_options(a, client) -> dict:
+    """``--engine dask``: the 2-worker cluster; ``local``: every pass in this process (dpipe's default for stores up to 1 GB)."""
+    return {"client": client} if a.engine == "dask" else {"engine": "local"}
 
 
 def race_stores(dpipe, name: str, a) -> tuple[Path, Path]:
@@ -153,7 +158,7 @@ def race(dpipe, client, name: str, objective: str, variant: str, a, reference: d
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
-        model = dpipe.train(str(train), objective, client=client, validation=str(test), **variant_options(variant), mu_scale=a.mu_scale, continuation=a.continuation, init=a.init, max_iter=a.max_iter, calibrate=False,
+        model = dpipe.train(str(train), objective, **engine_options(a, client), validation=str(test), **variant_options(variant), mu_scale=a.mu_scale, continuation=a.continuation, init=a.init, max_iter=a.max_iter, calibrate=False,
                             train_metrics=False)
         wall = time.perf_counter() - t0
     fit = model.fit
@@ -162,7 +167,7 @@ def race(dpipe, client, name: str, objective: str, variant: str, a, reference: d
     first = next((h for h in hist if h[key] >= ref_metric), None)
     to_target = None if first is None else fit["time_data"] + first["seconds"]
     return {
-        "dataset": name, "test": RACE_TEST[name], "objective": objective, "variant": variant, "mu_scale": a.mu_scale, "continuation": a.continuation, "init": a.init,
+        "dataset": name, "test": RACE_TEST[name], "objective": objective, "variant": variant, "mu_scale": a.mu_scale, "continuation": a.continuation, "init": a.init, "engine": a.engine,
         "svmperf_seconds": ref_seconds, "svmperf_metric": ref_metric, "target": "svmperf" if reference is None else "cutting-plane on this split",
         "cutting_plane_reference": reference,
         "seconds_to_svmperf_metric": to_target, "iteration_at_target": None if first is None else first["iteration"],
@@ -266,6 +271,8 @@ def main() -> None:
     ap.add_argument("--continuation", action="store_true")
     ap.add_argument("--init", default="zeros", choices=["zeros", "auc-moment"], help="L-BFGS start of the smoothed objectives")
     ap.add_argument("--max-iter", type=int, default=500)
+    ap.add_argument("--engine", default="dask", choices=["dask", "local"],
+                    help="race on the 2-worker cluster (dask) or in this process (local: what engine='auto' picks for stores up to 1 GB)")
     ap.add_argument("--repeats", type=int, default=1, help="race runs per row; the row is the median run (time to SVM-perf's metric)")
     ap.add_argument("--cp-reference", default="",
                     help="comma-separated datasets whose auc-smooth race targets the test AUC of SVM-perf's objective solved by dpipe's cutting plane on the race's split")

@@ -34,10 +34,12 @@ none of whose tasks finishes for ``dpipe.timeout`` fails with one line.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -48,7 +50,7 @@ from distributed import Client
 from distributed.comm.core import CommClosedError
 
 from .._config import get_setting
-from .._validation import check_choice
+from .._validation import check_choice, check_int
 from ..exceptions import ClusterError, ShardValueError
 from ..io import Shard, Store, open_store, read_shard
 from ._memory import MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, short_workers, shards_per_worker
@@ -62,7 +64,8 @@ CACHE_MODES = ("auto", "memory", "stream")
 
 
 def _apply_streamed(fn: Callable, shard_args: tuple, *args: Any) -> Any:
-    return fn(read_shard(*shard_args), *args)
+    """``fn`` on a shard read for this pass only (memory-mapped when it can be: :func:`dpipe.io.read_shard`)."""
+    return fn(read_shard(*shard_args, mmap=True), *args)
 
 
 @contextlib.contextmanager
@@ -450,6 +453,14 @@ def _one_blas_thread():
     return _BLAS.limit(limits=1, user_api="blas")
 
 
+def local_threads() -> int:
+    """``dpipe.local-threads``: threads of the local engine (default: the cores this process may use)."""
+    value = get_setting("local-threads")
+    if value is None:
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    return check_int(value, "local-threads", "the dpipe settings", 1)
+
+
 def _tree_local(parts: list, combine: Callable[[Any, Any], Any]) -> Any:
     while len(parts) > 1:
         merged = [combine(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
@@ -482,13 +493,20 @@ class LocalDataset:
         else:
             self.store = store if isinstance(store, Store) else open_store(store)
             self.cache = "stream" if cache == "stream" else "memory"
-            self._shards = list(self.store.iter_shards()) if self.cache == "memory" else []
-        self.load_seconds = 0.0
+        self.threads = local_threads()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        t0 = time.perf_counter()
+        if self.store is not None:
+            self._shards = []
+            if self.cache == "memory":
+                self._shards = self._each(lambda shard, i: shard)  # read in parallel, one copy each
+        #: seconds spent reading the store into memory (a fit's ``time_data`` counts them)
+        self.load_seconds = time.perf_counter() - t0 if self.store is not None else 0.0
 
     @property
     def n_shards(self) -> int:
         """Number of shards."""
-        return len(self._shards) if self.store is None or self.cache == "memory" else self.store.n_shards
+        return len(self._shards) if self.store is None else self.store.n_shards
 
     @property
     def n_features(self) -> int:
@@ -500,17 +518,30 @@ class LocalDataset:
         """Whether the rows carry sample weights."""
         return bool(self.store.manifest.has_weight) if self.store is not None else any(sh.weight is not None for sh in self._shards)
 
-    def _iter(self):
-        return iter(self._shards) if self.cache == "memory" else self.store.iter_shards()
+    def _shard(self, i: int) -> Shard:
+        if self._shards:
+            return self._shards[i]
+        return self.store.read_shard(i, mmap=self.cache == "stream")  # memory-mapped when streamed (read_shard)
 
-    def map_gather(self, fn: Callable, *args: Any) -> list:
-        """``[fn(shard, *args) for shard]`` in shard order, with one BLAS thread.
+    def _each(self, call: Callable[[Shard, int], Any]) -> list:
+        """``[call(shard_i, i)]`` in shard order, over ``dpipe.local-threads`` threads, one BLAS thread each.
 
-        One BLAS thread, as in a dask worker process (distributed sets it so), makes
-        the per-shard results bitwise equal to the workers' own.
+        One BLAS thread, as in a dask worker process (distributed sets it so), makes the
+        per-shard results bitwise equal to the workers' own; the passes' kernels (numba,
+        ``nogil``) and NumPy's sorts and products release the GIL, so shards run in
+        parallel. A streamed shard is read in the thread that uses it: at most one shard
+        per thread is in memory.
         """
         with _naming_store(self.store), _one_blas_thread():
-            return [fn(s, *args) for s in self._iter()]
+            if self.threads == 1 or self.n_shards <= 1:
+                return [call(self._shard(i), i) for i in range(self.n_shards)]
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="dpipe-local")
+            return list(self._pool.map(lambda i: call(self._shard(i), i), range(self.n_shards)))
+
+    def map_gather(self, fn: Callable, *args: Any) -> list:
+        """``[fn(shard, *args) for shard]`` in shard order (see :meth:`_each`)."""
+        return self._each(lambda s, i: fn(s, *args))
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
         """Apply ``fn`` to every shard and merge pairwise, in the same tree order as on a cluster."""
@@ -518,13 +549,14 @@ class LocalDataset:
 
     def map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], *args: Any) -> Any:
         """Merge ``fn(shard, *args, *per_shard[i])`` pairwise with ``combine``."""
-        with _naming_store(self.store), _one_blas_thread():
-            parts = [fn(s, *args, *a) for s, a in zip(self._iter(), per_shard)]
-        return _tree_local(parts, combine)
+        return _tree_local(self._each(lambda s, i: fn(s, *args, *per_shard[i])), combine)
 
     def close(self) -> None:
-        """Drop the shards held in memory."""
+        """Drop the shards held in memory and stop the threads."""
         self._shards = []
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def __enter__(self) -> LocalDataset:
         return self

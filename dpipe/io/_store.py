@@ -34,6 +34,7 @@ A store written before checksums (manifest schema 1) is read with a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -146,21 +147,72 @@ def _check_part_position(table: Any, index: int, start: int, stop: int, where: s
         raise StoreError(f"{where}: part file holds shard {got[0]} (rows {got[1]}..{got[2]}): parts swapped, copied or moved")
 
 
+@functools.lru_cache(maxsize=16)
+def _open_group_cached(path: str, identity: tuple[int, int, int]) -> dict[str, Any]:
+    root = zarr.open_group(path, mode="r")
+    return {name: root[name] for name in ("X", "y", "group", "weight") if name in root}
+
+
+def _open_group(path: str) -> dict[str, Any]:
+    """The store's zarr arrays by name, opened once per process while its ``zarr.json`` is the same file.
+
+    Opening a group and its arrays costs about 5 ms of metadata reads; a streamed pass
+    reads every shard on every pass. A store replaced by a writer (a rename: a new
+    inode) is opened again.
+    """
+    st = os.stat(os.path.join(path, "zarr.json"))
+    return _open_group_cached(path, (st.st_ino, st.st_mtime_ns, st.st_size))
+
+
+def _raw_chunk_file(path: str, arr: Any, start: int, stop: int) -> str | None:
+    """The file of the uncompressed chunk that holds exactly rows ``start:stop`` of a 2-d array, else None.
+
+    Zarr v3 keeps an uncompressed chunk (codecs: ``bytes``, little-endian) as its C-order
+    values, full chunk size even at the array's edge; that file can be memory-mapped.
+    """
+    codecs = arr.metadata.codecs
+    if len(codecs) != 1 or type(codecs[0]).__name__ != "BytesCodec" or str(getattr(codecs[0].endian, "value", codecs[0].endian)) not in ("little", "None"):
+        return None
+    rows, width = arr.chunks
+    if stop <= start or start % rows or width != arr.shape[1] or (stop - start != rows and stop != arr.shape[0]):
+        return None
+    fn = os.path.join(path, "X", *arr.metadata.encode_chunk_key((start // rows, 0)).split("/"))
+    try:
+        if os.stat(fn).st_size != rows * width * 4:
+            return None
+    except FileNotFoundError:
+        return None
+    return fn
+
+
 def read_shard(path: str, format: str, index: int, start: int, stop: int, n_features: int,
-               check: ShardCheck | None = None, verify: bool = False) -> Shard:
+               check: ShardCheck | None = None, verify: bool = False, *, mmap: bool = False) -> Shard:
     """Read shard ``index`` (rows ``start:stop``) of the store at ``path``.
 
     With ``check`` (from :meth:`Store.shard_args`) the cheap integrity checks run;
     with ``verify`` every array is re-hashed and compared with ``check.digests``.
+
+    A Zarr shard whose features are one uncompressed chunk (``dpipe.store-codec`` chose
+    ``none``) is read from its chunk file without zarr's decode path: with ``mmap`` its
+    ``X`` is a read-only memory map of the file (a streamed pass then reads the page
+    cache at memory speed, and the kernel's readahead overlaps a disk read with the
+    compute), otherwise one copy of it. A map stays valid while dpipe replaces the store
+    (writers rename, never truncate); truncating the file under a running pass would
+    crash its worker (SIGBUS).
     """
     where = f"{path}, shard {index} (rows {start}..{stop})"
     try:
         if format == "zarr":
-            root = zarr.open_group(path, mode="r")
+            root = _open_group(path)
             if check is not None and check.chunk_files:
                 _check_chunk_files(path, root, "X", start, stop, where)
                 _check_chunk_files(path, root, "y", start, stop, where)
-            X = np.asarray(root["X"][start:stop], dtype=np.float32)
+            raw = _raw_chunk_file(path, root["X"], start, stop)
+            if raw is None:
+                X = np.asarray(root["X"][start:stop], dtype=np.float32)
+            else:
+                X = np.memmap(raw, dtype="<f4", mode="r", shape=tuple(root["X"].chunks))[: stop - start]
+                X = X if mmap else np.array(X)
             y = np.asarray(root["y"][start:stop], dtype=np.int8)
             group = np.asarray(root["group"][start:stop]) if "group" in root else None
             weight = np.asarray(root["weight"][start:stop]) if "weight" in root else None
@@ -345,14 +397,14 @@ class Store:
         return (self.path, self.format, index, start, stop, self.manifest.n_features, self.shard_check(index),
                 self.verify if verify is None else bool(verify))
 
-    def read_shard(self, index: int, verify: bool | None = None) -> Shard:
-        """Read one shard in this process."""
-        return read_shard(*self.shard_args(index, verify))
+    def read_shard(self, index: int, verify: bool | None = None, *, mmap: bool = False) -> Shard:
+        """Read one shard in this process (``mmap``: see :func:`read_shard`)."""
+        return read_shard(*self.shard_args(index, verify), mmap=mmap)
 
-    def iter_shards(self):
-        """Yield every shard in order, in this process."""
+    def iter_shards(self, *, mmap: bool = False):
+        """Yield every shard in order, in this process (``mmap``: see :func:`read_shard`)."""
         for i in range(self.n_shards):
-            yield self.read_shard(i)
+            yield self.read_shard(i, mmap=mmap)
 
     def read_all(self) -> Shard:
         """Read the whole store into memory (for small stores and tests)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -95,18 +96,21 @@ def weighted_row_sum(shard, pos_rows: np.ndarray, neg_rows: np.ndarray, g_pos: n
 #: a worker holds at most 8 bytes per row of its shards, however many fits it has served.
 _MEMO: collections.OrderedDict[str, dict[int, tuple[str, tuple[np.ndarray, np.ndarray]]]] = collections.OrderedDict()
 _MEMO_FITS = 2
+_MEMO_LOCK = threading.Lock()  # a process with several threads (a worker, the local engine) runs several shards at once
 
 
 def _remember(key: str, shard_index: int, rows: tuple[np.ndarray, np.ndarray]) -> None:
     token = key.rsplit("-", 1)[0]
-    _MEMO.setdefault(token, {})[shard_index] = (key, rows)
-    _MEMO.move_to_end(token)
-    while len(_MEMO) > _MEMO_FITS:
-        _MEMO.popitem(last=False)
+    with _MEMO_LOCK:
+        _MEMO.setdefault(token, {})[shard_index] = (key, rows)
+        _MEMO.move_to_end(token)
+        while len(_MEMO) > _MEMO_FITS:
+            _MEMO.popitem(last=False)
 
 
 def _recall(key: str, shard_index: int) -> tuple[np.ndarray, np.ndarray] | None:
-    entry = _MEMO.get(key.rsplit("-", 1)[0], {}).pop(shard_index, None)
+    with _MEMO_LOCK:
+        entry = _MEMO.get(key.rsplit("-", 1)[0], {}).pop(shard_index, None)
     return entry[1] if entry is not None and entry[0] == key else None
 
 

@@ -190,3 +190,25 @@ def test_engine_auto_stays_local_for_small_stores_unless_a_cluster_is_named(tmp_
         resolve_engine("local", st, workers=2)
     with pytest.raises(ParameterError, match="'engine' parameter of train must be one of 'auto', 'dask', 'local'"):
         resolve_engine("gpu", st)
+
+
+@pytest.mark.parametrize("cache", ["memory", "stream"])
+def test_local_engine_threads_give_the_same_bits_as_one_thread(tmp_path, cache):
+    """The local engine runs shards in parallel threads (dpipe.local-threads) and merges in shard order: the fit is
+    bit-identical to one thread's, streamed (memory-mapped, uncompressed store) or persisted."""
+    import dask
+
+    import dpipe
+    from dpipe.testing import classification_data, write_store
+
+    X, y = classification_data(6000, 6, seed=4)
+    write_store(tmp_path / "s.zarr", X, y, [1500, 1500, 1000, 2000])
+    models = {}
+    for threads in (1, 3):
+        with dask.config.set({"dpipe.local-threads": threads}):
+            for objective in ("auc-smooth", "error-moment"):
+                models[threads, objective] = dpipe.train(str(tmp_path / "s.zarr"), objective, engine="local", cache=cache, train_metrics=False,
+                                                         **({"max_iter": 15} if objective == "auc-smooth" else {}))
+    for objective in ("auc-smooth", "error-moment"):
+        np.testing.assert_array_equal(models[1, objective].coef, models[3, objective].coef)
+        assert models[1, objective].intercept == models[3, objective].intercept

@@ -210,3 +210,4 @@ def test_cli_split_and_info_print_the_transform(tmp_path, capsys):
     assert "scale minmax on 4 feature(s)" in out
     assert main(["info", str(tmp_path / "te.zarr")]) == 0
     assert f"fitted on {tmp_path / 'tr.zarr'}" in capsys.readouterr().out
+

@@ -1,0 +1,69 @@
+"""The store's feature codec (chosen by the first shard) and the memory-mapped read of uncompressed shards."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpipe.exceptions import ParameterError
+from dpipe.io import open_store
+
+
+def test_store_codec_is_chosen_by_the_first_shard(tmp_path):
+    import dask
+    import zarr
+
+    from dpipe.testing import write_store
+
+    rng = np.random.default_rng(0)
+    dense = rng.normal(size=(20_000, 16)).astype(np.float32)  # barely compressible
+    sparse = (rng.random((20_000, 16)) < 0.05).astype(np.float32)  # one-hot-like
+    y = np.where(rng.random(20_000) < 0.3, 1, -1).astype(np.int8)
+
+    def codecs(path):
+        return [type(c).__name__ for c in zarr.open_array(str(path / "X"), mode="r").metadata.codecs]
+
+    write_store(tmp_path / "dense.zarr", dense, y)
+    write_store(tmp_path / "sparse.zarr", sparse, y)
+    assert "ZstdCodec" not in codecs(tmp_path / "dense.zarr") and "ZstdCodec" in codecs(tmp_path / "sparse.zarr")
+    with dask.config.set({"dpipe.store-codec": "zstd"}):
+        write_store(tmp_path / "forced.zarr", dense, y)
+    assert "ZstdCodec" in codecs(tmp_path / "forced.zarr")
+    for name in ("dense", "sparse", "forced"):  # the values do not depend on the codec
+        np.testing.assert_array_equal(open_store(tmp_path / f"{name}.zarr", verify=True).read_all().X, sparse if name == "sparse" else dense)
+    with dask.config.set({"dpipe.store-codec": "lz5"}), pytest.raises(ParameterError, match="store-codec"):
+        write_store(tmp_path / "bad.zarr", dense, y)
+
+
+
+@pytest.mark.parametrize(("shards", "some_mapped"), [(None, True), ([9000, 9000, 2000], True), ([7000, 0, 11000, 2000], False)])
+def test_memory_mapped_reads_equal_zarr_reads(tmp_path, shards, some_mapped):
+    """Aligned shards of an uncompressed store are mapped (the last one too, from its full-size chunk file); others
+    fall back to zarr; every path gives the same values, checksums included."""
+    import zarr
+
+    from dpipe.engine import LocalDataset
+    from dpipe.reduce import class_scores
+    from dpipe.testing import write_store
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(20_000, 9)).astype(np.float32)
+    y = np.where(rng.random(20_000) < 0.4, 1, -1).astype(np.int8)
+    write_store(tmp_path / "s.zarr", X, y, shards)
+    st = open_store(tmp_path / "s.zarr", verify=True)
+    arr = zarr.open_array(str(tmp_path / "s.zarr" / "X"), mode="r")
+    mapped = []
+    for i, (a, b) in enumerate(st.manifest.shard_bounds):
+        sh = st.read_shard(i, mmap=True)
+        np.testing.assert_array_equal(sh.X, X[a:b])
+        np.testing.assert_array_equal(st.read_shard(i).X, arr[a:b])
+        assert not isinstance(st.read_shard(i).X, np.memmap)  # without mmap: a copy in memory
+        mapped.append(isinstance(sh.X, np.memmap))
+    aligned = [a % arr.chunks[0] == 0 and (b - a == arr.chunks[0] or b == X.shape[0]) and b > a for a, b in st.manifest.shard_bounds]
+    assert mapped == aligned and any(mapped) is some_mapped
+    w = rng.normal(size=9)
+    streamed = LocalDataset(st, cache="stream").map_gather(class_scores, w)
+    persisted = LocalDataset(st, cache="memory").map_gather(class_scores, w)
+    for a, b in zip(streamed, persisted):
+        np.testing.assert_array_equal(a.pos, b.pos)
+        np.testing.assert_array_equal(a.neg, b.neg)
