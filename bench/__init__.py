@@ -13,4 +13,5 @@ SUITES = {
     "churn": "churn",
     "rate-goals": "rate_goals",
     "rate-scale": "rate_scale",
+    "cost-model": "cost_model",
 }

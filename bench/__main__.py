@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -20,8 +21,15 @@ from ._harness import HERE, Config, write_results
 from .datasets import default_data_dir
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help without line breaks inside hyphenated names (``rate-goals``, ``cost-model``)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0], formatter_class=_HelpFormatter)
     ap.add_argument("suites", nargs="+", choices=[*SUITES, "all"], metavar="SUITE", help=f"one of {', '.join(SUITES)}, or all")
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer datasets (the first thing to run)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per timing (median, min and max are reported; default 3)")

@@ -102,3 +102,27 @@ def test_dask_ml_baseline_leaves_the_test_array_alone(client, tmp_path):
     assert info["constant_columns_dropped"] == 2
     reference, _ = baselines._sklearn("sklearn LogisticRegression", X, data.y)  # the same model by scikit-learn
     assert roc_auc_score(data.y, s) == pytest.approx(roc_auc_score(data.y, reference.decision_function(X)), abs=2e-3)
+
+
+def test_cost_model_recovers_known_constants_and_saturates_at_the_driver():
+    """Results made from known constants give those constants back; today's design stops gaining from workers."""
+    from bench.suites import cost_model
+
+    t0, c_driver, c_transfer, c_worker = 0.01, 60e-9, 30e-9, 120e-9
+
+    def evaluation(n, w):
+        return t0 + n * (c_driver + c_transfer) + n * c_worker / w
+
+    rows = []
+    for n in (100_000, 1_000_000, 5_000_000, 10_000_000):
+        parts = {"seconds_merge": n * c_driver * 0.7, "seconds_kernel": n * c_driver * 0.3,
+                 "seconds_score": 0.5 * (t0 + n * (c_transfer + c_worker / 2)), "seconds_gradient": 0.5 * (t0 + n * (c_transfer + c_worker / 2))}
+        rows.append({"rows": n, "auc-smooth parts": parts, "auc-smooth": {"median": evaluation(n, 2)}})
+    workers = {"rows": 5_000_000, "summary": {"auc-smooth": {"speedup_per_iteration": {"median": evaluation(5e6, 1) / evaluation(5e6, 2)},
+                                                               "per_iteration_seconds": {"2": {"median": evaluation(5e6, 2)}}}}}
+    c = cost_model.fit({"rows": rows}, workers)
+    for key, want in (("t0", t0), ("c_driver", c_driver), ("c_transfer", c_transfer), ("c_worker", c_worker)):
+        assert c[key] == pytest.approx(want, rel=1e-9), key
+    n = 1e9
+    assert cost_model.today(c, n, 256) > 0.9 * n * (c_driver + c_transfer)  # bounded below by the driver's serial work
+    assert cost_model.distributed(c, n, 256) < cost_model.today(c, n, 256) / 20

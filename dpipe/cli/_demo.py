@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ..exceptions import ParameterError
+
 __all__ = ["run_demo"]
 
 
@@ -39,8 +41,20 @@ def _prepare_stores(a: argparse.Namespace, workdir: str, ingest_kwargs: dict[str
     return train, test, f"{a.data} (75/25 random split)"
 
 
+def _check_ingest_options(a: argparse.Namespace, ingest_kwargs: dict[str, Any]) -> None:
+    """The ingest options apply to ``--data``: given without it, they are an error (generated data is not ingested)."""
+    if a.data is not None:
+        return
+    defaults = {"zero_based": "auto", "header": "auto", "skip_rows": 0, "unseen": "error", "unlabeled": False, "scale": "none"}
+    given = sorted(k for k, v in ingest_kwargs.items() if v != defaults.get(k))
+    if given:
+        raise ParameterError(f"demo: {', '.join('--' + k.replace('_', '-') for k in given)} appl{'ies' if len(given) == 1 else 'y'} to --data; "
+                             "the generated data is not ingested")
+
+
 def run_demo(a: argparse.Namespace, ingest_kwargs: dict[str, Any], cluster_kwargs: dict[str, Any]) -> None:
     """Train auc-moment and error-moment, evaluate on held-out data, write ``report.json`` and ``roc.png``."""
+    _check_ingest_options(a, ingest_kwargs)
     from ..engine import cluster_client, describe_client, open_dataset, rank_summary
     from ..fit import train
     from ..io import open_store

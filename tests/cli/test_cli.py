@@ -89,7 +89,7 @@ def test_demo_on_a_users_csv_with_a_split(tmp_path, capsys):
     src = tmp_path / "data.csv"
     src.write_text("x0,x1,x2,kind,target\n" + "".join(f"{a:.5f},{b:.5f},{c:.5f},{k},{t}\n" for (a, b, c), k, t in zip(x, cat, y)))
     work = tmp_path / "work"
-    code = main(["demo", "--data", str(src), "--label", "target", "--positive", "pos", "--workdir", str(work), "--engine", "local"])
+    code = main(["demo", "--data", str(src), "--label", "target", "--positive", "pos", "--workdir", str(work), "--engine", "local", "--scale", "minmax"])
     assert code == 0
     out = capsys.readouterr().out
     assert "75/25 random split" in out
@@ -99,6 +99,16 @@ def test_demo_on_a_users_csv_with_a_split(tmp_path, capsys):
     assert 0.2 * n < n_test < 0.3 * n
     assert report["results"][0]["test"]["roc_auc"] > 0.8
     assert dpipe.open_store(work / "train.zarr").manifest.n_rows + n_test == n
+    transforms = [dpipe.open_store(work / f"{part}.zarr").manifest.encoding["transform"] for part in ("train", "test")]
+    assert transforms[0] == transforms[1] and transforms[0]["fitted_on"]["path"] == str(work / "train.zarr")  # fitted on the training part
+    assert transforms[0]["features"] == ["x0", "x1", "x2"] and transforms[0]["scale"] == "minmax"
+
+
+def test_demo_refuses_ingest_options_without_data(tmp_path, capsys):
+    assert main(["demo", "--workdir", str(tmp_path / "w"), "--rows", "2000", "--log1p", "auto", "--engine", "local"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("demo: --log1p applies to --data; the generated data is not ingested")
+    assert not (tmp_path / "w").exists()
 
 
 @pytest.mark.parametrize("flag, expected", [(["--precondition"], "diagonal"), (["--precondition", "moments", "--standardize"], "moments")])
