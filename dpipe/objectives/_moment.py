@@ -186,6 +186,13 @@ class ErrorMomentObjective:
         (zn, *_), (zp, *_) = self._parts(v)
         return float(np.logaddexp(self.log_prior[1] + log_ndtr(-zp), self.log_prior[0] + log_ndtr(zn)))
 
+    def log_error_along(self, w: np.ndarray, intercepts: np.ndarray) -> np.ndarray:
+        """``log F_n01((w, b))`` for every ``b`` in ``intercepts`` (the direction's parts computed once; the same
+        values as :meth:`log_error` one intercept at a time)."""
+        (zn, _, sn, mn), (zp, _, sp, mp) = self._parts(np.append(w, 0.0))
+        b = np.asarray(intercepts, dtype=float)
+        return np.logaddexp(self.log_prior[1] + log_ndtr(-((mp + b) / sp)), self.log_prior[0] + log_ndtr((mn + b) / sn))
+
     def error(self, v: np.ndarray) -> float:
         """F_n01(v), the modelled expected 0-1 error."""
         return float(np.exp(self.log_error(v)))

@@ -45,7 +45,7 @@ def best_moment_intercept(std: StandardizedMoments, w_z: np.ndarray) -> float:
     sig = np.sqrt(np.maximum([w_z @ std.cov[c] @ w_z for c in (0, 1)], 1e-300))
     lo, hi = float(-means.max() - 8 * sig.max()), float(-means.min() + 8 * sig.max())
     grid = np.linspace(lo, hi, 401)
-    vals = [obj.log_error(np.append(w_z, b)) for b in grid]
+    vals = obj.log_error_along(w_z, grid)
     i = int(np.argmin(vals))
     a, c = grid[max(0, i - 1)], grid[min(len(grid) - 1, i + 1)]
     res = scipy.optimize.minimize_scalar(lambda b: obj.log_error(np.append(w_z, b)), bounds=(a, c), method="bounded", options={"xatol": 1e-10})

@@ -64,6 +64,13 @@ def test_error_objective_equals_direct_formula(std):
     assert ErrorMomentObjective(std).error(v) == pytest.approx(expected, rel=1e-12)
 
 
+def test_error_along_a_direction_equals_the_error_one_intercept_at_a_time(std):
+    obj = ErrorMomentObjective(std, lam=0.0)
+    w = np.random.default_rng(3).standard_normal(std.mu.shape[1])
+    grid = np.linspace(-4.0, 4.0, 101)
+    np.testing.assert_array_equal(obj.log_error_along(w, grid), [obj.log_error(np.append(w, b)) for b in grid])
+
+
 def test_closed_form_and_lbfgs_reach_same_direction_and_test_auc():
     X, y = classification_data(6000, 8, seed=5)
     Xt, yt = classification_data(6000, 8, seed=6)
