@@ -167,15 +167,12 @@ def evaluate(
 
 
 def _model_and_store(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store) -> tuple[LinearModel, Store]:
-    """Load both and check that the store has the model's features, in order."""
+    """Load both and check that the store has the model's features, in order, stored with the model's transform."""
+    from .io._transform import check_same_features
+
     model = model if isinstance(model, LinearModel) else LinearModel.load(model)
     st = store if isinstance(store, Store) else open_store(store)
-    m = st.manifest
-    if m.n_features != model.n_features:
-        raise ValueError(f"{st.path}: the store has {m.n_features} features, the model {model.n_features}; ingest it with --like the training store")
-    if m.feature_names != model.feature_names:
-        bad = next(i for i, (a, b) in enumerate(zip(m.feature_names, model.feature_names)) if a != b)
-        raise ValueError(f"{st.path}: feature {bad} is {m.feature_names[bad]!r} in the store but {model.feature_names[bad]!r} in the model; ingest it with --like the training store")
+    check_same_features(model.feature_names, model.encoding, st, "model")
     return model, st
 
 

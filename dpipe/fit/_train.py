@@ -18,6 +18,7 @@ from .._output import check_output_path
 from ..engine import cluster_client, open_dataset, rank_summary, resolve_engine
 from ..exceptions import ParameterError
 from ..io import Store, open_store
+from ..io._transform import check_same_features
 from ..model import LinearModel
 from ._calibrate import calibrate
 from ._moment import fit_moment
@@ -134,9 +135,12 @@ def train(
         if validation is not None:
             vst = validation if isinstance(validation, Store) else open_store(validation)
             vst.require_labels("validation")
+            check_same_features(m.feature_names, m.encoding, vst, "training store")
             validate = _validator(stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream")))
-        extra = {alias: stack.enter_context(open_dataset(other if isinstance(other, Store) else open_store(other), engine=engine, client=c, cache=cache))
-                 for alias, other in (datasets or {}).items()}
+        others = {alias: other if isinstance(other, Store) else open_store(other) for alias, other in (datasets or {}).items()}
+        for other in others.values():
+            check_same_features(m.feature_names, m.encoding, other, "training store")
+        extra = {alias: stack.enter_context(open_dataset(other, engine=engine, client=c, cache=cache)) for alias, other in others.items()}
         log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
         outcome = fit_dataset(ds, p, validate, extra)
         outcome.result.time_data += getattr(ds, "load_seconds", 0.0)

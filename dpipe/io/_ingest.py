@@ -958,10 +958,12 @@ def ingest(
     log1p = check_log1p(log1p, OWNER)
     check_choice(scale, "scale", OWNER, SCALES)
     transform = None
+    if like_manifest is not None and (log1p is not None or scale != "none"):
+        has = like_manifest.encoding.get("transform") is not None
+        raise ParameterError(f"The 'log1p' and 'scale' parameters of {OWNER} fit a transform on this source, but like= stores must share the "
+                             f"training store's features: {os.fspath(like)} {'has a transform, which is re-applied' if has else 'has none'}; "
+                             "drop log1p= and scale= (a transform is fitted on the training store and re-applied by like=).")
     if like_manifest is not None and like_manifest.encoding.get("transform") is not None:
-        if log1p is not None or scale != "none":
-            raise ParameterError(f"The 'log1p' and 'scale' parameters of {OWNER} fit a transform, but the like= store {os.fspath(like)} has one, "
-                                 "which is re-applied; give one or the other.")
         transform = stored_transform(like_manifest, os.fspath(like))
     prepare_destination(dest, overwrite)
     if log1p is not None or scale != "none":

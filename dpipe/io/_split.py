@@ -11,7 +11,7 @@ from .._validation import check_choice, check_int, check_number
 from ..exceptions import InputError, ParameterError
 from ._manifest import Manifest
 from ._store import Store, open_store
-from ._transform import FeatureStats, check_log1p, fit_transform, indicator_features, stored_transform
+from ._transform import FeatureStats, check_finite, check_log1p, fit_transform, indicator_features, resolve_log1p_names, stored_transform
 from ._writer import ShardWriter, shard_rows_for
 
 __all__ = ["split_store", "SPLIT_METHODS"]
@@ -86,6 +86,10 @@ def split_store(
     check_choice(scale, "scale", OWNER, ("minmax", "standard", "none"))
     st = store if isinstance(store, Store) else open_store(store)
     m = st.manifest
+    paths = [os.path.realpath(p) for p in (st.path, os.fspath(train_dest), os.fspath(test_dest))]
+    if len(set(paths)) < 3:
+        what = "the training and test stores are one path" if paths[1] == paths[2] else "a destination is the source store itself"
+        raise ParameterError(f"{OWNER}: {what} ({paths[1] if paths[1] == paths[2] else st.path}); give three different paths")
     if method == "permutation":
         in_train = np.zeros(m.n_rows, dtype=bool)
         in_train[train_rows(m.n_rows, train_fraction, seed)] = True
@@ -105,9 +109,11 @@ def split_store(
     if log1p is not None or scale != "none":
         if stored_transform(m, st.path) is not None:
             raise ParameterError(f"{st.path}: already transformed (its manifest has encoding['transform']); split the raw store")
+        resolve_log1p_names(log1p, m, OWNER)  # a bad name or an auto beyond AUTO_MAX_FEATURES before the pass, not after it
         stats = FeatureStats(m.n_features, histograms=log1p == "auto")
         start = 0
-        for shard in st.iter_shards():
+        for i, shard in enumerate(st.iter_shards()):
+            check_finite(shard.X, start, f"{st.path}, shard {i}", m.feature_names)
             stats.add(shard.X[train_mask(start, shard.n_rows)])
             start += shard.n_rows
         transform, report = fit_transform(stats, m.feature_names, indicator_features(m), log1p=log1p, scale=scale, owner=OWNER,

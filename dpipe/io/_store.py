@@ -176,7 +176,8 @@ def _shard_chunk(path: str, arr: Any, start: int, stop: int) -> tuple[str, str] 
         return None
     kind = "raw" if len(codecs) == 1 else "zstd" if len(codecs) == 2 and type(codecs[1]).__name__ == "ZstdCodec" else None
     rows, width = arr.chunks
-    if kind is None or stop <= start or start % rows or width != arr.shape[1] or (stop - start != rows and stop != arr.shape[0]):
+    one_chunk = start % rows == 0 and (stop - start == rows or (stop == arr.shape[0] and stop - start < rows))
+    if kind is None or stop <= start or width != arr.shape[1] or not one_chunk:
         return None
     fn = os.path.join(path, "X", *arr.metadata.encode_chunk_key((start // rows, 0)).split("/"))
     try:

@@ -31,7 +31,7 @@ from ..exceptions import InputError, ParameterError, StoreError
 from ._manifest import Manifest
 from ._store import Store, open_store
 
-__all__ = ["FeatureStats", "fit_transform", "transform_store", "check_log1p", "AUTO_LOG1P_OCTAVES", "stored_transform"]
+__all__ = ["FeatureStats", "fit_transform", "transform_store", "check_log1p", "check_finite", "check_same_features", "AUTO_LOG1P_OCTAVES", "stored_transform"]
 
 log = logging.getLogger("dpipe.io")
 
@@ -71,6 +71,39 @@ def stored_transform(m: Manifest, where: str) -> FeatureTransform | None:
         raise StoreError(str(exc)) from None
 
 
+#: the fields of ``encoding["transform"]`` that decide the stored values (not where or how it was fitted)
+_TRANSFORM_FIELDS = ("n_features", "log1p", "scale", "features", "offset", "factor")
+
+
+def _transform_of(encoding: dict[str, Any] | None) -> dict[str, Any] | None:
+    t = (encoding or {}).get("transform")
+    return None if t is None else {k: t.get(k) for k in _TRANSFORM_FIELDS}
+
+
+def check_same_features(feature_names: list[str], encoding: dict[str, Any] | None, st: Store, what: str) -> None:
+    """Refuse a store whose features are not those of a training store (or model): the same names, in order, and the
+    same fitted transform. A store ingested without ``--like`` from a transformed training store has the names but raw
+    values: it would be scored wrongly without a word.
+
+    Raises
+    ------
+    ValueError
+        One line naming the store and what differs, pointing to ``--like``.
+    """
+    m = st.manifest
+    if list(m.feature_names) != list(feature_names):
+        if m.n_features != len(feature_names):
+            raise ValueError(f"{st.path}: the store has {m.n_features} features, the {what} {len(feature_names)}; ingest it with --like the training store")
+        bad = next(i for i, (a, b) in enumerate(zip(m.feature_names, feature_names)) if a != b)
+        raise ValueError(f"{st.path}: feature {bad} is {m.feature_names[bad]!r} in the store but {feature_names[bad]!r} in the {what}; "
+                         "ingest it with --like the training store")
+    mine, theirs = _transform_of(m.encoding), _transform_of(encoding)
+    if mine != theirs:
+        state = lambda t: "no transform" if t is None else f"log1p on {len(t['log1p'] or [])} feature(s), scale {t['scale']}"  # noqa: E731
+        raise ValueError(f"{st.path}: its features are stored with {state(mine)}, the {what}'s with {state(theirs)} "
+                         "(the same fitted values are needed); ingest it with --like the training store")
+
+
 def indicator_features(m: Manifest) -> np.ndarray:
     """Boolean mask of the one-hot indicator features of a tabular store (never logged or scaled)."""
     mask = np.zeros(m.n_features, dtype=bool)
@@ -84,6 +117,14 @@ def indicator_features(m: Manifest) -> np.ndarray:
         if c.is_feature and c.type == "categorical":
             mask[off : off + c.width] = True
     return mask
+
+
+def check_finite(X: np.ndarray, first_row: int, where: str, feature_names: Sequence[str]) -> None:
+    """Refuse a block with a NaN or infinite feature, naming the feature and the row (``first_row`` + its index)."""
+    bad = ~np.isfinite(X)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise InputError(f"{where}: feature {feature_names[j]!r} is {float(X[i, j])!r} in row {first_row + int(i)}; a transform is fitted on finite values only")
 
 
 class FeatureStats:
@@ -154,6 +195,19 @@ def _resolve_features(spec: Sequence[str | int], names: Sequence[str], owner: st
     return sorted(set(out))
 
 
+def resolve_log1p_names(log1p: str | Sequence[str | int] | None, m: Manifest, owner: str) -> None:
+    """Check ``log1p`` against a store before its statistics pass: named features exist and are not one-hot indicators,
+    and ``auto`` keeps at most :data:`AUTO_MAX_FEATURES` histograms."""
+    if log1p == "auto" and m.n_features > AUTO_MAX_FEATURES:
+        raise ParameterError(f"The 'log1p' parameter of {owner} is 'auto', but the store has {m.n_features} features (at most {AUTO_MAX_FEATURES}); "
+                             "name the features")
+    if isinstance(log1p, list):
+        indicators = indicator_features(m)
+        for j in _resolve_features(log1p, m.feature_names, owner):
+            if indicators[j]:
+                raise ParameterError(f"The 'log1p' parameter of {owner} names {m.feature_names[j]!r}, a one-hot indicator; indicators are never logged.")
+
+
 def fit_transform(
     stats: FeatureStats,
     feature_names: Sequence[str],
@@ -219,6 +273,9 @@ def fit_transform(
             offset = np.where(is_log, stats.log_mean, stats.mean)[feats]
             span = np.sqrt(np.where(is_log, stats.log_m2, stats.m2)[feats] / stats.n)
         factor = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 1.0)  # a constant feature: shifted to 0, not scaled (as scikit-learn)
+    if not (np.all(np.isfinite(offset)) and np.all(np.isfinite(factor))):  # e.g. a variance beyond float64: nothing unreadable is written
+        j = feats[int(np.flatnonzero(~(np.isfinite(offset) & np.isfinite(factor)))[0])]
+        raise InputError(f"feature {names[j]!r}: its {scale} scale is not finite (values too large to scale)", path=where)
     t = FeatureTransform(d, tuple(logged), scale, tuple(feats), tuple(float(v) for v in offset), tuple(float(v) for v in factor), tuple(names))
     return t, report
 
@@ -279,6 +336,8 @@ def transform_store(
     scale = _check_scale(scale, owner)
     st = src if isinstance(src, Store) else open_store(src)
     m = st.manifest
+    if os.path.realpath(dest) == os.path.realpath(st.path):
+        raise ParameterError(f"{st.path}: transform_store writes a new store; dest is the source itself")
     if stored_transform(m, st.path) is not None:
         raise ParameterError(f"{st.path}: already transformed (its manifest has encoding['transform']); transform the raw store")
     if like is not None:
@@ -292,10 +351,10 @@ def transform_store(
             raise ParameterError(f"The 'like' parameter of {owner} names {os.fspath(like)}, whose features differ from {st.path}'s.")
         record = dict(lm.encoding["transform"])
     else:
+        resolve_log1p_names(log1p, m, owner)
         stats = FeatureStats(m.n_features, histograms=log1p == "auto")
-        if log1p == "auto" and m.n_features > AUTO_MAX_FEATURES:
-            raise ParameterError(f"The 'log1p' parameter of {owner} is 'auto', but {st.path} has {m.n_features} features (at most {AUTO_MAX_FEATURES}); name the features")
-        for shard in st.iter_shards():
+        for i, shard in enumerate(st.iter_shards()):
+            check_finite(shard.X, m.shard_bounds[i][0], f"{st.path}, shard {i}", m.feature_names)
             stats.add(shard.X)
         t, report = fit_transform(stats, m.feature_names, indicator_features(m), log1p=log1p, scale=scale, owner=owner, where=st.path)
         fitted_on = {"path": st.path, "manifest_sha256": m.digest()} if _fitted_on is None else {"path": _fitted_on}

@@ -214,7 +214,7 @@ class ShardWriter:
             self._lock = None
 
     def _create_x(self, X: np.ndarray) -> None:
-        """Create the zarr ``X`` array with the codec the first shard's features choose."""
+        """Create the zarr ``X`` array with the codec the first non-empty shard's features choose (at commit: no rows)."""
         if self._x is not None:
             return
         self.codec = choose_codec(X, str(get_setting("store-codec")))
@@ -264,8 +264,9 @@ class ShardWriter:
         weight = np.asarray(weight, dtype=np.float32) if self.with_weight else None
         digests = shard_digests(index, start, stop, X, y, group, weight)
         if self.format == "zarr":
-            self._create_x(X)
-            self._x.resize((stop, self.n_features))
+            if self._x is not None or stop > start:  # the first rows choose the codec; an empty shard before them changes nothing
+                self._create_x(X)
+                self._x.resize((stop, self.n_features))
             self._y.resize((stop,))
             if stop > start:
                 self._x[start:stop] = X

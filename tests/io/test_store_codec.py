@@ -23,7 +23,7 @@ def test_store_codec_is_chosen_by_the_first_shard(tmp_path):
     def codecs(path):
         return [type(c).__name__ for c in zarr.open_array(str(path / "X"), mode="r").metadata.codecs]
 
-    write_store(tmp_path / "dense.zarr", dense, y)
+    write_store(tmp_path / "dense.zarr", dense, y, [0, 0, 20_000])  # empty shards first: the first rows decide
     write_store(tmp_path / "sparse.zarr", sparse, y)
     assert "ZstdCodec" not in codecs(tmp_path / "dense.zarr") and "ZstdCodec" in codecs(tmp_path / "sparse.zarr")
     with dask.config.set({"dpipe.store-codec": "zstd"}):
@@ -89,3 +89,19 @@ def test_a_damaged_zstd_chunk_is_one_error_naming_the_shard(tmp_path):
     chunk.write_bytes(chunk.read_bytes()[:-7])
     with pytest.raises(StoreError, match=r"shard 0 \(rows 0\.\.4000\): cannot read"):
         open_store(tmp_path / "s.zarr").read_shard(0)
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_a_last_shard_longer_than_a_chunk_is_read_through_zarr(tmp_path, codec):
+    """ShardWriter.write_shard takes shards of any size: a last shard spanning several chunks is not one chunk file."""
+    import dask
+
+    from dpipe.io import ShardWriter
+
+    X = np.arange(25 * 3, dtype=np.float32).reshape(25, 3)
+    with dask.config.set({"dpipe.store-codec": codec}), ShardWriter(str(tmp_path / "s.zarr"), 3, ["a", "b", "c"], shard_rows=10) as w:
+        w.write_shard(X, np.ones(25, np.int8))
+        w.commit()
+    st = open_store(tmp_path / "s.zarr", verify=True)
+    for mmap in (False, True):
+        np.testing.assert_array_equal(st.read_shard(0, mmap=mmap).X, X)

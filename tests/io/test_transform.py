@@ -119,6 +119,7 @@ def test_round_trip_store_raw_rows_and_records_give_identical_scores(sources, tm
     np.testing.assert_array_equal(model.decision_function(X_raw, raw=True), store_scores)
     np.testing.assert_array_equal(model.score_records(records), store_scores)
     np.testing.assert_array_equal(model.score_records(records[37:41]), store_scores[37:41])  # a few rows: the same arithmetic
+    np.testing.assert_array_equal(model.predict(X_raw, raw=True), model.predict(st.X))
     scaled = st.X[:, enc_cols]
     assert scaled.max() > 1.0 or scaled.min() < 0.0  # test values beyond the training range stay as they fall
     with pytest.raises(ValueError, match="expected"):
@@ -128,8 +129,11 @@ def test_round_trip_store_raw_rows_and_records_give_identical_scores(sources, tm
 def test_like_refuses_a_second_transform_and_names_a_negative_row(sources, tmp_path):
     train, _ = sources
     dpipe.ingest(str(train), str(tmp_path / "train.zarr"), log1p=["bytes"], scale="minmax")
-    with pytest.raises(ParameterError, match="like= store .* has one"):
+    with pytest.raises(ParameterError, match="has a transform, which is re-applied"):
         dpipe.ingest(str(train), str(tmp_path / "b.zarr"), like=str(tmp_path / "train.zarr"), scale="standard")
+    dpipe.ingest(str(train), str(tmp_path / "raw.zarr"))
+    with pytest.raises(ParameterError, match="raw.zarr has none"):  # a transform fitted on a test source would not be the training store's
+        dpipe.ingest(str(train), str(tmp_path / "b.zarr"), like=str(tmp_path / "raw.zarr"), log1p=["bytes"])
     rows = _rows(50, 3)
     rows[17][0] = -4  # bytes is logged: a negative value cannot be
     _write_csv(tmp_path / "bad.csv", rows)
@@ -211,3 +215,63 @@ def test_cli_split_and_info_print_the_transform(tmp_path, capsys):
     assert main(["info", str(tmp_path / "te.zarr")]) == 0
     assert f"fitted on {tmp_path / 'tr.zarr'}" in capsys.readouterr().out
 
+
+
+def test_a_store_without_the_models_transform_is_refused(sources, tmp_path):
+    """Same feature names, raw values: evaluate, predict, validation and constraint datasets refuse it (one line naming it)."""
+    train, test = sources
+    dpipe.ingest(str(train), str(tmp_path / "train.zarr"), log1p=["bytes"], scale="minmax")
+    dpipe.ingest(str(test), str(tmp_path / "like.zarr"), like=str(tmp_path / "train.zarr"))
+    dpipe.ingest(str(test), str(tmp_path / "raw.zarr"))  # no --like: the names match, the values are raw
+    assert open_store(tmp_path / "raw.zarr").manifest.feature_names == open_store(tmp_path / "train.zarr").manifest.feature_names
+    model = dpipe.train(str(tmp_path / "train.zarr"), "auc-moment", engine="local")
+    assert dpipe.evaluate(model, str(tmp_path / "like.zarr"), engine="local")["roc_auc"] > 0.7
+    message = r"raw.zarr: its features are stored with no transform, the model's with log1p on 1 feature\(s\), scale minmax"
+    with pytest.raises(ValueError, match=message):
+        dpipe.evaluate(model, str(tmp_path / "raw.zarr"), engine="local")
+    with pytest.raises(ValueError, match=message):
+        dpipe.predict(model, str(tmp_path / "raw.zarr"), str(tmp_path / "p.parquet"), engine="local")
+    assert not (tmp_path / "p.parquet").exists()
+    with pytest.raises(ValueError, match="raw.zarr: its features are stored with no transform, the training store's"):
+        dpipe.train(str(tmp_path / "train.zarr"), "auc-smooth", engine="local", validation=str(tmp_path / "raw.zarr"), max_iter=2)
+    with pytest.raises(ValueError, match="raw.zarr: its features are stored with no transform, the training store's"):
+        dpipe.train(str(tmp_path / "train.zarr"), "error-rate", engine="local", datasets={"pool": str(tmp_path / "raw.zarr")},
+                    constraints=["positive_rate(on=pool) <= 0.5"])
+
+
+def test_non_finite_features_and_colliding_paths_are_refused_before_anything_is_written(tmp_path):
+    from dpipe.testing import classification_data, write_store
+
+    X, y = classification_data(3000, 4, seed=5, scales=False)
+    X = np.abs(X)
+    X[1234, 2] = np.inf  # ingest refuses it; a store written by other code can hold it
+    write_store(tmp_path / "s.zarr", X, y, [1000, 2000])
+    for kw in ({"scale": "standard"}, {"log1p": "auto"}):
+        with pytest.raises(InputError, match=r"shard 1: feature 'x2' is inf in row 1234; a transform is fitted on finite values only"):
+            split_store(tmp_path / "s.zarr", tmp_path / "tr.zarr", tmp_path / "te.zarr", train_fraction=0.8, **kw)
+    X[1234, 2] = 1.0
+    write_store(tmp_path / "ok.zarr", X, y)
+    with pytest.raises(ParameterError, match="the training and test stores are one path"):
+        split_store(tmp_path / "ok.zarr", tmp_path / "a.zarr", tmp_path / "a.zarr")
+    with pytest.raises(ParameterError, match="a destination is the source store itself"):
+        split_store(tmp_path / "ok.zarr", tmp_path / "ok.zarr", tmp_path / "b.zarr", overwrite=True, scale="minmax")
+    with pytest.raises(ParameterError, match="names 'nope', which is not a feature"):
+        split_store(tmp_path / "ok.zarr", tmp_path / "a.zarr", tmp_path / "b.zarr", log1p=["nope"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.zarr", "s.zarr"]
+    np.testing.assert_array_equal(open_store(tmp_path / "ok.zarr").read_all().X, X)
+
+
+def test_bernoulli_split_with_a_transform_fits_on_its_training_rows(tmp_path):
+    from dpipe.io._split import _uniforms
+    from dpipe.testing import classification_data, write_store
+
+    n = 4000
+    X, y = classification_data(n, 4, seed=6, scales=False)
+    write_store(tmp_path / "s.zarr", X, y, [1500, 2500])
+    tr, te = split_store(tmp_path / "s.zarr", tmp_path / "tr.zarr", tmp_path / "te.zarr", train_fraction=0.6, seed=3, method="bernoulli", scale="standard")
+    mask = _uniforms(3, 0, n) < 0.6
+    T = X.astype(np.float64)
+    ref = (T - T[mask].mean(axis=0)) / T[mask].std(axis=0)
+    np.testing.assert_allclose(open_store(tmp_path / "tr.zarr").read_all().X, ref[mask], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(open_store(tmp_path / "te.zarr").read_all().X, ref[~mask], rtol=1e-5, atol=1e-5)
+    assert tr.n_rows == int(mask.sum()) and te.encoding["transform"] == tr.encoding["transform"]
