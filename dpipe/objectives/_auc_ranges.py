@@ -1,0 +1,110 @@
+"""The smoothed pairwise hinge computed range by range: the exact form a distributed score pass can use.
+
+:func:`~dpipe.objectives._rank_kernels.auc_gamma` needs every score of both classes in one
+place (today the driver merges all shards' sorted runs). The pairwise hinge of width ``t``
+couples a positive at ``s`` only with the negatives in ``(s - 1, s - 1 + t)`` in detail;
+every negative at or above ``s - 1 + t`` counts with slope 1 and every one at or below
+``s - 1`` not at all (and symmetrically for a negative). So cut the score axis at splitters
+``a_1 < ... < a_{R-1}`` (``a_0 = -inf``, ``a_R = +inf``); range ``r`` owns
+
+* the positives in ``[a_r, a_{r+1})`` and the negatives in ``[a_r - 1, a_{r+1} - 1)``,
+
+and needs, besides its own rows, a halo of width ``t`` on one side of each class and three
+totals from the other ranges:
+
+* the positives in ``[a_r - t, a_r)`` and the total weight of those below ``a_r - t``
+  (all on the slope-1 side of every own negative);
+* the negatives in ``[a_{r+1} - 1, a_{r+1} - 1 + t)`` and the total weight and weighted
+  score sum of those at or above ``a_{r+1} - 1 + t`` (all on the slope-1 side of every own
+  positive).
+
+:func:`auc_gamma_range` then gives the own rows' weights and the range's share of the value
+exactly (up to float64 summation order). A driver handles the splitters and ``O(R)`` totals;
+each range's rows and halos travel between workers. :func:`split_into_ranges` is the
+reference that cuts merged scores into those pieces (tests compare the ranges' results with
+:func:`auc_gamma` on all the scores).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ._rank_kernels import auc_gamma
+
+__all__ = ["RangeInput", "RangeOutput", "auc_gamma_range", "split_into_ranges"]
+
+
+class RangeInput(NamedTuple):
+    """What range ``r`` needs (scores sorted increasing; weights in the same order, or None)."""
+
+    #: positives in ``[a_r - t, a_{r+1})``: the halo first, the own ones from ``own_pos_start``
+    sp: np.ndarray
+    #: negatives in ``[a_r - 1, a_{r+1} - 1 + t)``: the own ones up to ``own_neg_stop``, then the halo
+    sn: np.ndarray
+    own_pos_start: int
+    own_neg_stop: int
+    #: total weight of the positives below ``a_r - t``
+    below_pos_weight: float
+    #: total weight, and weighted sum of scores, of the negatives at or above ``a_{r+1} - 1 + t``
+    above_neg_weight: float
+    above_neg_sum: float
+    vp: np.ndarray | None = None
+    vn: np.ndarray | None = None
+
+
+class RangeOutput(NamedTuple):
+    """The own rows' results, as :func:`auc_gamma` would give them for those rows."""
+
+    gamma_pos: np.ndarray
+    gamma_neg: np.ndarray
+    value: float
+    hinge: float
+
+
+def auc_gamma_range(r: RangeInput, t: float) -> RangeOutput:
+    """:func:`auc_gamma`'s outputs for range ``r``'s own rows (module docstring); value and hinge summed over its own positives."""
+    own_p = slice(r.own_pos_start, None)
+    own_n = slice(0, r.own_neg_stop)
+    vp, vn = r.vp, r.vn
+    if (vp is None) != (vn is None):  # a missing one of the two is all ones, as in auc_gamma
+        vp = np.ones(r.sp.size) if vp is None else vp
+        vn = np.ones(r.sn.size) if vn is None else vn
+    vp_own = None if vp is None else vp[own_p]
+    gp, _, value, hinge = auc_gamma(r.sp[own_p], r.sn, t, vp_own, vn)
+    _, gn, _, _ = auc_gamma(r.sp, r.sn[own_n], t, vp, None if vn is None else vn[own_n])
+    s_own = r.sp[own_p]
+    v_own = np.ones(s_own.size) if vp_own is None else vp_own
+    # the negatives above the halo: slope 1 for every own positive (1 - s_i + s_j >= t)
+    gp = gp + r.above_neg_weight
+    value += float(v_own @ (r.above_neg_weight * (1.0 - s_own - 0.5 * t) + r.above_neg_sum))
+    hinge += float(v_own @ (r.above_neg_weight * (1.0 - s_own) + r.above_neg_sum))
+    # the positives below the halo: slope 1 for every own negative
+    gn = gn + r.below_pos_weight
+    return RangeOutput(gp, gn, value, hinge)
+
+
+def split_into_ranges(sp: np.ndarray, sn: np.ndarray, splitters: np.ndarray, t: float,
+                      vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> list[RangeInput]:
+    """Cut merged sorted scores into the :class:`RangeInput` of every range (the reference for a distributed cut).
+
+    ``splitters`` increasing; range ``r`` owns the positives in ``[a_r, a_{r+1})`` and the
+    negatives in ``[a_r - 1, a_{r+1} - 1)``.
+    """
+    a = np.concatenate([[-np.inf], np.asarray(splitters, dtype=np.float64), [np.inf]])
+    wp = np.ones(sp.size) if vp is None else np.asarray(vp, dtype=np.float64)
+    wn = np.ones(sn.size) if vn is None else np.asarray(vn, dtype=np.float64)
+    cwp = np.concatenate([[0.0], np.cumsum(wp)])
+    cwn, csn = np.concatenate([[0.0], np.cumsum(wn)]), np.concatenate([[0.0], np.cumsum(wn * sn)])
+    out = []
+    for lo, hi in zip(a[:-1], a[1:]):
+        p0, p1, p_own = np.searchsorted(sp, [lo - t, hi, lo], side="left")
+        n0, n1, n_own = np.searchsorted(sn, [lo - 1.0, hi - 1.0 + t, hi - 1.0], side="left")
+        out.append(RangeInput(
+            sp[p0:p1], sn[n0:n1], int(p_own - p0), int(n_own - n0),
+            below_pos_weight=float(cwp[p0]),
+            above_neg_weight=float(cwn[-1] - cwn[n1]), above_neg_sum=float(csn[-1] - csn[n1]),
+            vp=None if vp is None else wp[p0:p1], vn=None if vn is None else wn[n0:n1],
+        ))
+    return out
