@@ -887,7 +887,8 @@ def ingest(
         the median on ``1 + x``; see :mod:`dpipe.io._transform`, every feature's figures
         are kept in the manifest). One-hot indicators are never logged.
     scale : {"none", "minmax", "standard"}
-        Affine map of every numeric feature (after ``log1p``), fitted on this source: to
+        Affine map of every numeric feature (after ``log1p``), fitted on this source (a row of
+        ``weight_col`` weight ``v`` counting as ``v`` repeated rows): to
         [0, 1] by minimum and maximum, or to zero mean and unit variance. The fitted
         transform is kept in the manifest (``encoding["transform"]``); ``like=`` ingests
         re-apply it (their values may fall outside [0, 1]) and models trained on the store

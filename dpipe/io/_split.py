@@ -11,7 +11,7 @@ from .._validation import check_choice, check_int, check_number
 from ..exceptions import InputError, ParameterError
 from ._manifest import Manifest
 from ._store import Store, open_store
-from ._transform import FeatureStats, check_finite, check_log1p, fit_transform, indicator_features, resolve_log1p_names, stored_transform
+from ._transform import check_log1p, fit_on_store, stored_transform
 from ._writer import ShardWriter, shard_rows_for
 
 __all__ = ["split_store", "SPLIT_METHODS"]
@@ -109,18 +109,8 @@ def split_store(
     if log1p is not None or scale != "none":
         if stored_transform(m, st.path) is not None:
             raise ParameterError(f"{st.path}: already transformed (its manifest has encoding['transform']); split the raw store")
-        resolve_log1p_names(log1p, m, OWNER)  # a bad name or an auto beyond AUTO_MAX_FEATURES before the pass, not after it
-        stats = FeatureStats(m.n_features, histograms=log1p == "auto")
-        start = 0
-        for i, shard in enumerate(st.iter_shards()):
-            check_finite(shard.X, start, f"{st.path}, shard {i}", m.feature_names)
-            stats.add(shard.X[train_mask(start, shard.n_rows)])
-            start += shard.n_rows
-        transform, report = fit_transform(stats, m.feature_names, indicator_features(m), log1p=log1p, scale=scale, owner=OWNER,
-                                          where=f"{st.path} (training part)")
-        record = {**transform.to_dict(), "fitted_on": {"path": os.path.abspath(os.fspath(train_dest)), "rows": stats.n, "split_of": st.path}}
-        if report:
-            record["auto"] = report
+        transform, record = fit_on_store(st, log1p=log1p, scale=scale, owner=OWNER, rows=train_mask, where=f"{st.path} (training part)",
+                                         fitted_on={"path": os.path.abspath(os.fspath(train_dest)), "split_of": st.path})
         encoding = {**m.encoding, "transform": record}
 
     kw = dict(n_features=m.n_features, feature_names=m.feature_names, format=m.format, with_group=m.groups is not None,

@@ -21,7 +21,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from ..exceptions import InputError, ParameterError, StoreError
 from ._manifest import Manifest
 from ._store import Store, open_store
 
-__all__ = ["FeatureStats", "fit_transform", "transform_store", "check_log1p", "check_finite", "check_same_features", "AUTO_LOG1P_OCTAVES", "stored_transform"]
+__all__ = ["FeatureStats", "fit_transform", "fit_on_store", "transform_store", "check_log1p", "check_finite", "check_same_features", "AUTO_LOG1P_OCTAVES", "stored_transform"]
 
 log = logging.getLogger("dpipe.io")
 
@@ -128,11 +128,17 @@ def check_finite(X: np.ndarray, first_row: int, where: str, feature_names: Seque
 
 
 class FeatureStats:
-    """Per-feature moments of ``x`` and ``log1p(x)`` and power-of-two histograms, merged over row blocks."""
+    """Per-feature moments of ``x`` and ``log1p(x)`` and power-of-two histograms, merged over row blocks.
+
+    With sample weights a row of weight ``v`` counts as ``v`` repeated rows (a row of weight 0
+    is left out, also of the minimum and maximum), so integer weights give the statistics of
+    the repeated rows. ``n`` is the total weight, ``rows`` the rows that count.
+    """
 
     def __init__(self, n_features: int, histograms: bool) -> None:
         d = n_features
-        self.n = 0
+        self.n = 0.0
+        self.rows = 0
         self.min = np.full(d, np.inf)
         self.max = np.full(d, -np.inf)
         self.mean = np.zeros(d)
@@ -141,40 +147,53 @@ class FeatureStats:
         self.log_max = np.full(d, -np.inf)
         self.log_mean = np.zeros(d)
         self.log_m2 = np.zeros(d)
-        self.hist = np.zeros((d, _BINS), dtype=np.int64) if histograms else None
+        self.hist = np.zeros((d, _BINS)) if histograms else None
 
     @staticmethod
-    def _merge(n_a: int, mean_a: np.ndarray, m2_a: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n_b = X.shape[0]
-        mean_b = X.mean(axis=0)
-        m2_b = ((X - mean_b) ** 2).sum(axis=0)
+    def _merge(n_a: float, mean_a: np.ndarray, m2_a: np.ndarray, X: np.ndarray, v: np.ndarray, n_b: float) -> tuple[np.ndarray, np.ndarray]:
+        mean_b = (v @ X) / n_b
+        m2_b = v @ (X - mean_b) ** 2
         n = n_a + n_b
         delta = mean_b - mean_a
         return mean_a + delta * (n_b / n), m2_a + m2_b + delta**2 * (n_a * n_b / n)
 
-    def add(self, X: np.ndarray) -> None:
-        """Add a block of rows (float32 features as stored)."""
+    def add(self, X: np.ndarray, weight: np.ndarray | None = None) -> None:
+        """Add a block of rows (float32 features as stored) with their sample weights (None: 1 each)."""
+        v = np.ones(X.shape[0]) if weight is None else np.asarray(weight, dtype=np.float64)
+        if weight is not None:
+            keep = v > 0
+            X, v = X[keep], v[keep]
         if X.shape[0] == 0:
             return
+        n_b = float(v.sum())
         X64 = X.astype(np.float64)
         self.min = np.minimum(self.min, X64.min(axis=0))
         self.max = np.maximum(self.max, X64.max(axis=0))
-        self.mean, self.m2 = self._merge(self.n, self.mean, self.m2, X64)
+        self.mean, self.m2 = self._merge(self.n, self.mean, self.m2, X64, v, n_b)
         L = np.log1p(np.maximum(X64, 0.0))  # a feature with negative values is never logged: its log figures go unused
         self.log_min = np.minimum(self.log_min, L.min(axis=0))
         self.log_max = np.maximum(self.log_max, L.max(axis=0))
-        self.log_mean, self.log_m2 = self._merge(self.n, self.log_mean, self.log_m2, L)
+        self.log_mean, self.log_m2 = self._merge(self.n, self.log_mean, self.log_m2, L, v, n_b)
         if self.hist is not None:
-            _, e = np.frexp(1.0 + np.maximum(X64, 0.0))  # 1 + x = m 2^e, m in [0.5, 1): floor(log2(1 + x)) = e - 1
             d = X.shape[1]
-            flat = (e - 1).astype(np.int64) + np.arange(d, dtype=np.int64) * _BINS
-            self.hist += np.bincount(flat.ravel(), minlength=d * _BINS).reshape(d, _BINS)
-        self.n += X.shape[0]
+            flat = _octaves(X64) + np.arange(d, dtype=np.int64) * _BINS
+            self.hist += np.bincount(flat.ravel(), weights=np.repeat(v, d), minlength=d * _BINS).reshape(d, _BINS)
+        self.n += n_b
+        self.rows += X.shape[0]
 
     def median_octave(self) -> np.ndarray:
-        """Per feature, floor(log2(1 + lower median))."""
-        need = -(-self.n // 2)
-        return np.argmax(np.cumsum(self.hist, axis=1) >= need, axis=1)
+        """Per feature, floor(log2(1 + lower median)): the first octave holding half the weight (rank ceil(n / 2) for counts)."""
+        return np.argmax(np.cumsum(self.hist, axis=1) >= 0.5 * self.n, axis=1)
+
+    def max_octave(self) -> np.ndarray:
+        """Per feature, floor(log2(1 + max))."""
+        return _octaves(np.maximum(self.max, 0.0)[None, :])[0]
+
+
+def _octaves(X: np.ndarray) -> np.ndarray:
+    """``floor(log2(1 + max(x, 0)))``, exactly: ``1 + x = m 2^e`` with m in [0.5, 1) gives ``e - 1``."""
+    _, e = np.frexp(1.0 + np.maximum(X, 0.0))
+    return (e - 1).astype(np.int64)
 
 
 def _resolve_features(spec: Sequence[str | int], names: Sequence[str], owner: str) -> list[int]:
@@ -230,12 +249,12 @@ def fit_transform(
     d = len(names)
     numeric = ~indicators
     report: dict[str, Any] = {}
-    if stats.n == 0:
-        raise ParameterError(f"{where}: no rows to fit the transform on")
+    if stats.n <= 0:
+        raise ParameterError(f"{where}: no rows (of positive weight) to fit the transform on")
     if log1p is None:
         logged: list[int] = []
     elif log1p == "auto":
-        med, top = stats.median_octave(), np.argmax(np.cumsum(stats.hist, axis=1) >= stats.n, axis=1)
+        med, top = stats.median_octave(), stats.max_octave()
         logged = []
         features = {}
         for j in np.flatnonzero(numeric):
@@ -280,12 +299,24 @@ def fit_transform(
     return t, report
 
 
-def _transform_record(t: FeatureTransform, report: dict[str, Any], fitted_on: dict[str, Any]) -> dict[str, Any]:
-    out = t.to_dict()
-    out["fitted_on"] = fitted_on
+def fit_on_store(st: Store, *, log1p: str | Sequence[str | int] | None, scale: str, owner: str, fitted_on: dict[str, Any],
+                 rows: Callable[[int, int], np.ndarray] | None = None, where: str | None = None) -> tuple[FeatureTransform, dict[str, Any]]:
+    """Fit a transform on a store's rows (``rows(start, n)``: the mask of a shard's rows that count; default all),
+    in one pass, each row weighted by its sample weight. Returns the transform and its manifest record
+    (``encoding["transform"]``: the transform, ``fitted_on`` with the rows that counted, and ``auto``'s report)."""
+    m = st.manifest
+    resolve_log1p_names(log1p, m, owner)  # a bad name or an auto beyond AUTO_MAX_FEATURES before the pass, not after it
+    stats = FeatureStats(m.n_features, histograms=log1p == "auto")
+    for i, shard in enumerate(st.iter_shards()):
+        start = m.shard_bounds[i][0]
+        check_finite(shard.X, start, f"{st.path}, shard {i}", m.feature_names)
+        keep = slice(None) if rows is None else rows(start, shard.n_rows)
+        stats.add(shard.X[keep], None if shard.weight is None else shard.weight[keep])
+    t, report = fit_transform(stats, m.feature_names, indicator_features(m), log1p=log1p, scale=scale, owner=owner, where=where or st.path)
+    record = {**t.to_dict(), "fitted_on": {**fitted_on, "rows": stats.rows}}
     if report:
-        out["auto"] = report
-    return out
+        record["auto"] = report
+    return t, record
 
 
 def describe(t: FeatureTransform) -> str:
@@ -351,14 +382,8 @@ def transform_store(
             raise ParameterError(f"The 'like' parameter of {owner} names {os.fspath(like)}, whose features differ from {st.path}'s.")
         record = dict(lm.encoding["transform"])
     else:
-        resolve_log1p_names(log1p, m, owner)
-        stats = FeatureStats(m.n_features, histograms=log1p == "auto")
-        for i, shard in enumerate(st.iter_shards()):
-            check_finite(shard.X, m.shard_bounds[i][0], f"{st.path}, shard {i}", m.feature_names)
-            stats.add(shard.X)
-        t, report = fit_transform(stats, m.feature_names, indicator_features(m), log1p=log1p, scale=scale, owner=owner, where=st.path)
         fitted_on = {"path": st.path, "manifest_sha256": m.digest()} if _fitted_on is None else {"path": _fitted_on}
-        record = _transform_record(t, report, {**fitted_on, "rows": m.n_rows})
+        t, record = fit_on_store(st, log1p=log1p, scale=scale, owner=owner, fitted_on=fitted_on)
     return _write_transformed(st, dest, t, record, overwrite, _source)
 
 

@@ -275,3 +275,26 @@ def test_bernoulli_split_with_a_transform_fits_on_its_training_rows(tmp_path):
     np.testing.assert_allclose(open_store(tmp_path / "tr.zarr").read_all().X, ref[mask], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(open_store(tmp_path / "te.zarr").read_all().X, ref[~mask], rtol=1e-5, atol=1e-5)
     assert tr.n_rows == int(mask.sum()) and te.encoding["transform"] == tr.encoding["transform"]
+
+
+@pytest.mark.parametrize("scale", ["minmax", "standard"])
+def test_sample_weights_count_as_repeated_rows_in_the_fit(tmp_path, scale):
+    """A row of weight k fits the transform as k copies of it (weight 0: absent, also from the minimum and maximum)."""
+    from dpipe.io._transform import transform_store
+    from dpipe.testing import classification_data, write_store
+
+    X, y = classification_data(2000, 4, seed=7, scales=False)
+    X = np.abs(X) ** 4  # heavy tails for auto
+    X[5] = 1e6  # a row of weight 0: it must not set the maximum
+    v = np.random.default_rng(7).integers(0, 4, X.shape[0]).astype(np.float32)
+    v[5] = 0
+    write_store(tmp_path / "w.zarr", X, y, [700, 1300], weight=v)
+    rep = np.repeat(np.arange(X.shape[0]), v.astype(int))
+    write_store(tmp_path / "r.zarr", X[rep], y[rep])
+    tw = transform_store(tmp_path / "w.zarr", str(tmp_path / "wt.zarr"), log1p="auto", scale=scale).encoding["transform"]
+    tr = transform_store(tmp_path / "r.zarr", str(tmp_path / "rt.zarr"), log1p="auto", scale=scale).encoding["transform"]
+    assert tw["log1p"] == tr["log1p"] and tw["features"] == tr["features"]
+    np.testing.assert_allclose(tw["offset"], tr["offset"], rtol=1e-12)
+    np.testing.assert_allclose(tw["factor"], tr["factor"], rtol=1e-10)
+    assert {k: f["median_octave"] for k, f in tw["auto"]["features"].items()} == {k: f["median_octave"] for k, f in tr["auto"]["features"].items()}
+    assert tw["auto"]["features"]["x0"]["max"] < 1e6
