@@ -45,8 +45,12 @@ def _check_ingest_options(a: argparse.Namespace, ingest_kwargs: dict[str, Any]) 
     """The ingest options apply to ``--data``: given without it, they are an error (generated data is not ingested)."""
     if a.data is not None:
         return
-    defaults = {"zero_based": "auto", "header": "auto", "skip_rows": 0, "unseen": "error", "unlabeled": False, "scale": "none"}
-    given = sorted(k for k, v in ingest_kwargs.items() if v != defaults.get(k))
+    import inspect
+
+    from ..io import ingest
+
+    defaults = inspect.signature(ingest).parameters  # the CLI's defaults are ingest's
+    given = sorted(k for k, v in ingest_kwargs.items() if v != defaults[k].default)
     if given:
         raise ParameterError(f"demo: {', '.join('--' + k.replace('_', '-') for k in given)} appl{'ies' if len(given) == 1 else 'y'} to --data; "
                              "the generated data is not ingested")
