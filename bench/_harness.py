@@ -53,11 +53,15 @@ def fmt_spread(s: dict[str, Any] | None, scale: float = 1.0, digits: int = 2) ->
 
 @contextlib.contextmanager
 def local_cluster(n_workers: int = 2, memory_limit: str | int = "auto") -> Iterator[Any]:
-    """A client of a LocalCluster of ``n_workers`` processes with one thread each."""
+    """A client of a LocalCluster of ``n_workers`` processes with one thread each, their allocator set as dpipe's own cluster sets it."""
+    import dask
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=memory_limit, dashboard_address=":0") as cluster, \
-            Client(cluster, direct_to_workers=True) as client:
+    from dpipe.engine._memory import worker_environ_config
+
+    with dask.config.set(worker_environ_config()):
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=memory_limit, dashboard_address=":0")
+    with cluster, Client(cluster, direct_to_workers=True) as client:
         yield client
 
 

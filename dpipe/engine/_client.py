@@ -10,7 +10,8 @@ Order of precedence:
 5. otherwise an embedded :class:`distributed.LocalCluster` of worker *processes*
    (``workers`` processes, one thread each, ``memory_limit`` per worker), closed when
    the context ends. Its workers neither spill nor pause
-   (:data:`~dpipe.engine._memory.EMBEDDED_WORKER_MEMORY`); a memory limit too small
+   (:data:`~dpipe.engine._memory.EMBEDDED_WORKER_MEMORY`), and their allocator reuses
+   freed arrays (:data:`~dpipe.engine._memory.WORKER_ALLOCATOR`); a memory limit too small
    for a store is refused when the store is opened (:mod:`dpipe.engine._memory`).
 
 The embedded cluster is closed to everyone but its own client: every listener (scheduler,
@@ -38,7 +39,7 @@ from .._config import get_setting
 from .._log import VERBOSE
 from .._validation import check_int
 from ..exceptions import ParameterError
-from ._memory import EMBEDDED_WORKER_MEMORY
+from ._memory import EMBEDDED_WORKER_MEMORY, worker_environ_config
 
 __all__ = ["cluster_client", "describe_client", "explicit_scheduler"]
 
@@ -108,7 +109,7 @@ def cluster_client(
     mem = get_setting("memory-limit", memory_limit)
     # Closed by default: TLS with temporary credentials, every listener on loopback only.
     security = Security.temporary()
-    with dask.config.set(EMBEDDED_WORKER_MEMORY):  # the nannies keep this config for every (re)start of their worker
+    with dask.config.set({**EMBEDDED_WORKER_MEMORY, **worker_environ_config()}):  # the nannies keep this config for every (re)start of their worker
         cluster = LocalCluster(
             n_workers=n,
             threads_per_worker=threads,

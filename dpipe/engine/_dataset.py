@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from dask.sizeof import sizeof
 from threadpoolctl import ThreadpoolController
 from distributed import Client
@@ -53,10 +54,11 @@ from .._config import get_setting
 from .._validation import check_choice, check_int
 from ..exceptions import ClusterError, ShardValueError
 from ..io import Shard, Store, open_store, read_shard
+from ._ranges import RangeHost
 from ._memory import MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, short_workers, shards_per_worker
 from ._waits import gather_bounded, killed_workers_as_cluster_errors, result_bounded
 
-__all__ = ["ShardedDataset", "ShardHost", "LocalDataset", "CACHE_MODES", "choose_cache"]
+__all__ = ["ShardedDataset", "ShardHost", "HostsLost", "LocalDataset", "CACHE_MODES", "choose_cache"]
 
 log = logging.getLogger("dpipe.engine")
 
@@ -113,8 +115,15 @@ def choose_cache(cache: str, store_bytes: int, memory_free: int, headroom: float
     return "memory" if store_bytes <= headroom * memory_free else "stream"
 
 
-class ShardHost:
+class HostsLost(RuntimeError):
+    """A shard host was lost during a call to every host (the hosts are dropped; passes go on with tasks)."""
+
+
+class ShardHost(RangeHost):
     """Actor that holds one worker's persisted shards and runs passes over them.
+
+    Besides the plain passes (:meth:`map`, :meth:`map_each`), the hosts run the
+    range-partitioned evaluations among themselves (:class:`._ranges.RangeHost`).
 
     Parameters
     ----------
@@ -288,6 +297,18 @@ class ShardedDataset:
             for _, _, fut in started:
                 fut.release()
             return []
+        actors = [host for _, host, _ in hosts]
+        try:
+            with self.client.as_current():
+                calls = [host.range_peers(actors, i) for i, host in enumerate(actors)]
+            for call in calls:
+                result_bounded(call, self._what("introducing the shard hosts"), self.client, alive=self._hosts_finished)
+        except (*_HOST_LOST, RuntimeError) as error:
+            self._rehost = True
+            log.warning("the shard hosts could not be introduced to each other (%s: %s); continuing with one task per shard", type(error).__name__, error)
+            for _, _, fut in started:
+                fut.release()
+            return []
         return hosts
 
     def _drop_hosts(self, error: BaseException) -> None:
@@ -346,6 +367,40 @@ class ShardedDataset:
         """``[fn(shard, *args) for shard]`` evaluated on the workers, in shard order."""
         with _naming_store(self.store):
             return self._map_gather(fn, args)
+
+    def has_hosts(self) -> bool:
+        """Whether passes run through shard hosts (persisted shards, every host up)."""
+        return self._hosts_alive()
+
+    def host_count(self) -> int:
+        """Number of shard hosts (0 without)."""
+        return len(self._hosts)
+
+    def host_calls(self, method: str, per_host: Sequence[tuple]) -> list:
+        """``host.method(*per_host[i])`` on every shard host at once; the results in host order.
+
+        Raises :class:`HostsLost` (after dropping the hosts) when one is lost meanwhile.
+        """
+        if not self._hosts_alive() or len(per_host) != len(self._hosts):
+            raise HostsLost(f"{self.store.path}: the shard hosts are gone")
+        with _naming_store(self.store):
+            try:
+                with self.client.as_current():
+                    calls = [getattr(host, method)(*args) for (_, host, _), args in zip(self._hosts, per_host)]
+                return [result_bounded(call, self._what(method), self.client, alive=self._hosts_finished) for call in calls]
+            except (*_HOST_LOST, RuntimeError) as error:
+                if isinstance(error, RuntimeError) and self._hosts_finished():
+                    raise
+                self._drop_hosts(error)
+                raise HostsLost(f"{self.store.path}: {type(error).__name__}: {error}") from error
+
+    def sum_in_shard_order(self, per_host: Sequence[Sequence[Any]]) -> Any:
+        """Put per-host lists of per-shard results (:meth:`host_calls`) back in shard order and add them pairwise."""
+        out: list[Any] = [None] * self.n_shards
+        for (positions, _, _), results in zip(self._hosts, per_host):
+            for p, r in zip(positions, results):
+                out[p] = r
+        return _tree_local(out, np.add)
 
     def _map_gather(self, fn: Callable, args: tuple) -> list:
         if self._hosts_alive():

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._runs import MergedScores, merge_runs, scatter_runs
+from ._ranges import RangeExchange, resolve_exchange
 from ..metrics import RankSummary
 from ..reduce import ClassMoments, class_moments_of_shard, class_totals_of_shard, class_scores, column_moments_of_shard, gradient_pass, merge_column_moments, merge_moments, score_pass, shard_sorted_scores
 
@@ -71,6 +72,10 @@ class RankPasses:
         self._token = uuid.uuid4().hex
         self._pending: _Scatter | None = None
         self._w: np.ndarray | None = None
+
+    def range_exchange(self, risk: Any) -> RangeExchange | None:
+        """Evaluations of ``risk`` range by range on the workers (:mod:`._ranges`), or None where the driver merges (``dpipe.rank-exchange``)."""
+        return RangeExchange(self.ds) if resolve_exchange(self.ds, risk) == "workers" else None
 
     def scores(self, w: np.ndarray, *, remember: bool = True) -> MergedScores:
         """Merged sorted scores ``X w`` of every row (one pass).

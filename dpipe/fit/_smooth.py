@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import MergedScores, RankPasses, class_moments, class_totals, column_scales
+from ..engine import HostsLost, MergedScores, RankPasses, class_moments, class_totals, column_scales
 from ..exceptions import DPipeError, ParameterError
 from ..objectives import PreconditionedObjective, RayMinimum, SmoothedAUCRisk, SmoothedPRBEPRisk, ray_minimum, train_auc
 from ..reduce import ClassMoments
@@ -54,9 +54,26 @@ class SmoothedObjective:
         self.risk = risk
         self.last: dict[str, Any] = {}
         self._scores: MergedScores | None = None
+        self._ranges = passes.range_exchange(risk)  # None: the driver merges the scores
+
+    @property
+    def exchange(self) -> str:
+        """Where the scores are merged and weighed: ``"workers"`` (by score range) or ``"driver"``."""
+        return "driver" if self._ranges is None else "workers"
 
     def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
         """Smoothed risk and its gradient; records the exact risk and timings in ``last``."""
+        if self._ranges is not None:
+            try:
+                self._w = np.asarray(w, dtype=np.float64)
+                ev = self._ranges.evaluate(w, self.risk)
+            except HostsLost as error:
+                log.warning("%s; the driver merges the scores from now on", error)
+                self._ranges = None
+            else:
+                self._scores = None
+                self.last = {"J": ev.exact, "J_mu": ev.value, **self._ranges.last}
+                return ev.value, ev.gradient
         s = self.passes.scores(w)
         t0 = time.perf_counter()
         at = self.risk.at(s)
@@ -68,6 +85,13 @@ class SmoothedObjective:
 
     def train_auc(self) -> float:
         """Exact (weighted) training ROC-AUC of the last evaluated scores."""
+        if self._scores is None and self._ranges is not None:
+            try:
+                return self._ranges.train_auc()
+            except HostsLost as error:
+                log.warning("%s; the driver merges the scores from now on", error)
+                self._ranges = None
+                self._scores = self.passes.scores(self._w, remember=False)
         return train_auc(self._scores)
 
 

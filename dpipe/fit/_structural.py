@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..engine import RankPasses, class_totals, column_scales
+from ..engine import HostsLost, RankPasses, class_totals, column_scales
 from ..metrics import resolve_k
 from ..objectives import StructuralLoss
 from ..solvers import fit_cutting_plane
 from ._outcome import FitOutcome
 
 __all__ = ["fit_structural", "StructuralRisk"]
+
+log = logging.getLogger("dpipe.fit")
 
 
 class StructuralRisk:
@@ -46,6 +49,7 @@ class StructuralRisk:
         self.d = passes.n_features
         self.n_features = self.d + (self.bias != 0.0)
         self.last: dict[str, Any] = {}
+        self._ranges = passes.range_exchange(loss)  # None: the driver merges the scores
 
     def split(self, v: np.ndarray) -> tuple[np.ndarray, float]:
         """``(coef, intercept)`` on the raw features for the solver's vector ``v``."""
@@ -57,6 +61,18 @@ class StructuralRisk:
     def plane(self, v: np.ndarray) -> tuple[float, float, np.ndarray]:
         """``(R(v), Delta(y, ybar), a)``: the risk at ``v`` and its tight plane ``Delta + u . a``."""
         w, intercept = self.split(v)
+        if self._ranges is not None:
+            try:
+                ev = self._ranges.evaluate(w, self.loss)  # ROCArea: an intercept shifts every score, no pair changes
+            except HostsLost as error:
+                log.warning("%s; the driver merges the scores from now on", error)
+                self._ranges = None
+            else:
+                a = ev.gradient / self.scale if self.scale is not None else ev.gradient
+                if self.bias != 0.0:
+                    a = np.append(a, self.bias * ev.weight_sum)
+                self.last = dict(self._ranges.last)
+                return ev.value, min(1.0, ev.exact), a  # the swapped weight over m, as the weighted oracle clips it
         s = self.passes.scores(w)
         if intercept != 0.0:  # a shift keeps the order
             s = s.scaled(1.0, intercept)

@@ -338,6 +338,54 @@ def _rocarea_argmax_w(sp, sn, vp, vn):
     return min(1.0, swapped / m), total / m, coef_pos, coef_neg
 
 
+@numba.njit(nogil=True, cache=True)
+def _rocarea_part(sp, sn, vp, vn, p0, n1, above_w, above_s, below_w):
+    # _rocarea_argmax_w's sweeps, not normalised, for the positives from p0 on and the negatives before n1,
+    # with negatives above sn (weight above_w, weighted score sum above_s) and positives below sp (below_w)
+    n_pos, n_neg = sp.shape[0], sn.shape[0]
+    suf_w = np.zeros(n_neg + 1)
+    suf_s = np.zeros(n_neg + 1)
+    for j in range(n_neg - 1, -1, -1):
+        suf_w[j] = suf_w[j + 1] + vn[j]
+        suf_s[j] = suf_s[j + 1] + vn[j] * sn[j]
+    coef_pos = np.empty(n_pos - p0)
+    coef_neg = np.empty(n1)
+    lo = 0
+    swapped = 0.0
+    total = 0.0
+    for i in range(p0, n_pos):
+        t = sp[i] - 1.0
+        while lo < n_neg and not (sn[lo] > t):
+            lo += 1
+        cnt = suf_w[lo] + above_w
+        swapped += vp[i] * cnt
+        coef_pos[i - p0] = -(vp[i] * cnt)
+        total += vp[i] * (cnt * (1.0 - sp[i]) + (suf_s[lo] + above_s))
+    p = 0
+    pw = below_w
+    for j in range(n1):
+        b = sn[j]
+        while p < n_pos and sp[p] - 1.0 < b:
+            pw += vp[p]
+            p += 1
+        coef_neg[j] = vn[j] * pw
+    return swapped, total, coef_pos, coef_neg
+
+
+def rocarea_argmax_part(r) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """The ROCArea oracle on one score range (:class:`dpipe._runs.RangeInput`, halos of width 0), not divided by ``m``.
+
+    Returns the swapped-pair weight and the risk's total over the range's own positives
+    and the plane coefficients of its own rows, each ``m = W+ W-`` times what
+    :func:`rocarea_argmax` gives for them on all the scores (pairs ``s_j > s_i - 1``,
+    as there).
+    """
+    vp = np.ones(r.sp.size) if r.vp is None else np.ascontiguousarray(r.vp, dtype=np.float64)
+    vn = np.ones(r.sn.size) if r.vn is None else np.ascontiguousarray(r.vn, dtype=np.float64)
+    return _rocarea_part(np.ascontiguousarray(r.sp, dtype=np.float64), np.ascontiguousarray(r.sn, dtype=np.float64), vp, vn,
+                         int(r.own_pos_start), int(r.own_neg_stop), float(r.above_neg_weight), float(r.above_neg_sum), float(r.below_pos_weight))
+
+
 def rocarea_argmax(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> MostViolated:
     """Most violated constraint of the ROCArea loss (Algorithm 3), one O(n) sweep.
 

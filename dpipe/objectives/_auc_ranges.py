@@ -31,27 +31,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._rank_kernels import auc_gamma
+from .._runs import RangeInput
+from ._rank_kernels import auc_gamma_part
 
 __all__ = ["RangeInput", "RangeOutput", "auc_gamma_range", "split_into_ranges"]
-
-
-class RangeInput(NamedTuple):
-    """What range ``r`` needs (scores sorted increasing; weights in the same order, or None)."""
-
-    #: positives in ``[a_r - t, a_{r+1})``: the halo first, the own ones from ``own_pos_start``
-    sp: np.ndarray
-    #: negatives in ``[a_r - 1, a_{r+1} - 1 + t)``: the own ones up to ``own_neg_stop``, then the halo
-    sn: np.ndarray
-    own_pos_start: int
-    own_neg_stop: int
-    #: total weight of the positives below ``a_r - t``
-    below_pos_weight: float
-    #: total weight, and weighted sum of scores, of the negatives at or above ``a_{r+1} - 1 + t``
-    above_neg_weight: float
-    above_neg_sum: float
-    vp: np.ndarray | None = None
-    vn: np.ndarray | None = None
 
 
 class RangeOutput(NamedTuple):
@@ -65,23 +48,13 @@ class RangeOutput(NamedTuple):
 
 def auc_gamma_range(r: RangeInput, t: float) -> RangeOutput:
     """:func:`auc_gamma`'s outputs for range ``r``'s own rows (module docstring); value and hinge summed over its own positives."""
-    own_p = slice(r.own_pos_start, None)
-    own_n = slice(0, r.own_neg_stop)
     vp, vn = r.vp, r.vn
     if (vp is None) != (vn is None):  # a missing one of the two is all ones, as in auc_gamma
         vp = np.ones(r.sp.size) if vp is None else vp
         vn = np.ones(r.sn.size) if vn is None else vn
-    vp_own = None if vp is None else vp[own_p]
-    gp, _, value, hinge = auc_gamma(r.sp[own_p], r.sn, t, vp_own, vn)
-    _, gn, _, _ = auc_gamma(r.sp, r.sn[own_n], t, vp, None if vn is None else vn[own_n])
-    s_own = r.sp[own_p]
-    v_own = np.ones(s_own.size) if vp_own is None else vp_own
-    # the negatives above the halo: slope 1 for every own positive (1 - s_i + s_j >= t)
-    gp = gp + r.above_neg_weight
-    value += float(v_own @ (r.above_neg_weight * (1.0 - s_own - 0.5 * t) + r.above_neg_sum))
-    hinge += float(v_own @ (r.above_neg_weight * (1.0 - s_own) + r.above_neg_sum))
-    # the positives below the halo: slope 1 for every own negative
-    gn = gn + r.below_pos_weight
+    # the negatives above the halo have slope 1 for every own positive (1 - s_i + s_j >= t), the positives below it for every own negative
+    gp, gn, value, hinge = auc_gamma_part(r.sp, r.sn, t, r.own_pos_start, r.own_neg_stop, vp, vn,
+                                          r.above_neg_weight, r.above_neg_sum, r.below_pos_weight)
     return RangeOutput(gp, gn, value, hinge)
 
 

@@ -39,6 +39,7 @@ import numpy as np
 
 __all__ = [
     "auc_gamma",
+    "auc_gamma_part",
     "prbep_beta",
     "prbep_risk_exact",
     "sorted_auc",
@@ -46,7 +47,9 @@ __all__ = [
 
 
 @numba.njit(nogil=True, cache=True)
-def _auc_gamma(sp, sn, t):
+def _auc_gamma(sp, sn, t, p0, n1, above_w, above_s, below_w):
+    # gamma and value of the positives from p0 on, gamma of the negatives before n1 (all: 0, n_neg);
+    # above_w / above_s: weight and score sum of negatives above sn (slope 1 for every positive), below_w: positives below sp
     n_pos, n_neg = sp.shape[0], sn.shape[0]
     cs_n = np.zeros(n_neg + 1)
     cs_n2 = np.zeros(n_neg + 1)
@@ -56,13 +59,13 @@ def _auc_gamma(sp, sn, t):
     cs_p = np.zeros(n_pos + 1)
     for i in range(n_pos):
         cs_p[i + 1] = cs_p[i] + sp[i]
-    gp = np.empty(n_pos)
-    gn = np.empty(n_neg)
+    gp = np.empty(n_pos - p0)
+    gn = np.empty(n1)
     value = 0.0
     hinge = 0.0
     lo = 0  # first negative with s_j > a - 1      (u > 0)
     mid = 0  # first negative with s_j >= a - 1 + t (u >= t)
-    for i in range(n_pos):
+    for i in range(p0, n_pos):
         a = sp[i]
         while lo < n_neg and sn[lo] <= a - 1.0:
             lo += 1
@@ -70,18 +73,18 @@ def _auc_gamma(sp, sn, t):
             mid += 1
         if mid < lo:
             mid = lo
-        c_a = n_neg - mid
+        c_a = (n_neg - mid) + above_w
         c_b = mid - lo
-        s_a = cs_n[n_neg] - cs_n[mid]
+        s_a = (cs_n[n_neg] - cs_n[mid]) + above_s
         s_b = cs_n[mid] - cs_n[lo]
         q_b = cs_n2[mid] - cs_n2[lo]
         one_a = 1.0 - a
-        gp[i] = c_a + (c_b * one_a + s_b) / t
+        gp[i - p0] = c_a + (c_b * one_a + s_b) / t
         value += c_a * (one_a - 0.5 * t) + s_a + (c_b * one_a * one_a + 2.0 * one_a * s_b + q_b) / (2.0 * t)
-        hinge += (n_neg - lo) * one_a + (cs_n[n_neg] - cs_n[lo])
+        hinge += ((n_neg - lo) + above_w) * one_a + ((cs_n[n_neg] - cs_n[lo]) + above_s)
     lo = 0  # first positive with s_i > b + 1 - t (u < t): below it u >= t
     hi = 0  # first positive with s_i >= b + 1     (u <= 0)
-    for j in range(n_neg):
+    for j in range(n1):
         b = sn[j]
         while lo < n_pos and sp[lo] <= b + 1.0 - t:
             lo += 1
@@ -91,7 +94,7 @@ def _auc_gamma(sp, sn, t):
             hi = lo
         c_b = hi - lo
         s_b = cs_p[hi] - cs_p[lo]
-        gn[j] = lo + (c_b * (1.0 + b) - s_b) / t
+        gn[j] = (lo + below_w) + (c_b * (1.0 + b) - s_b) / t
     return gp, gn, value, hinge
 
 
@@ -119,7 +122,7 @@ def _class_weights(sp: np.ndarray, sn: np.ndarray, vp, vn) -> tuple[np.ndarray, 
 
 
 @numba.njit(nogil=True, cache=True)
-def _auc_gamma_w(sp, sn, t, vp, vn):
+def _auc_gamma_w(sp, sn, t, vp, vn, p0, n1, above_w, above_s, below_w):
     # _auc_gamma with the counts, sums and sums of squares weighted
     n_pos, n_neg = sp.shape[0], sn.shape[0]
     cw_n = np.zeros(n_neg + 1)
@@ -137,13 +140,13 @@ def _auc_gamma_w(sp, sn, t, vp, vn):
         cw_p[i + 1] = cw_p[i] + vp[i]
         cs_p[i + 1] = cs_p[i] + vp[i] * sp[i]
     w_neg = cw_n[n_neg]
-    gp = np.empty(n_pos)
-    gn = np.empty(n_neg)
+    gp = np.empty(n_pos - p0)
+    gn = np.empty(n1)
     value = 0.0
     hinge = 0.0
     lo = 0  # first negative with s_j > a - 1      (u > 0)
     mid = 0  # first negative with s_j >= a - 1 + t (u >= t)
-    for i in range(n_pos):
+    for i in range(p0, n_pos):
         a = sp[i]
         while lo < n_neg and sn[lo] <= a - 1.0:
             lo += 1
@@ -151,18 +154,18 @@ def _auc_gamma_w(sp, sn, t, vp, vn):
             mid += 1
         if mid < lo:
             mid = lo
-        c_a = w_neg - cw_n[mid]
+        c_a = (w_neg - cw_n[mid]) + above_w
         c_b = cw_n[mid] - cw_n[lo]
-        s_a = cs_n[n_neg] - cs_n[mid]
+        s_a = (cs_n[n_neg] - cs_n[mid]) + above_s
         s_b = cs_n[mid] - cs_n[lo]
         q_b = cs_n2[mid] - cs_n2[lo]
         one_a = 1.0 - a
-        gp[i] = c_a + (c_b * one_a + s_b) / t
+        gp[i - p0] = c_a + (c_b * one_a + s_b) / t
         value += vp[i] * (c_a * (one_a - 0.5 * t) + s_a + (c_b * one_a * one_a + 2.0 * one_a * s_b + q_b) / (2.0 * t))
-        hinge += vp[i] * ((w_neg - cw_n[lo]) * one_a + (cs_n[n_neg] - cs_n[lo]))
+        hinge += vp[i] * (((w_neg - cw_n[lo]) + above_w) * one_a + ((cs_n[n_neg] - cs_n[lo]) + above_s))
     lo = 0  # first positive with s_i > b + 1 - t (u < t): below it u >= t
     hi = 0  # first positive with s_i >= b + 1     (u <= 0)
-    for j in range(n_neg):
+    for j in range(n1):
         b = sn[j]
         while lo < n_pos and sp[lo] <= b + 1.0 - t:
             lo += 1
@@ -172,7 +175,7 @@ def _auc_gamma_w(sp, sn, t, vp, vn):
             hi = lo
         c_b = cw_p[hi] - cw_p[lo]
         s_b = cs_p[hi] - cs_p[lo]
-        gn[j] = cw_p[lo] + (c_b * (1.0 + b) - s_b) / t
+        gn[j] = (cw_p[lo] + below_w) + (c_b * (1.0 + b) - s_b) / t
     return gp, gn, value, hinge
 
 
@@ -212,9 +215,34 @@ def auc_gamma(
     sp, sn = _scores(sp), _scores(sn)
     weights = _class_weights(sp, sn, vp, vn)
     if weights is None:
-        return _auc_gamma(sp, sn, float(t))
-    return _auc_gamma_w(sp, sn, float(t), *weights)
+        return _auc_gamma(sp, sn, float(t), 0, sn.shape[0], 0.0, 0.0, 0.0)
+    return _auc_gamma_w(sp, sn, float(t), *weights, 0, sn.shape[0], 0.0, 0.0, 0.0)
 
+
+
+def auc_gamma_part(
+    sp: np.ndarray, sn: np.ndarray, t: float, own_pos_start: int, own_neg_stop: int, vp: np.ndarray | None = None, vn: np.ndarray | None = None,
+    above_neg_weight: float = 0.0, above_neg_sum: float = 0.0, below_pos_weight: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """:func:`auc_gamma` for the positives from ``own_pos_start`` on and the negatives before ``own_neg_stop`` only.
+
+    ``gamma_pos`` has ``sp.size - own_pos_start`` entries, ``gamma_neg`` ``own_neg_stop``;
+    ``value`` and ``hinge`` sum over those positives' pairs; the kernel of one score
+    range (:mod:`._auc_ranges`). Negatives not in ``sn`` that score above every
+    ``sp - 1 + t`` (total weight ``above_neg_weight``, weighted score sum
+    ``above_neg_sum``) and positives below every ``sn + 1 - t`` (``below_pos_weight``)
+    count in the same sweep. With the defaults each entry is computed exactly as
+    :func:`auc_gamma` computes it on the same arrays.
+    """
+    sp, sn = _scores(sp), _scores(sn)
+    p0, n1 = int(own_pos_start), int(own_neg_stop)
+    if not (0 <= p0 <= sp.shape[0] and 0 <= n1 <= sn.shape[0]):
+        raise ValueError(f"own rows out of bounds: positives from {p0} of {sp.shape[0]}, negatives before {n1} of {sn.shape[0]}")
+    weights = _class_weights(sp, sn, vp, vn)
+    totals = (float(above_neg_weight), float(above_neg_sum), float(below_pos_weight))
+    if weights is None:
+        return _auc_gamma(sp, sn, float(t), p0, n1, *totals)
+    return _auc_gamma_w(sp, sn, float(t), *weights, p0, n1, *totals)
 
 
 @numba.njit(nogil=True, cache=True)

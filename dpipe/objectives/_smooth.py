@@ -23,8 +23,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from .._runs import MergedScores
+from .._runs import MergedScores, RangeInput
 from ..exceptions import DPipeError
+from ._auc_ranges import auc_gamma_range
 from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact, sorted_auc
 
 __all__ = ["SmoothedAUCRisk", "SmoothedPRBEPRisk", "RiskAt", "PreconditionedObjective", "RayMinimum", "ray_minimum", "train_auc"]
@@ -54,8 +55,8 @@ class RayMinimum(NamedTuple):
     curvature: float
 
 
-def _check_classes(name: str, s: MergedScores) -> tuple[float, float]:
-    wp, wn = s.class_weights
+def _check_classes(name: str, s: MergedScores | tuple[float, float]) -> tuple[float, float]:
+    wp, wn = s.class_weights if isinstance(s, MergedScores) else s
     if wp <= 0 or wn <= 0:
         missing = "positive" if wp <= 0 else "negative"
         raise DPipeError(f"the training data has no {missing} rows (weight {wn:g} negative, {wp:g} positive); {name} needs both classes")
@@ -88,6 +89,27 @@ class SmoothedAUCRisk:
         if s.weighted:
             gp, gn = gp * s.pos_weight, gn * s.neg_weight
         return RiskAt(value / m, hinge / m, -gp / m, gn / m)
+
+    @property
+    def halo(self) -> float:
+        """Width of the halos a score range needs (:mod:`._auc_ranges`): the Huber width."""
+        return self.t
+
+    def at_range(self, r: RangeInput) -> RiskAt:
+        """One score range's share (its own rows' derivatives, the sums over its own positives), not yet times :meth:`range_scale`.
+
+        Summed over the ranges and scaled, the same as :meth:`at` on all the scores.
+        """
+        out = auc_gamma_range(r, self.t)
+        gp, gn = out.gamma_pos, out.gamma_neg
+        if r.vp is not None:
+            gp, gn = gp * r.vp[r.own_pos_start:], gn * r.vn[: r.own_neg_stop]
+        return RiskAt(out.value, out.hinge, -gp, gn)
+
+    def range_scale(self, class_weights: tuple[float, float]) -> float:
+        """The factor turning the ranges' summed shares into the risk: ``1 / (W+ W-)``."""
+        wp, wn = _check_classes(self.name, class_weights)
+        return 1.0 / (wp * wn)
 
 
 class SmoothedPRBEPRisk:

@@ -24,10 +24,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._runs import MergedScores
+from .._runs import MergedScores, RangeInput
 from ..exceptions import DPipeError
 from ._argmax import (
     MostViolated,
+    rocarea_argmax_part,
     error_rate_argmax,
     f1_argmax,
     prbep_argmax,
@@ -81,6 +82,10 @@ class StructuralLoss:
             raise DPipeError(f"the {loss} loss needs k")
         self.name = loss
         self.k = k if takes_k else None
+        #: whether the workers can run this oracle range by range (:meth:`at_range`): ROCArea's pairs decouple by score
+        self.ranged = loss == "rocarea"
+        #: halo width of a score range: pairs with ``s_j > s_i - 1`` are exactly those of the range and the totals beyond
+        self.halo = 0.0
 
     def at(self, s: MergedScores) -> Plane:
         """The risk, the loss and every row's plane coefficient at the scores ``s``."""
@@ -91,3 +96,19 @@ class StructuralLoss:
         args = (s.pos, s.neg) if self.k is None else (s.pos, s.neg, self.k)
         mv = self.oracle(*args, vp=s.pos_weight, vn=s.neg_weight) if s.weighted else self.oracle(*args)
         return Plane(float(mv.value), float(mv.loss), np.asarray(mv.coef_pos, dtype=float), np.asarray(mv.coef_neg, dtype=float))
+
+    def at_range(self, r: RangeInput) -> Plane:
+        """The ROCArea oracle on one score range, not yet times :meth:`range_scale`: the risk's and the loss's
+        shares (sums over the range's own positives) and the own rows' coefficients."""
+        if not self.ranged:
+            raise DPipeError(f"the {self.name} oracle has no range form; the driver merges the scores for it")
+        swapped, total, c_pos, c_neg = rocarea_argmax_part(r)
+        return Plane(total, swapped, c_pos, c_neg)
+
+    def range_scale(self, class_weights: tuple[float, float]) -> float:
+        """``1 / (W+ W-)``: what turns the ranges' summed shares into the risk, the loss and the coefficients."""
+        wp, wn = class_weights
+        if wp <= 0 or wn <= 0:
+            missing = "positive" if wp <= 0 else "negative"
+            raise DPipeError(f"the training data has no {missing} rows (weight {wn:g} negative, {wp:g} positive); the {self.name} loss needs both classes")
+        return 1.0 / (wp * wn)

@@ -1,0 +1,207 @@
+"""A shard's side of a range-partitioned score pass (worker side, pure functions).
+
+The driver-merged score pass (:mod:`._sorted`) sends every shard's sorted scores to the
+driver. The range-partitioned pass keeps them where they are computed:
+
+1. :func:`sort_shard` sorts a shard's scores per class, as :func:`~._sorted.score_shard`,
+   with the prefix sums that the cut needs, and :func:`sketch` samples them so that the
+   driver can choose splitters ``a_1 < ... < a_{R-1}`` that give every range as many
+   rows (the positives by their score, the negatives by their score plus 1, the margin:
+   range ``r`` owns the positives in ``[a_r, a_{r+1})`` and the negatives in
+   ``[a_r - 1, a_{r+1} - 1)``, :mod:`dpipe.objectives._auc_ranges`);
+2. :func:`cut` gives the :class:`Piece` of one range that this shard holds: its rows in
+   the range, the halos of width ``t`` and the totals of the rows beyond;
+3. :func:`assemble` merges the pieces of every shard into the range's
+   :class:`~dpipe.objectives._auc_ranges.RangeInput`, and :func:`split_back` cuts the
+   range's per-row results into each piece's own rows, in the piece's order;
+4. :func:`shard_weights` concatenates a shard's pieces of results, range by range, into
+   one weight per row in the shard's sorted order, ready for
+   :func:`~._sorted.weighted_row_sum`.
+
+All of it is O(rows) after the sort, and exact: the ranges' results are those of the
+merged kernel up to float64 summation order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from .._runs import RangeInput, merge_runs, scatter_runs
+from ._finite import check_weights
+from ._sorted import score_shard
+
+__all__ = ["SortedShard", "Piece", "sort_shard", "sketch", "cut", "assemble", "split_back", "shard_weights", "negatives_in", "pairs_below"]
+
+
+class SortedShard(NamedTuple):
+    """One shard's scores sorted per class, kept by its host between the passes of an evaluation."""
+
+    index: int
+    pos: np.ndarray
+    neg: np.ndarray
+    pos_rows: np.ndarray
+    neg_rows: np.ndarray
+    #: sample weights in the order of ``pos`` / ``neg`` (float64), or None
+    pos_weight: np.ndarray | None
+    neg_weight: np.ndarray | None
+    #: prefix sums (length + 1) of the weights of the positives / negatives (None without weights: the counts)
+    pos_cum_weight: np.ndarray | None
+    neg_cum_weight: np.ndarray | None
+    #: prefix sums (length + 1) of the negatives' weighted scores
+    neg_cum_sum: np.ndarray
+
+    def pos_weight_below(self, i: int) -> float:
+        """Weight of ``pos[:i]``."""
+        return float(i) if self.pos_cum_weight is None else float(self.pos_cum_weight[i])
+
+    def neg_weight_below(self, j: int) -> float:
+        """Weight of ``neg[:j]``."""
+        return float(j) if self.neg_cum_weight is None else float(self.neg_cum_weight[j])
+
+    @property
+    def class_weights(self) -> tuple[float, float]:
+        """``(W+, W-)`` of this shard."""
+        return self.pos_weight_below(self.pos.size), self.neg_weight_below(self.neg.size)
+
+
+class Piece(NamedTuple):
+    """What one shard holds of one range (see :class:`~dpipe.objectives._auc_ranges.RangeInput`)."""
+
+    shard: int
+    #: positives in ``[lo - t, hi)`` (halo first), negatives in ``[lo - 1, hi - 1 + t)`` (halo last)
+    sp: np.ndarray
+    sn: np.ndarray
+    own_pos_start: int
+    own_neg_stop: int
+    vp: np.ndarray | None
+    vn: np.ndarray | None
+    below_pos_weight: float
+    above_neg_weight: float
+    above_neg_sum: float
+
+
+def _prefix(values: np.ndarray) -> np.ndarray:
+    out = np.empty(values.size + 1)
+    out[0] = 0.0
+    np.cumsum(values, out=out[1:])
+    return out
+
+
+def sort_shard(shard, w: np.ndarray) -> SortedShard:
+    """Scores ``X w`` of one shard sorted per class (:func:`~._sorted.score_shard`), with weights and prefix sums."""
+    sc = score_shard(shard, w)
+    small = np.int32 if shard.n_rows < 2**31 else np.int64
+    vp = vn = None
+    if shard.weight is not None:
+        check_weights(shard)
+        vp, vn = shard.weight[sc.pos_rows].astype(np.float64), shard.weight[sc.neg_rows].astype(np.float64)
+    cum_p = None if vp is None else _prefix(vp)
+    cum_n = None if vn is None else _prefix(vn)
+    sum_n = _prefix(sc.neg if vn is None else vn * sc.neg)
+    return SortedShard(shard.index, sc.pos, sc.neg, sc.pos_rows.astype(small), sc.neg_rows.astype(small), vp, vn, cum_p, cum_n, sum_n)
+
+
+def sketch(ss: SortedShard, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Evenly spaced ranks of the shard's range keys (positives' scores, negatives' scores + 1), each with the rows it stands for.
+
+    At most ``size`` keys per class; the counts of a class add up to its rows.
+    """
+    keys, counts = [], []
+    for s, shift in ((ss.pos, 0.0), (ss.neg, 1.0)):
+        if s.size == 0:
+            continue
+        k = min(s.size, size)
+        at = (np.arange(k) * s.size) // k
+        keys.append(s[at] + shift)
+        counts.append(np.diff(np.append(at, s.size)).astype(np.float64))
+    if not keys:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate(keys), np.concatenate(counts)
+
+
+def cut(ss: SortedShard, lo: float, hi: float, t: float) -> Piece:
+    """This shard's :class:`Piece` of the range ``[lo, hi)`` (negatives ``[lo - 1, hi - 1)``) with halos of width ``t``."""
+    p0, p_own, p1 = np.searchsorted(ss.pos, [lo - t, lo, hi], side="left")
+    n0, n_own, n1 = np.searchsorted(ss.neg, [lo - 1.0, hi - 1.0, hi - 1.0 + t], side="left")
+    return Piece(
+        ss.index, ss.pos[p0:p1], ss.neg[n0:n1], int(p_own - p0), int(n_own - n0),
+        None if ss.pos_weight is None else ss.pos_weight[p0:p1], None if ss.neg_weight is None else ss.neg_weight[n0:n1],
+        below_pos_weight=ss.pos_weight_below(p0),
+        above_neg_weight=ss.neg_weight_below(ss.neg.size) - ss.neg_weight_below(n1),
+        above_neg_sum=float(ss.neg_cum_sum[-1] - ss.neg_cum_sum[n1]),
+    )
+
+
+class Assembly(NamedTuple):
+    """How a range's merged rows map back to its pieces (:func:`split_back`)."""
+
+    pos: tuple[np.ndarray, list[int]]
+    neg: tuple[np.ndarray, list[int]]
+    own_pos_start: int
+    own_neg_stop: int
+
+
+def assemble(pieces: Sequence[Piece]) -> tuple[RangeInput, Assembly]:
+    """Merge the pieces of one range: ``(RangeInput, Assembly)``.
+
+    The halo positives (below ``lo``) sort before every own positive and the halo
+    negatives (at or above ``hi - 1``) after every own negative, so one merge per class
+    keeps each part together.
+    """
+    sp, op, lp = merge_runs([p.sp for p in pieces])
+    sn, on, ln = merge_runs([p.sn for p in pieces])
+    vp = vn = None
+    if pieces and pieces[0].vp is not None:
+        vp = np.concatenate([p.vp for p in pieces])[op]
+        vn = np.concatenate([p.vn for p in pieces])[on]
+    p_own = sum(p.own_pos_start for p in pieces)
+    n_own = sum(p.own_neg_stop for p in pieces)
+    r = RangeInput(
+        sp, sn, p_own, n_own,
+        below_pos_weight=float(sum(p.below_pos_weight for p in pieces)),
+        above_neg_weight=float(sum(p.above_neg_weight for p in pieces)),
+        above_neg_sum=float(sum(p.above_neg_sum for p in pieces)),
+        vp=vp, vn=vn,
+    )
+    return r, Assembly((op, lp), (on, ln), p_own, n_own)
+
+
+def split_back(a: Assembly, pieces: Sequence[Piece], g_pos: np.ndarray, g_neg: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The range's results on its own rows (merged order) cut into each piece's own rows, in the piece's order."""
+    full_p = np.zeros(a.own_pos_start + g_pos.size)
+    full_p[a.own_pos_start:] = g_pos
+    full_n = np.zeros(sum(a.neg[1]))
+    full_n[: a.own_neg_stop] = g_neg
+    per_p = scatter_runs(full_p, *a.pos)
+    per_n = scatter_runs(full_n, *a.neg)
+    return [(gp[p.own_pos_start:], gn[: p.own_neg_stop]) for p, gp, gn in zip(pieces, per_p, per_n)]
+
+
+def shard_weights(ss: SortedShard, parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """A shard's per-row results from its pieces of every range, in range order: one per row of ``ss.pos`` / ``ss.neg``."""
+    gp = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
+    gn = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+    if gp.size != ss.pos.size or gn.size != ss.neg.size:
+        raise RuntimeError(f"shard {ss.index}: the ranges returned {gp.size} / {gn.size} weights for {ss.pos.size} / {ss.neg.size} rows")
+    return gp, gn
+
+
+def negatives_in(ss: SortedShard, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray | None, float]:
+    """The negatives scoring in ``[lo, hi)`` (and their weights) and the weight of those below ``lo``: a range's part of the AUC."""
+    n0, n1 = np.searchsorted(ss.neg, [lo, hi], side="left")
+    return ss.neg[n0:n1], None if ss.neg_weight is None else ss.neg_weight[n0:n1], ss.neg_weight_below(n0)
+
+
+def pairs_below(sp: np.ndarray, vp: np.ndarray | None, parts: Sequence[tuple[np.ndarray, np.ndarray | None, float]]) -> float:
+    """``sum_i v_i (W-(s_j < s_i) + W-(s_j = s_i) / 2)`` for positives ``sp`` (all in the range) and the range's negatives."""
+    sn, on, _ = merge_runs([p[0] for p in parts])
+    wn = np.ones(sn.size) if parts and parts[0][1] is None else np.concatenate([p[1] for p in parts])[on] if parts else np.zeros(0)
+    cw = _prefix(wn)
+    lo = np.searchsorted(sn, sp, side="left")
+    hi = np.searchsorted(sn, sp, side="right")
+    below = sum(p[2] for p in parts)
+    per = below + cw[lo] + 0.5 * (cw[hi] - cw[lo])
+    return float(per.sum() if vp is None else vp @ per)
