@@ -6,10 +6,12 @@ Generated stores (``dpipe.make_data``, d = 120, seed 0) of 10^5 to 10^7 rows, on
 * the *floor*: one plain pass that reads every shard from the store and computes
   ``X @ w`` (one task per shard, results summed), and the same pass over shards
   persisted in worker memory;
-* one evaluation, value and gradient, of ``auc-smooth`` and ``prbep-smooth`` (score
-  pass, k-way merge and kernels on the driver, gradient pass) over persisted shards;
+* one evaluation, value and gradient, of ``auc-smooth`` and ``prbep-smooth`` over
+  persisted shards, as the fits run it (``dpipe.rank-exchange=auto``: from 500,000 rows
+  the workers merge and weigh the scores, :mod:`dpipe.engine._ranges`), and auc-smooth
+  once more with the scores merged on the driver (``driver``) for comparison;
 * one cutting-plane oracle call of ``rocarea`` (the most violated ranking and its
-  plane: the same two passes);
+  plane: the same route);
 * the ``auc-moment`` pass (per-class means and covariances, O(n d^2)).
 
 Each figure is the median (min, max) of the repeated calls at fresh random weights.
@@ -28,7 +30,7 @@ from .._harness import Config, fmt_spread, local_cluster, pyplot, save_figure, s
 SIZES = (100_000, 1_000_000, 5_000_000, 10_000_000)
 QUICK = (100_000, 1_000_000)
 FEATURES = 120
-CALLS = ("plain pass, disk", "plain pass, memory", "auc-smooth", "prbep-smooth", "rocarea oracle", "auc-moment pass")
+CALLS = ("plain pass, disk", "plain pass, memory", "auc-smooth", "auc-smooth, driver-merged", "prbep-smooth", "rocarea oracle", "auc-moment pass")
 
 
 def _plain_pass(shard: Any, w: np.ndarray) -> float:
@@ -55,6 +57,8 @@ def _timed(fn: Any, ws: list[np.ndarray]) -> dict[str, Any]:
 
 def measure(path: Any, client: Any, calls: int) -> dict[str, Any]:
     """Every call of :data:`CALLS` on one store."""
+    import dask
+
     import dpipe
     from dpipe.engine import RankPasses, ShardedDataset
     from dpipe.fit import StructuralRisk, smoothed_objective
@@ -72,12 +76,18 @@ def measure(path: Any, client: Any, calls: int) -> dict[str, Any]:
         row["load_seconds"] = ds.load_seconds
         # what the fits evaluate: the smoothed risks at t = 2e-3 / mu = 2e-3 / n plus lam/2 ||w||^2 (lam = 1e-4), the rocarea oracle
         auc = smoothed_objective(RankPasses(ds), "auc-smooth", 2e-3, 1e-4)
+        with dask.config.set({"dpipe.rank-exchange": "driver"}):
+            auc_driver = smoothed_objective(RankPasses(ds), "auc-smooth", 2e-3, 1e-4)
         prbep = smoothed_objective(RankPasses(ds), "prbep-smooth", 2e-3 / m.n_rows, 1e-4)
         risk = StructuralRisk(RankPasses(ds), StructuralLoss("rocarea"), bias=0.0)
         row["plain pass, memory"] = _timed(lambda w: ds.map_reduce(_plain_pass, _add, w), ws)
         row["auc-smooth"] = _timed(auc.value_and_grad, ws)
-        row["auc-smooth parts"] = {k: float(auc.last[k]) for k in ("seconds_score", "seconds_merge", "seconds_kernel", "seconds_gradient")}
+        row["auc-smooth exchange"] = auc.inner.exchange
+        row["auc-smooth parts"] = {k: float(v) for k, v in auc.last.items() if k.startswith("seconds_")}
         row["auc-smooth bytes moved"] = auc.last.get("bytes_moved")
+        row["auc-smooth bytes exchanged"] = auc.last.get("bytes_exchanged", 0.0)
+        row["auc-smooth, driver-merged"] = _timed(auc_driver.value_and_grad, ws)
+        row["auc-smooth, driver-merged bytes moved"] = auc_driver.last.get("bytes_moved")
         row["prbep-smooth"] = _timed(prbep.value_and_grad, ws)
         row["rocarea oracle"] = _timed(risk.plane, ws)
         row["auc-moment pass"] = _timed(lambda w: ds.map_reduce(class_moments_of_shard, merge_moments), ws[: max(3, calls // 3)])
@@ -115,9 +125,17 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
         s = summary[c]
         lines.append(f"| {c} | {s['exponent']:.3f} | " + ", ".join(f"{x:.2f}" for x in s["ratio_to_disk_pass"]) + " | "
                      + ", ".join(f"{x:.2f}" for x in s["ratio_to_memory_pass"]) + " |")
+    lines += ["", "One auc-smooth evaluation against the two-pass floor (2 x the plain pass over persisted shards, same run), and the "
+              "bytes through the driver:", "",
+              *table_head(["rows", "route (auto)", "evaluation / floor", "driver MB", "MB between workers", "driver-merged / floor", "driver MB, driver-merged"])]
+    for r in rows:
+        floor = 2 * r["plain pass, memory"]["median"]
+        lines.append(f"| {r['rows']:,} | {r['auc-smooth exchange']} | {r['auc-smooth']['median'] / floor:.2f} | {r['auc-smooth bytes moved'] / 1e6:.3f} | "
+                     f"{r['auc-smooth bytes exchanged'] / 1e6:.1f} | {r['auc-smooth, driver-merged']['median'] / floor:.2f} | "
+                     f"{r['auc-smooth, driver-merged bytes moved'] / 1e6:.1f} |")
     last = rows[-1]
-    lines += ["", f"One auc-smooth evaluation at {last['rows']:,} rows moves {last['auc-smooth bytes moved'] / 1e6:.1f} MB (scores both ways, O(n)); "
-              "its parts (ms): " + ", ".join(f"{k.removeprefix('seconds_')} {1e3 * v:.0f}" for k, v in last["auc-smooth parts"].items()) + "."]
+    lines += ["", f"Its parts at {last['rows']:,} rows (ms, the last call): "
+              + ", ".join(f"{k.removeprefix('seconds_')} {1e3 * v:.0f}" for k, v in last["auc-smooth parts"].items()) + "."]
     plot = _plot(rows, cfg.out_dir / "scaling.png")
     lines += ["", f"![scaling]({plot.name})"]
     return {"features": FEATURES, "calls": calls, "rows": rows, "summary": summary}, "\n".join(lines)

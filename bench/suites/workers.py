@@ -6,6 +6,12 @@ limit, shards persisted in worker memory). Each fit does a fixed amount of work:
 the moment objectives one pass, the smoothed objectives 20 L-BFGS iterations (5 with
 ``--quick``), the cutting plane as many (eps small enough not to stop it). Reported: the fit's wall time (shard loading included), the solver's seconds
 per iteration, and the speed-up of two workers over one, per round, median (min-max).
+
+A control measures what two processes can gain on this machine at all: every worker
+runs the same fixed NumPy work (float32 matrix-vector products over 120 MB and sorts of
+small arrays, no dask in the loop) at the same moment, on the one-worker and on the
+two-worker cluster. Two workers doing twice the work in the time one does it would
+be a ceiling of 2.0; the measured ceiling is what the speed-ups compare with.
 """
 
 from __future__ import annotations
@@ -44,14 +50,38 @@ def _one(dpipe: Any, client: Any, store: str, objective: str, iterations: int) -
     return {"wall": wall, "nit": model.fit["nit"], "per_iteration": per_iteration}
 
 
+def _control_work() -> dict[str, float]:
+    """Fixed work in one worker process: memory-bound products and in-cache sorts (seconds each)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((250_000, 120)).astype(np.float32)
+    w = rng.standard_normal(120).astype(np.float32)
+    x = rng.standard_normal(20_000)
+    X @ w
+    t0 = time.perf_counter()
+    for _ in range(40):
+        X @ w
+    t1 = time.perf_counter()
+    for _ in range(400):
+        np.sort(x)
+    return {"products": t1 - t0, "sorts": time.perf_counter() - t1}
+
+
+def control(client: Any, repeats: int) -> dict[str, float]:
+    """Each worker's seconds for :func:`_control_work`, all workers at once: the median over ``repeats`` rounds of the slowest."""
+    rounds = [client.run(_control_work) for _ in range(repeats)]
+    return {k: float(np.median([max(r[k] for r in rnd.values()) for rnd in rounds])) for k in ("products", "sorts")}
+
+
 def run(cfg: Config) -> tuple[dict[str, Any], str]:
     import dpipe
 
     store = str(synthetic_store(cfg.work, QUICK_ROWS if cfg.quick else ROWS, FEATURES))
     iterations = ITERATIONS[cfg.quick]
     runs: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    controls: dict[int, dict[str, float]] = {}
     for n_workers in (1, 2):
         with warm_cluster(cfg.work, n_workers) as client:
+            controls[n_workers] = control(client, max(3, cfg.repeats))
             runs[n_workers] = {o: [_one(dpipe, client, store, o, iterations) for _ in range(cfg.repeats)] for o in OBJECTIVES}
         print(f"  {n_workers} worker(s): " + ", ".join(f"{o} {np.median([r['wall'] for r in rs]):.2f} s" for o, rs in runs[n_workers].items()), flush=True)
     rows = dpipe.open_store(store).manifest.n_rows
@@ -78,4 +108,10 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
         lines.append(f"| {o} | {one[0]['nit']} / {two[0]['nit']} | {fmt_spread(fit[0])} | {fmt_spread(fit[1])} | {fmt_spread(s['speedup_fit'])}x | "
                      f""
                      + (f"{fmt_spread(it[0], 1e3, 0)} ms | {fmt_spread(it[1], 1e3, 0)} ms | {fmt_spread(s['speedup_per_iteration'])}x |" if per_it else "- | - | - |"))
-    return {"rows": rows, "features": FEATURES, "iterations": iterations, "summary": summary, "runs": {str(k): v for k, v in runs.items()}}, "\n".join(lines)
+    ceiling = {k: 2.0 * controls[1][k] / controls[2][k] for k in ("products", "sorts")}
+    lines += ["", "Control (the same fixed NumPy work in every worker at once, no dask): two workers do twice the work of one in "
+              f"{1 / ceiling['products'] * 2:.2f}x the time for memory-bound products and {1 / ceiling['sorts'] * 2:.2f}x for in-cache sorts: "
+              f"the most two processes can gain on this machine is {ceiling['products']:.2f}x and {ceiling['sorts']:.2f}x "
+              "(2.0 on two idle physical cores)."]
+    return {"rows": rows, "features": FEATURES, "iterations": iterations, "summary": summary, "control_seconds": {str(k): v for k, v in controls.items()},
+            "ceiling": ceiling, "runs": {str(k): v for k, v in runs.items()}}, "\n".join(lines)

@@ -40,9 +40,10 @@ from .._config import get_setting
 from .._validation import check_choice
 from ..exceptions import ParameterError
 from ..reduce import weighted_row_sum
-from ..reduce._ranges import SortedShard, assemble, cut, negatives_in, pairs_below, shard_weights, sketch, sort_shard, split_back
+from ..objectives._prbep_dual import DualScale, SortedClass
+from ..reduce._ranges import SortedShard, assemble, class_slices, cut, pairs_below, shard_weights, sketch, sort_shard, split_back
 
-__all__ = ["RangeHost", "RangeExchange", "RangeEvaluation", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS"]
+__all__ = ["RangeHost", "RangeExchange", "RangeEvaluation", "GRID", "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS"]
 
 #: ``dpipe.rank-exchange``: where the smoothed objectives merge and weigh the scores
 EXCHANGE_MODES = ("auto", "driver", "workers")
@@ -73,8 +74,6 @@ class RangeHost:
         self._peers, self._me = list(peers), int(me)
         self._state: _State | None = None
         self._results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._own: tuple[np.ndarray, np.ndarray | None] = (np.zeros(0), None)
-        self._bounds: np.ndarray = np.array([-np.inf, np.inf])
         return self._me
 
     def _sorted(self, key: str) -> list[SortedShard]:
@@ -88,13 +87,13 @@ class RangeHost:
         return [local(*args) if c is None else c.result() for c in calls]
 
     def range_scores(self, w: np.ndarray, key: str, sketch_size: int) -> tuple[list[tuple], float]:
-        """Score and sort every shard: per shard ``(sketch keys, their counts, (W+, W-))``, and the seconds it took."""
+        """Score and sort every shard: per shard its :func:`~dpipe.reduce.sketch` and ``(W+, W-)``; and the seconds it took."""
         t0 = time.perf_counter()
         self._state = None
         self._results = {}
         shards = [sort_shard(s, w) for s in self.shards]
         self._state = _State(key, shards)
-        return [(*sketch(ss, sketch_size), ss.class_weights) for ss in shards], time.perf_counter() - t0
+        return [(sketch(ss, sketch_size), ss.class_weights) for ss in shards], time.perf_counter() - t0
 
     def _pieces(self, key: str, lo: float, hi: float, t: float) -> list:
         return [cut(ss, lo, hi, t) for ss in self._sorted(key)]
@@ -106,8 +105,7 @@ class RangeHost:
     def range_evaluate(self, key: str, bounds: np.ndarray, risk: Any) -> dict[str, float]:
         """Run ``risk`` on this host's range; keep each piece's results; return the range's sums and what it cost."""
         t0 = time.perf_counter()
-        self._bounds = np.asarray(bounds, dtype=np.float64)
-        lo, hi = float(self._bounds[self._me]), float(self._bounds[self._me + 1])
+        lo, hi = float(bounds[self._me]), float(bounds[self._me + 1])
         pieces = [p for part in self._from_peers("range_pieces", self._pieces, key, lo, hi, float(risk.halo)) for p in part]
         t1 = time.perf_counter()
         r, how = assemble(pieces)
@@ -115,7 +113,6 @@ class RangeHost:
         value, exact, g_pos, g_neg = risk.at_range(r)  # the range's shares and its own rows' weights (RiskAt, Plane)
         t3 = time.perf_counter()
         self._results = {p.shard: g for p, g in zip(pieces, split_back(how, pieces, g_pos, g_neg))}
-        self._own = (r.sp[r.own_pos_start:], None if r.vp is None else r.vp[r.own_pos_start:])
         mine = {ss.index for ss in self._sorted(key)}
         received = sum(p.sp.nbytes + p.sn.nbytes + (0 if p.vp is None else p.vp.nbytes + p.vn.nbytes) for p in pieces if p.shard not in mine)
         return {"value": float(value), "exact": float(exact), "weight_sum": float(g_pos.sum() + g_neg.sum()), "rows": float(r.sp.size - r.own_pos_start + r.own_neg_stop),
@@ -142,38 +139,74 @@ class RangeHost:
             out.append(weighted_row_sum(shard, ss.pos_rows, ss.neg_rows, gp, gn))
         return out, time.perf_counter() - t0
 
-    def _negatives(self, key: str, lo: float, hi: float) -> list:
-        return [negatives_in(ss, lo, hi) for ss in self._sorted(key)]
+    def _slices(self, key: str, lo: float, hi: float) -> list:
+        return [class_slices(ss, lo, hi) for ss in self._sorted(key)]
 
-    async def range_negatives(self, key: str, lo: float, hi: float) -> list:
-        """This host's negatives scoring in ``[lo, hi)``, and the weight below (for the range's host)."""
-        return self._negatives(key, lo, hi)
+    async def range_slices(self, key: str, lo: float, hi: float) -> list:
+        """This host's rows scoring in ``[lo, hi)``, and the negatives' weight below (for the range's host)."""
+        return self._slices(key, lo, hi)
 
-    def range_auc(self, key: str) -> float:
-        """The weight of the (positive, negative) pairs ranked right (ties half) whose positive is in this host's range."""
-        lo, hi = float(self._bounds[self._me]), float(self._bounds[self._me + 1])
-        parts = [p for part in self._from_peers("range_negatives", self._negatives, key, lo, hi) for p in part]
-        return pairs_below(*self._own, parts)
+    def range_auc(self, key: str, bounds: np.ndarray) -> float:
+        """The weight of the (positive, negative) pairs ranked right (ties half) whose positive scores in this host's range."""
+        lo, hi = float(bounds[self._me]), float(bounds[self._me + 1])
+        return pairs_below([p for part in self._from_peers("range_slices", self._slices, key, lo, hi) for p in part])
+
+    # -- PRBEP: one scalar found from sums over every shard (dpipe.objectives._prbep_dual) -----------------------
+
+    def _classes(self, key: str) -> list[tuple[SortedClass, SortedClass]]:
+        return [(SortedClass(ss.pos, ss.pos_cum_weight, ss.pos_cum_sum), SortedClass(ss.neg, ss.neg_cum_weight, ss.neg_cum_sum))
+                for ss in self._sorted(key)]
+
+    def dual_round(self, key: str, risk: Any, k: DualScale, grids: dict[str, np.ndarray], brackets: dict[str, tuple[float, float]],
+                   limit: int) -> dict[str, Any]:
+        """This host's sums of the risk's scalar functions at the grids, and the breakpoints strictly inside the brackets.
+
+        ``grids`` / ``brackets`` map a function (``"dual"``, ``"exact"``) to points / an
+        interval; a listing is None when some shard has more than ``limit`` breakpoints there.
+        """
+        classes = self._classes(key)
+        out: dict[str, Any] = {}
+        for name, grid in grids.items():
+            parts = [risk.scalar_sums(name, pos, neg, k, grid) for pos, neg in classes]
+            out[name] = tuple(np.sum([p[i] for p in parts], axis=0) for i in range(len(parts[0]))) if parts else None
+        for name, (a, b) in brackets.items():
+            found = [risk.scalar_breakpoints(name, pos, neg, k, a, b, limit) for pos, neg in classes]
+            out[name + " breakpoints"] = None if any(f is None for f in found) else np.unique(np.concatenate(found or [np.zeros(0)]))
+        return out
+
+    def dual_gradient(self, key: str, risk: Any, k: DualScale, theta: float) -> tuple[float, list[np.ndarray]]:
+        """The risk's share of this host's rows at the scalar ``theta`` and ``X^T g`` per shard (no other host involved)."""
+        out, value = [], 0.0
+        for shard, ss, (pos, neg) in zip(self.shards, self._sorted(key), self._classes(key)):
+            g_pos, g_neg, share = risk.dual_weights(pos, neg, ss.pos_weight, ss.neg_weight, k, theta)
+            value += share
+            out.append(weighted_row_sum(shard, ss.pos_rows, ss.neg_rows, g_pos, g_neg))
+        return value, out
 
 
-def choose_splitters(sketches: Sequence[tuple[np.ndarray, np.ndarray]], ranges: int) -> np.ndarray:
-    """``ranges - 1`` increasing splitters that cut the sketched keys into parts of equal count (with -inf and +inf: the bounds)."""
-    keys = np.concatenate([k for k, _ in sketches]) if sketches else np.zeros(0)
-    counts = np.concatenate([c for _, c in sketches]) if sketches else np.zeros(0)
-    inner = np.zeros(0)
+def choose_splitters(sketches: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], ranges: int) -> np.ndarray:
+    """``ranges + 1`` bounds (-inf, the splitters, +inf) that cut the sketched range keys of both classes into parts of equal count."""
+    keys = np.concatenate([np.concatenate([s[0], s[2]]) for s in sketches]) if sketches else np.zeros(0)
+    counts = np.concatenate([np.concatenate([s[1], s[3]]) for s in sketches]) if sketches else np.zeros(0)
+    inner = np.zeros(max(ranges - 1, 0))
     if ranges > 1 and keys.size:
         order = np.argsort(keys, kind="stable")
         keys, cum = keys[order], np.cumsum(counts[order])
         targets = cum[-1] * np.arange(1, ranges) / ranges
         inner = keys[np.minimum(np.searchsorted(cum, targets, side="left"), keys.size - 1)]
-    elif ranges > 1:
-        inner = np.zeros(ranges - 1)
     return np.concatenate([[-np.inf], inner, [np.inf]])
 
 
 def supports_ranges(risk: Any) -> bool:
-    """Whether ``risk`` has a range kernel: ``at_range(RangeInput) -> (value share, exact share, own positives' weights,
-    own negatives' weights)``, ``range_scale(class_weights)`` and ``halo``, and says so (``ranged``, default True)."""
+    """Whether the workers can evaluate ``risk`` without the driver merging the scores.
+
+    Either a range kernel (``at_range(RangeInput) -> (value share, exact share, own
+    positives' weights, own negatives' weights)``, ``range_scale(class_weights)``,
+    ``halo``, and ``ranged`` not False) or a scalar dual (``scalar_sums``,
+    ``scalar_breakpoints``, ``dual_weights``: :class:`~dpipe.objectives.SmoothedPRBEPRisk`).
+    """
+    if callable(getattr(risk, "scalar_sums", None)):
+        return True
     return callable(getattr(risk, "at_range", None)) and bool(getattr(risk, "ranged", True))
 
 
@@ -192,7 +225,7 @@ def resolve_exchange(dataset: Any, risk: Any, mode: str | None = None) -> str:
     if mode == "workers":
         if not ranged:
             raise ParameterError(f"dpipe.rank-exchange='workers': {getattr(risk, 'name', risk)} has no range kernel yet "
-                                 "(auc-smooth and the rocarea oracle have); use 'auto' or 'driver'")
+                                 "(auc-smooth, prbep-smooth and the rocarea oracle have); use 'auto' or 'driver'")
         if not hosts:
             raise ParameterError("dpipe.rank-exchange='workers' needs a dask cluster with the shards persisted (cache='memory'); "
                                  "this dataset runs in this process or streams its shards: use 'auto' or 'driver'")
@@ -213,8 +246,74 @@ class RangeEvaluation(NamedTuple):
     weight_sum: float
 
 
+class _ScalarSearch:
+    """The driver's search for one scalar of a piecewise-linear monotone function summed over every shard.
+
+    ``kind="root"``: the root of a decreasing function (positive at the grid's first
+    point, at most 0 at its last). ``kind="min"``: the minimum of a convex function whose
+    slope is the second thing the hosts sum (negative first, at least 0 last). Every
+    round evaluates a grid (:data:`GRID`), brackets the sign change between two adjacent
+    points, and goes on inside the bracket: a finer grid while more than
+    :data:`LIST_LIMIT` breakpoints lie inside, their list when fewer, then those points
+    themselves. It ends when no breakpoint lies strictly inside the bracket, where the
+    function is linear.
+    """
+
+    def __init__(self, kind: str, grid: np.ndarray) -> None:
+        self.kind = kind
+        self.grid: np.ndarray | None = np.asarray(grid, dtype=np.float64)
+        self.bracket: tuple[float, float] | None = None
+        self.done = False
+        self.ends: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # a, b and the function (root) at them
+        self.best = np.inf  # min: the lowest value seen
+
+    def take_sums(self, sums: tuple) -> None:
+        """The hosts' sums at :attr:`grid`: ``(value, below, at_or_below)`` or ``(value, slope, below, at_or_below)``."""
+        grid, self.grid = self.grid, None
+        value = sums[0]
+        sign = value if self.kind == "root" else -sums[1]  # the root: f > 0 before; the min: slope < 0 before
+        below, at_or_below = sums[-2], sums[-1]
+        if self.kind == "min":
+            self.best = min(self.best, float(value.min()))
+        after = np.flatnonzero(sign <= 0)
+        if after.size == 0 or after[0] == 0:
+            raise RuntimeError(f"scalar search ({self.kind}): the grid does not bracket the sign change ({sign[:3]} ... {sign[-3:]})")
+        i = int(after[0])
+        a, b = float(grid[i - 1]), float(grid[i])
+        self.ends = (a, b, float(value[i - 1]), float(value[i]))
+        inside = int(below[i]) - int(at_or_below[i - 1])
+        if inside <= 0 or not b > a or np.nextafter(a, np.inf) >= b:
+            self.done = True
+        elif inside <= LIST_LIMIT:
+            self.bracket = (a, b)
+        else:
+            self.grid = np.linspace(a, b, GRID)
+
+    def take_breakpoints(self, points: np.ndarray | None) -> None:
+        """The breakpoints strictly inside :attr:`bracket` (None: too many on some shard, narrow with a grid)."""
+        a, b = self.bracket
+        self.bracket = None
+        if points is not None and points.size == 0:  # the counts saw a breakpoint the listing puts on an end (rounding): linear inside
+            self.done = True
+            return
+        self.grid = np.linspace(a, b, GRID) if points is None else np.concatenate([[a], points, [b]])
+
+    def root(self) -> float:
+        """The root: linear between the bracket's ends."""
+        a, b, fa, fb = self.ends
+        return b if fb == 0.0 else a + (b - a) * fa / (fa - fb)
+
+
+#: points per grid of a scalar search
+GRID = 256
+#: breakpoints left in a bracket (over all shards) below which the hosts list them
+LIST_LIMIT = 4096
+#: rounds after which a scalar search gives up (never reached: each round divides the breakpoints inside by about GRID)
+MAX_ROUNDS = 64
+
+
 class RangeExchange:
-    """The driver's side of range-partitioned evaluations over a dataset's shard hosts.
+    """The driver's side of evaluations on the workers over a dataset's shard hosts.
 
     Parameters
     ----------
@@ -227,22 +326,41 @@ class RangeExchange:
         self._token = uuid.uuid4().hex
         self._calls = 0
         self._key: str | None = None
-        self._scale = 1.0
+        self._bounds = np.array([-np.inf, np.inf])
+        self._scale = 0.0
         self.last: dict[str, float] = {}
 
-    def evaluate(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
-        """The risk's value, exact value and ``X^T dR/ds`` at ``w`` (three host calls; :class:`._dataset.HostsLost` if a host goes)."""
-        t0 = time.perf_counter()
-        w = np.asarray(w, dtype=np.float64)
+    def _score(self, w: np.ndarray) -> tuple[str, list, tuple[float, float], np.ndarray]:
         self._calls += 1
         key = f"{self._token}-{self._calls}"
         self._key = None
+        scored = self.ds.host_calls("range_scores", [(w, key, SKETCH_SIZE)] * self.ds.host_count())
+        wp = float(sum(cw[0] for part, _ in scored for _, cw in part))
+        wn = float(sum(cw[1] for part, _ in scored for _, cw in part))
+        return key, scored, (wp, wn), choose_splitters([sk for part, _ in scored for sk, _ in part], self.ds.host_count())
+
+    def _finish(self, key: str, bounds: np.ndarray, class_weights: tuple[float, float]) -> None:
+        wp, wn = class_weights
+        self._key, self._bounds, self._scale = key, bounds, 1.0 / (wp * wn) if wp > 0 and wn > 0 else 0.0
+
+    def _driver_bytes(self, d: int, scored: list, calls: int) -> float:
+        """Bytes through the driver: ``w`` to every host per call, the sketches, one d-vector per shard."""
+        sketches = sum(sum(a.nbytes for a in sk) + 16 for part, _ in scored for sk, _ in part)
+        shards = sum(len(part) for part, _ in scored)
+        return float(8 * d * len(scored) * calls + sketches + 8 * d * shards)
+
+    def evaluate(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
+        """The risk's value, exact value and ``X^T dR/ds`` at ``w`` (:class:`._dataset.HostsLost` if a host goes)."""
+        w = np.asarray(w, dtype=np.float64)
+        if callable(getattr(risk, "scalar_sums", None)):
+            return self._evaluate_dual(w, risk)
+        return self._evaluate_ranges(w, risk)
+
+    def _evaluate_ranges(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
+        """Score, range kernels, gradient: three host calls."""
+        t0 = time.perf_counter()
         hosts = self.ds.host_count()
-        scored = self.ds.host_calls("range_scores", [(w, key, SKETCH_SIZE)] * hosts)
-        shards = [s for part, _ in scored for s in part]
-        wp = float(sum(s[2][0] for s in shards))
-        wn = float(sum(s[2][1] for s in shards))
-        bounds = choose_splitters([(s[0], s[1]) for s in shards], hosts)
+        key, scored, (wp, wn), bounds = self._score(w)
         t1 = time.perf_counter()
         ranges = self.ds.host_calls("range_evaluate", [(key, bounds, risk)] * hosts)
         t2 = time.perf_counter()
@@ -252,22 +370,63 @@ class RangeExchange:
         parts = self.ds.host_calls("range_gradient", [(key,)] * hosts)
         grad = scale * self.ds.sum_in_shard_order([p for p, _ in parts])
         t3 = time.perf_counter()
-        self._key, self._scale = key, 1.0 / (wp * wn) if wp > 0 and wn > 0 else 0.0
-        d, k = w.size, len(shards)
+        self._finish(key, bounds, (wp, wn))
         self.last = {
             "seconds_score": t1 - t0, "seconds_exchange": t2 - t1, "seconds_gradient": t3 - t2,
             "seconds_merge": max(r["seconds_merge"] for r in ranges), "seconds_kernel": max(r["seconds_kernel"] for r in ranges),
             "seconds_fetch": max(r["seconds_fetch"] for r in ranges),
             "seconds_host_score": max(sec for _, sec in scored), "seconds_host_gradient": max(sec for _, sec in parts),
-            "bytes_moved": float(3 * 8 * d * hosts + sum(s[0].nbytes + s[1].nbytes + 16 for s in shards) + 8 * d * k + 8 * bounds.size * hosts),
+            "bytes_moved": self._driver_bytes(w.size, scored, 3) + 8 * bounds.size * hosts,
             "bytes_exchanged": float(sum(r["bytes"] for r in ranges) + 8 * sum(r["rows"] for r in ranges) * (hosts - 1) / max(hosts, 1)),
             "range_rows_max": max(r["rows"] for r in ranges),
         }
         return RangeEvaluation(value, exact, grad, (wp, wn), scale * sum(r["weight_sum"] for r in ranges))
 
+    def _evaluate_dual(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
+        """Score, a few rounds of scalar searches (the smoothed risk's root, the exact risk's minimum), gradient."""
+        t0 = time.perf_counter()
+        hosts = self.ds.host_count()
+        key, scored, (wp, wn), bounds = self._score(w)
+        k = risk.dual_scale((wp, wn))
+        sketches = [sk for part, _ in scored for sk, _ in part]
+        pos_keys = np.concatenate([sk[0] for sk in sketches])
+        neg_scores = np.concatenate([sk[2] for sk in sketches]) - 1.0  # range keys back to scores
+        searches = {name: _ScalarSearch(kind, risk.scalar_grid(name, pos_keys, neg_scores, k, GRID)) for name, kind in risk.SCALARS.items()}
+        t1 = time.perf_counter()
+        rounds, moved = 0, 0.0
+        while not all(sr.done for sr in searches.values()):
+            rounds += 1
+            if rounds > MAX_ROUNDS:
+                raise RuntimeError(f"{risk.name}: the scalar searches did not end in {MAX_ROUNDS} rounds")
+            grids = {n: sr.grid for n, sr in searches.items() if not sr.done and sr.grid is not None}
+            brackets = {n: sr.bracket for n, sr in searches.items() if not sr.done and sr.bracket is not None}
+            replies = self.ds.host_calls("dual_round", [(key, risk, k, grids, brackets, LIST_LIMIT)] * hosts)
+            moved += hosts * sum(8 * g.size * 5 for g in grids.values())  # a grid out, four sums back
+            moved += sum(8 * r[n + " breakpoints"].size for r in replies for n in brackets if r[n + " breakpoints"] is not None)
+            for n in grids:
+                parts = [r[n] for r in replies if r[n] is not None]
+                searches[n].take_sums(tuple(np.sum([p[i] for p in parts], axis=0) for i in range(len(parts[0]))))
+            for n in brackets:
+                listed = [r[n + " breakpoints"] for r in replies]
+                searches[n].take_breakpoints(None if any(x is None for x in listed) else np.unique(np.concatenate(listed)))
+        theta = searches["dual"].root()
+        t2 = time.perf_counter()
+        parts = self.ds.host_calls("dual_gradient", [(key, risk, k, theta)] * hosts)
+        value = float(sum(v for v, _ in parts))
+        grad = self.ds.sum_in_shard_order([g for _, g in parts])
+        t3 = time.perf_counter()
+        self._finish(key, bounds, (wp, wn))
+        self.last = {
+            "seconds_score": t1 - t0, "seconds_search": t2 - t1, "seconds_gradient": t3 - t2, "search_rounds": float(rounds),
+            "seconds_host_score": max(sec for _, sec in scored),
+            "bytes_moved": self._driver_bytes(w.size, scored, 2) + moved,
+            "bytes_exchanged": 0.0,
+        }
+        return RangeEvaluation(value, risk.exact_from(searches["exact"].best), grad, (wp, wn), 0.0)
+
     def train_auc(self) -> float:
-        """Exact (weighted) training ROC-AUC of the last evaluation (one more exchange)."""
+        """Exact (weighted) training ROC-AUC of the last evaluation (one more exchange: each host gathers its range's rows)."""
         if self._key is None:
             raise RuntimeError("RangeExchange.train_auc needs a finished evaluate()")
-        counts = self.ds.host_calls("range_auc", [(self._key,)] * self.ds.host_count())
+        counts = self.ds.host_calls("range_auc", [(self._key, self._bounds)] * self.ds.host_count())
         return float(self._scale * sum(counts))

@@ -26,6 +26,7 @@ from scipy.optimize import minimize_scalar
 from .._runs import MergedScores, RangeInput
 from ..exceptions import DPipeError
 from ._auc_ranges import auc_gamma_range
+from ._prbep_dual import DualScale, SortedClass, dual_breakpoints, dual_sums, dual_weights, exact_breakpoints, exact_sums
 from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact, sorted_auc
 
 __all__ = ["SmoothedAUCRisk", "SmoothedPRBEPRisk", "RiskAt", "PreconditionedObjective", "RayMinimum", "ray_minimum", "train_auc"]
@@ -141,6 +142,51 @@ class SmoothedPRBEPRisk:
         if s.weighted:
             bp, bn = bp * s.pos_weight, bn * s.neg_weight
         return RiskAt(value, exact, -scale * bp, scale * bn)
+
+
+    # -- evaluated on the workers through its two scalars (dpipe.objectives._prbep_dual) ----------------------------
+
+    #: the scalars the workers' route searches: the smoothed risk's ``theta`` (a root) and the exact risk (a minimum)
+    SCALARS = {"dual": "root", "exact": "min"}
+
+    def dual_scale(self, class_weights: tuple[float, float]) -> DualScale:
+        """``W`` and ``W+`` from the class weights (both classes needed)."""
+        wp, wn = _check_classes(self.name, class_weights)
+        return DualScale(wp + wn, wp)
+
+    def scalar_grid(self, name: str, pos_scores: np.ndarray, neg_scores: np.ndarray, k: DualScale, size: int) -> np.ndarray:
+        """A first grid for scalar ``name`` from sampled scores (each shard's first and last included): ``size``
+        quantiles of the sampled breakpoints, and two points beyond every breakpoint."""
+        cp, cn = 1.0 / k.Wp - 2.0 * pos_scores / k.W, 2.0 * neg_scores / k.W
+        points = np.concatenate([cp, cp - self.mu, -cn, self.mu - cn] if name == "dual" else [cp, -cn])
+        points = np.unique(points[np.isfinite(points)])
+        inner = points[np.unique(np.linspace(0, points.size - 1, min(size, points.size)).round().astype(int))] if points.size else np.zeros(0)
+        lo, hi = (points[0], points[-1]) if points.size else (0.0, 0.0)
+        return np.concatenate([[lo - 1.0 - abs(lo) - self.mu], inner, [hi + 1.0 + abs(hi) + self.mu]])
+
+    def scalar_sums(self, name: str, pos: SortedClass, neg: SortedClass, k: DualScale, grid: np.ndarray) -> tuple:
+        """One shard's sums at the grid: ``dual``: (f, below, at_or_below); ``exact``: (g, slope, below, at_or_below)."""
+        return dual_sums(pos, neg, k, self.mu, grid) if name == "dual" else exact_sums(pos, neg, k, grid)
+
+    def scalar_breakpoints(self, name: str, pos: SortedClass, neg: SortedClass, k: DualScale, a: float, b: float, limit: int) -> np.ndarray | None:
+        """One shard's breakpoints of scalar ``name``'s function strictly between ``a`` and ``b`` (None: more than ``limit``)."""
+        if name == "dual":
+            return dual_breakpoints(pos, neg, k, self.mu, a, b, limit)
+        return exact_breakpoints(pos, neg, k, a, b, limit)
+
+    def dual_weights(self, pos: SortedClass, neg: SortedClass, vp: np.ndarray | None, vn: np.ndarray | None, k: DualScale,
+                     theta: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """One shard's ``dR/ds`` per row (sorted order) at the root ``theta``, and its share of the risk."""
+        bp, bn, share = dual_weights(pos, neg, vp, vn, k, self.mu, theta)
+        scale = 2.0 / k.W
+        if vp is not None:
+            bp, bn = bp * vp, bn * vn
+        return -scale * bp, scale * bn, share
+
+    @staticmethod
+    def exact_from(lowest: float) -> float:
+        """The exact risk from the lowest value of its convex dual seen by the search."""
+        return float(lowest)
 
 
 def train_auc(s: MergedScores) -> float:

@@ -33,7 +33,7 @@ from .._runs import RangeInput, merge_runs, scatter_runs
 from ._finite import check_weights
 from ._sorted import score_shard
 
-__all__ = ["SortedShard", "Piece", "sort_shard", "sketch", "cut", "assemble", "split_back", "shard_weights", "negatives_in", "pairs_below"]
+__all__ = ["SortedShard", "Piece", "sort_shard", "sketch", "cut", "assemble", "split_back", "shard_weights", "class_slices", "pairs_below"]
 
 
 class SortedShard(NamedTuple):
@@ -50,7 +50,8 @@ class SortedShard(NamedTuple):
     #: prefix sums (length + 1) of the weights of the positives / negatives (None without weights: the counts)
     pos_cum_weight: np.ndarray | None
     neg_cum_weight: np.ndarray | None
-    #: prefix sums (length + 1) of the negatives' weighted scores
+    #: prefix sums (length + 1) of the positives' / negatives' weighted scores
+    pos_cum_sum: np.ndarray
     neg_cum_sum: np.ndarray
 
     def pos_weight_below(self, i: int) -> float:
@@ -100,26 +101,27 @@ def sort_shard(shard, w: np.ndarray) -> SortedShard:
         vp, vn = shard.weight[sc.pos_rows].astype(np.float64), shard.weight[sc.neg_rows].astype(np.float64)
     cum_p = None if vp is None else _prefix(vp)
     cum_n = None if vn is None else _prefix(vn)
+    sum_p = _prefix(sc.pos if vp is None else vp * sc.pos)
     sum_n = _prefix(sc.neg if vn is None else vn * sc.neg)
-    return SortedShard(shard.index, sc.pos, sc.neg, sc.pos_rows.astype(small), sc.neg_rows.astype(small), vp, vn, cum_p, cum_n, sum_n)
+    return SortedShard(shard.index, sc.pos, sc.neg, sc.pos_rows.astype(small), sc.neg_rows.astype(small), vp, vn, cum_p, cum_n, sum_p, sum_n)
 
 
-def sketch(ss: SortedShard, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Evenly spaced ranks of the shard's range keys (positives' scores, negatives' scores + 1), each with the rows it stands for.
+def sketch(ss: SortedShard, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Evenly spaced ranks of each class's scores (the first and last included), each with the rows it stands for.
 
-    At most ``size`` keys per class; the counts of a class add up to its rows.
+    Returns ``(positive keys, their counts, negative keys, their counts)``: at most
+    ``size + 1`` keys per class, the counts of a class adding up to its rows. The keys
+    of the negatives are their scores plus 1 (their range key, :func:`cut`).
     """
-    keys, counts = [], []
+    out = []
     for s, shift in ((ss.pos, 0.0), (ss.neg, 1.0)):
         if s.size == 0:
+            out += [np.zeros(0), np.zeros(0)]
             continue
         k = min(s.size, size)
-        at = (np.arange(k) * s.size) // k
-        keys.append(s[at] + shift)
-        counts.append(np.diff(np.append(at, s.size)).astype(np.float64))
-    if not keys:
-        return np.zeros(0), np.zeros(0)
-    return np.concatenate(keys), np.concatenate(counts)
+        at = np.unique(np.append((np.arange(k) * s.size) // k, s.size - 1))
+        out += [s[at] + shift, np.diff(np.append(at, s.size)).astype(np.float64)]
+    return out[0], out[1], out[2], out[3]
 
 
 def cut(ss: SortedShard, lo: float, hi: float, t: float) -> Piece:
@@ -189,19 +191,23 @@ def shard_weights(ss: SortedShard, parts: Sequence[tuple[np.ndarray, np.ndarray]
     return gp, gn
 
 
-def negatives_in(ss: SortedShard, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray | None, float]:
-    """The negatives scoring in ``[lo, hi)`` (and their weights) and the weight of those below ``lo``: a range's part of the AUC."""
+def class_slices(ss: SortedShard, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None, float]:
+    """Both classes' rows scoring in ``[lo, hi)`` (scores and weights) and the weight of the negatives below ``lo``: a range's part of the AUC."""
+    p0, p1 = np.searchsorted(ss.pos, [lo, hi], side="left")
     n0, n1 = np.searchsorted(ss.neg, [lo, hi], side="left")
-    return ss.neg[n0:n1], None if ss.neg_weight is None else ss.neg_weight[n0:n1], ss.neg_weight_below(n0)
+    return (ss.pos[p0:p1], None if ss.pos_weight is None else ss.pos_weight[p0:p1],
+            ss.neg[n0:n1], None if ss.neg_weight is None else ss.neg_weight[n0:n1], ss.neg_weight_below(n0))
 
 
-def pairs_below(sp: np.ndarray, vp: np.ndarray | None, parts: Sequence[tuple[np.ndarray, np.ndarray | None, float]]) -> float:
-    """``sum_i v_i (W-(s_j < s_i) + W-(s_j = s_i) / 2)`` for positives ``sp`` (all in the range) and the range's negatives."""
-    sn, on, _ = merge_runs([p[0] for p in parts])
-    wn = np.ones(sn.size) if parts and parts[0][1] is None else np.concatenate([p[1] for p in parts])[on] if parts else np.zeros(0)
+def pairs_below(parts: Sequence[tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None, float]]) -> float:
+    """``sum_i v_i (W-(s_j < s_i) + W-(s_j = s_i) / 2)`` over the positives of one range (:func:`class_slices` of every shard)."""
+    if not parts:
+        return 0.0
+    sn, on, _ = merge_runs([p[2] for p in parts])
+    wn = np.ones(sn.size) if parts[0][3] is None else np.concatenate([p[3] for p in parts])[on]
     cw = _prefix(wn)
+    sp = np.concatenate([p[0] for p in parts])
     lo = np.searchsorted(sn, sp, side="left")
     hi = np.searchsorted(sn, sp, side="right")
-    below = sum(p[2] for p in parts)
-    per = below + cw[lo] + 0.5 * (cw[hi] - cw[lo])
-    return float(per.sum() if vp is None else vp @ per)
+    per = sum(p[4] for p in parts) + cw[lo] + 0.5 * (cw[hi] - cw[lo])
+    return float(per.sum() if parts[0][1] is None else np.concatenate([p[1] for p in parts]) @ per)

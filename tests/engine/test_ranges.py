@@ -18,10 +18,10 @@ from dpipe.engine._ranges import EXCHANGE_AUTO_ROWS, SKETCH_SIZE, choose_splitte
 from dpipe.exceptions import ParameterError
 from dpipe.fit._smooth import SmoothedObjective
 from dpipe.io import Shard
-from dpipe.objectives import SmoothedAUCRisk
+from dpipe.objectives import SmoothedAUCRisk, SmoothedPRBEPRisk
 from dpipe.objectives._auc_ranges import auc_gamma_range
 from dpipe.objectives._rank_kernels import auc_gamma
-from dpipe.reduce._ranges import assemble, cut, negatives_in, pairs_below, shard_weights, sketch, sort_shard, split_back
+from dpipe.reduce._ranges import assemble, class_slices, cut, pairs_below, shard_weights, sketch, sort_shard, split_back
 from dpipe.testing import classification_data, write_store
 from dpipe.testing._references import sorted_auc_reference
 
@@ -110,9 +110,7 @@ def test_the_ranges_count_the_auc_pairs():
     bounds = choose_splitters([sketch(ss, 32) for ss in sorted_shards], 3)
     total = 0.0
     for r in range(3):
-        r_in, _ = assemble([cut(ss, bounds[r], bounds[r + 1], 0.01) for ss in sorted_shards])
-        own = (r_in.sp[r_in.own_pos_start:], r_in.vp[r_in.own_pos_start:])
-        total += pairs_below(*own, [negatives_in(ss, bounds[r], bounds[r + 1]) for ss in sorted_shards])
+        total += pairs_below([class_slices(ss, bounds[r], bounds[r + 1]) for ss in sorted_shards])
     s = X.astype(np.float64) @ w
     wp, wn = weight[y > 0].astype(float), weight[y < 0].astype(float)
     assert total / (wp.sum() * wn.sum()) == pytest.approx(sorted_auc_reference(np.sort(s[y > 0]), np.sort(s[y < 0]),
@@ -207,3 +205,30 @@ def test_the_rocarea_oracle_range_by_range_is_the_merged_oracle(tmp_path, client
             np.testing.assert_allclose(a1, a0, rtol=1e-9, atol=1e-12)
         with dask.config.set({"dpipe.rank-exchange": "workers"}), pytest.raises(ParameterError, match="no range kernel"):
             StructuralRisk(RankPasses(ds), StructuralLoss("f1"))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_prbep_smooth_through_its_scalars_matches_the_driver_route(tmp_path, client, one_worker_client, weighted, workers):
+    X, y = classification_data(6000, 6, seed=8)
+    X[:300] = X[300:600]
+    weight = np.random.default_rng(3).integers(0, 4, y.size).astype(np.float32) if weighted else None
+    path = write_store(tmp_path / "s.zarr", X, y, [1500, 0, 2500, 2000], weight=weight)
+    c = client if workers == 2 else one_worker_client
+    total = float(weight.sum()) if weighted else float(y.size)
+    with ShardedDataset(path, c, cache="memory") as ds:
+        for mu in (2e-3 / total, 0.5 / total, 5.0 / total):  # from the default (few rows in each ramp) to wide ramps
+            objs = []
+            for mode in ("driver", "workers"):
+                with dask.config.set({"dpipe.rank-exchange": mode}):
+                    objs.append(SmoothedObjective(RankPasses(ds), SmoothedPRBEPRisk(mu)))
+            driver, ranged = objs
+            assert ranged.exchange == "workers"
+            for w in (np.random.default_rng(9).standard_normal(6), np.zeros(6), 0.1 * np.ones(6)):
+                f0, g0 = driver.value_and_grad(w)
+                f1, g1 = ranged.value_and_grad(w)
+                assert f1 == pytest.approx(f0, rel=1e-9, abs=1e-12)
+                assert ranged.last["J"] == pytest.approx(driver.last["J"], rel=1e-9, abs=1e-12)
+                np.testing.assert_allclose(g1, g0, rtol=1e-7, atol=1e-9 * max(1.0, np.abs(g0).max()))
+                assert ranged.train_auc() == pytest.approx(driver.train_auc(), rel=1e-12)
+                assert ranged.last["search_rounds"] <= 8
