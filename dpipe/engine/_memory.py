@@ -7,7 +7,10 @@ decoded chunk before it is copied out and the compressed bytes (about three time
 the shard's feature bytes, measured: a 64 MB shard raised a worker's peak by 190 MB),
 and per row of its shards: the sorted scores of a score pass waiting to be gathered,
 the row order it remembers for the gradient pass (for two fits) and the gradient
-pass's row weights waiting in its tasks (24 bytes a row).
+pass's row weights waiting in its tasks (24 bytes a row); with the shards persisted,
+the scores merged and weighed on the workers instead (:mod:`._ranges`: the sorted
+scores, row order and prefix sums of its shards, its ranges' rows, their merge and
+their results; 64 bytes a row).
 
 Measured against this model (without :data:`SAFETY`), streaming fits peaked at
 418 MB for 417 MB predicted (2e6 x 120 rows in 64 MB shards, two workers) and at
@@ -33,7 +36,7 @@ import numpy as np
 
 from ..exceptions import ClusterError, ParameterError
 
-__all__ = ["EMBEDDED_WORKER_MEMORY", "WORKER_ALLOCATOR", "worker_environ_config", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers", "MemoryNeed", "memory_need", "shards_per_worker", "short_workers", "PLACEMENT_SLACK", "check_memory_limits", "WORKING_COPIES", "ROW_BYTES", "SAFETY"]
+__all__ = ["EMBEDDED_WORKER_MEMORY", "WORKER_ALLOCATOR", "worker_environ_config", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers", "MemoryNeed", "memory_need", "shards_per_worker", "short_workers", "PLACEMENT_SLACK", "check_memory_limits", "WORKING_COPIES", "ROW_BYTES", "RANGE_ROW_BYTES", "SAFETY"]
 
 #: a pass over a shard holds about this many copies of its feature bytes (decoded, zarr's chunk buffer, compressed)
 WORKING_COPIES = 3
@@ -41,6 +44,10 @@ WORKING_COPIES = 3
 #: int32 row order remembered for two fits (8) and the float64 row weights of the gradient tasks (8).
 #: A rate fit keeps 9-10 instead (cells and anchor margins, dpipe.reduce._rates); auc-rate both (34: not yet counted)
 ROW_BYTES = 24
+#: the same when the workers merge and weigh the scores by range (persisted shards, :mod:`._ranges`): measured peaks
+#: of 53-61 bytes a row beyond the persisted shards (5e6 x 120 rows, 2 workers, auc-smooth; prbep-smooth's scalar
+#: route 23-26, the driver-merged route 22-24)
+RANGE_ROW_BYTES = 64
 #: shards one worker may get beyond an even share when the scheduler places a batch of loads
 PLACEMENT_SLACK = 1
 #: a worker's footprint with dpipe's pass kernels loaded, measured here (Linux x86-64, Python 3.11): 200 MB.
@@ -161,7 +168,8 @@ class MemoryNeed:
     Attributes
     ----------
     resident : int
-        Held through a fit: the persisted shards (cache "memory") and :data:`ROW_BYTES` per row.
+        Held through a fit: the persisted shards and :data:`RANGE_ROW_BYTES` per row (cache "memory"), or
+        :data:`ROW_BYTES` per row (cache "stream").
     working : int
         Held only while a pass runs over one shard.
     """
@@ -186,7 +194,7 @@ def memory_need(shard_bytes: list[int], shard_rows: list[int], n_workers: int, p
     per_worker = shards_per_worker(len(shard_bytes), n_workers)
     largest = sorted(shard_bytes, reverse=True)[:per_worker]
     most_rows = sorted(shard_rows, reverse=True)[:per_worker]
-    resident = (sum(largest) if persisted else 0) + ROW_BYTES * sum(most_rows)
+    resident = (sum(largest) + RANGE_ROW_BYTES * sum(most_rows)) if persisted else ROW_BYTES * sum(most_rows)
     return MemoryNeed(resident=int(resident), working=int(WORKING_COPIES * max(shard_bytes, default=0)))
 
 

@@ -51,6 +51,8 @@ EXCHANGE_MODES = ("auto", "driver", "workers")
 SKETCH_SIZE = 256
 #: ``auto`` exchanges on the workers from this many rows (measured: bench/results/scaling.md)
 EXCHANGE_AUTO_ROWS = 500_000
+#: rows per range: a host with more cuts its share into this many (arrays of about 4 MB: from the allocator's heap, in cache)
+RANGE_ROWS = 500_000
 
 
 class _State(NamedTuple):
@@ -95,29 +97,45 @@ class RangeHost:
         self._state = _State(key, shards)
         return [(sketch(ss, sketch_size), ss.class_weights) for ss in shards], time.perf_counter() - t0
 
-    def _pieces(self, key: str, lo: float, hi: float, t: float) -> list:
-        return [cut(ss, lo, hi, t) for ss in self._sorted(key)]
+    def _pieces(self, key: str, bounds: np.ndarray, t: float) -> list[list]:
+        return [[cut(ss, lo, hi, t) for ss in self._sorted(key)] for lo, hi in zip(bounds[:-1], bounds[1:])]
 
-    async def range_pieces(self, key: str, lo: float, hi: float, t: float) -> list:
-        """This host's pieces of the range ``[lo, hi)`` (for the range's host)."""
-        return self._pieces(key, lo, hi, t)
+    async def range_pieces(self, key: str, bounds: np.ndarray, t: float) -> list[list]:
+        """This host's pieces of each of the ranges ``[bounds[i], bounds[i + 1])`` (for their host): per range, per shard."""
+        return self._pieces(key, bounds, t)
 
     def range_evaluate(self, key: str, bounds: np.ndarray, risk: Any) -> dict[str, float]:
-        """Run ``risk`` on this host's range; keep each piece's results; return the range's sums and what it cost."""
+        """Run ``risk`` on this host's ranges; keep each piece's results; return the ranges' sums and what they cost.
+
+        ``bounds`` holds every host's ranges, ``per_host`` consecutive ones each (sub-ranges
+        small enough that a range's arrays come from the allocator's heap and stay in cache).
+        """
         t0 = time.perf_counter()
-        lo, hi = float(bounds[self._me]), float(bounds[self._me + 1])
-        pieces = [p for part in self._from_peers("range_pieces", self._pieces, key, lo, hi, float(risk.halo)) for p in part]
+        per_host = (len(bounds) - 1) // len(self._peers)
+        mine = np.asarray(bounds[self._me * per_host: (self._me + 1) * per_host + 1], dtype=np.float64)
+        by_host = self._from_peers("range_pieces", self._pieces, key, mine, float(risk.halo))
         t1 = time.perf_counter()
-        r, how = assemble(pieces)
-        t2 = time.perf_counter()
-        value, exact, g_pos, g_neg = risk.at_range(r)  # the range's shares and its own rows' weights (RiskAt, Plane)
-        t3 = time.perf_counter()
-        self._results = {p.shard: g for p, g in zip(pieces, split_back(how, pieces, g_pos, g_neg))}
-        mine = {ss.index for ss in self._sorted(key)}
-        received = sum(p.sp.nbytes + p.sn.nbytes + (0 if p.vp is None else p.vp.nbytes + p.vn.nbytes) for p in pieces if p.shard not in mine)
-        return {"value": float(value), "exact": float(exact), "weight_sum": float(g_pos.sum() + g_neg.sum()), "rows": float(r.sp.size - r.own_pos_start + r.own_neg_stop),
-                "bytes": float(received), "seconds_fetch": t1 - t0, "seconds_merge": t2 - t1, "seconds_kernel": t3 - t2,
-                "seconds_split": time.perf_counter() - t3}
+        own = {ss.index for ss in self._sorted(key)}
+        parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        sums = dict.fromkeys(("value", "exact", "weight_sum", "rows", "bytes", "seconds_merge", "seconds_kernel"), 0.0)
+        for sub in range(per_host):
+            pieces = [p for host in by_host for p in host[sub]]
+            ta = time.perf_counter()
+            r, how = assemble(pieces)
+            tb = time.perf_counter()
+            value, exact, g_pos, g_neg = risk.at_range(r)  # the range's shares and its own rows' weights (RiskAt, Plane)
+            tc = time.perf_counter()
+            for p, g in zip(pieces, split_back(how, pieces, g_pos, g_neg)):
+                parts.setdefault(p.shard, []).append(g)
+            sums["value"] += float(value)
+            sums["exact"] += float(exact)
+            sums["weight_sum"] += float(g_pos.sum() + g_neg.sum())
+            sums["rows"] += float(g_pos.size + g_neg.size)
+            sums["bytes"] += float(sum(p.sp.nbytes + p.sn.nbytes + (0 if p.vp is None else p.vp.nbytes + p.vn.nbytes) for p in pieces if p.shard not in own))
+            sums["seconds_merge"] += tb - ta
+            sums["seconds_kernel"] += tc - tb
+        self._results = {shard: (np.concatenate([g[0] for g in gs]), np.concatenate([g[1] for g in gs])) for shard, gs in parts.items()}
+        return {**sums, "seconds_fetch": t1 - t0, "seconds_host": time.perf_counter() - t0}
 
     def _take_results(self, key: str, shards: Sequence[int]) -> list:
         self._sorted(key)
@@ -148,7 +166,8 @@ class RangeHost:
 
     def range_auc(self, key: str, bounds: np.ndarray) -> float:
         """The weight of the (positive, negative) pairs ranked right (ties half) whose positive scores in this host's range."""
-        lo, hi = float(bounds[self._me]), float(bounds[self._me + 1])
+        per_host = (len(bounds) - 1) // len(self._peers)
+        lo, hi = float(bounds[self._me * per_host]), float(bounds[(self._me + 1) * per_host])
         return pairs_below([p for part in self._from_peers("range_slices", self._slices, key, lo, hi) for p in part])
 
     # -- PRBEP: one scalar found from sums over every shard (dpipe.objectives._prbep_dual) -----------------------
@@ -331,13 +350,18 @@ class RangeExchange:
         self.last: dict[str, float] = {}
 
     def _score(self, w: np.ndarray) -> tuple[str, list, tuple[float, float], np.ndarray]:
+        """Score and sort on every host; the class weights and the bounds of ``hosts x q`` ranges of at most about :data:`RANGE_ROWS` rows."""
         self._calls += 1
         key = f"{self._token}-{self._calls}"
         self._key = None
-        scored = self.ds.host_calls("range_scores", [(w, key, SKETCH_SIZE)] * self.ds.host_count())
+        hosts = self.ds.host_count()
+        scored = self.ds.host_calls("range_scores", [(w, key, SKETCH_SIZE)] * hosts)
         wp = float(sum(cw[0] for part, _ in scored for _, cw in part))
         wn = float(sum(cw[1] for part, _ in scored for _, cw in part))
-        return key, scored, (wp, wn), choose_splitters([sk for part, _ in scored for sk, _ in part], self.ds.host_count())
+        sketches = [sk for part, _ in scored for sk, _ in part]
+        rows = sum(float(sk[1].sum() + sk[3].sum()) for sk in sketches)
+        per_host = max(1, int(np.ceil(rows / (hosts * RANGE_ROWS))))
+        return key, scored, (wp, wn), choose_splitters(sketches, hosts * per_host)
 
     def _finish(self, key: str, bounds: np.ndarray, class_weights: tuple[float, float]) -> None:
         wp, wn = class_weights
@@ -374,11 +398,11 @@ class RangeExchange:
         self.last = {
             "seconds_score": t1 - t0, "seconds_exchange": t2 - t1, "seconds_gradient": t3 - t2,
             "seconds_merge": max(r["seconds_merge"] for r in ranges), "seconds_kernel": max(r["seconds_kernel"] for r in ranges),
-            "seconds_fetch": max(r["seconds_fetch"] for r in ranges),
+            "seconds_fetch": max(r["seconds_fetch"] for r in ranges), "seconds_host_exchange": max(r["seconds_host"] for r in ranges),
             "seconds_host_score": max(sec for _, sec in scored), "seconds_host_gradient": max(sec for _, sec in parts),
             "bytes_moved": self._driver_bytes(w.size, scored, 3) + 8 * bounds.size * hosts,
             "bytes_exchanged": float(sum(r["bytes"] for r in ranges) + 8 * sum(r["rows"] for r in ranges) * (hosts - 1) / max(hosts, 1)),
-            "range_rows_max": max(r["rows"] for r in ranges),
+            "range_rows_max": max(r["rows"] for r in ranges), "ranges": float(bounds.size - 1),
         }
         return RangeEvaluation(value, exact, grad, (wp, wn), scale * sum(r["weight_sum"] for r in ranges))
 

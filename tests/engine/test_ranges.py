@@ -126,9 +126,11 @@ def _objectives(ds, t, mode_a="driver", mode_b="workers"):
     return out
 
 
+@pytest.mark.parametrize("range_rows", [500_000, 700])  # one range per host; several (sub-ranges of about 700 rows)
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_workers_route_matches_the_driver_route_on_a_cluster(tmp_path, client, one_worker_client, weighted, workers):
+def test_workers_route_matches_the_driver_route_on_a_cluster(tmp_path, client, one_worker_client, weighted, workers, range_rows, monkeypatch):
+    monkeypatch.setattr("dpipe.engine._ranges.RANGE_ROWS", range_rows)
     X, y = classification_data(6000, 6, seed=4)
     X[:200] = X[200:400]
     weight = np.random.default_rng(1).integers(0, 4, y.size).astype(np.float32) if weighted else None
@@ -144,6 +146,7 @@ def test_workers_route_matches_the_driver_route_on_a_cluster(tmp_path, client, o
             assert ranged.last["J"] == pytest.approx(driver.last["J"], rel=1e-10)
             np.testing.assert_allclose(g1, g0, rtol=1e-9, atol=1e-12 * np.abs(g0).max())
             assert ranged.train_auc() == pytest.approx(driver.train_auc(), rel=1e-12)
+            assert ranged.last["ranges"] == workers * int(np.ceil(6000 / (workers * range_rows)))
         # through the driver: w out three times, per shard a sketch (at most 2 x SKETCH_SIZE keys and counts) and a d-vector back
         bound = 3 * 8 * 6 * workers + 4 * (2 * SKETCH_SIZE * 16 + 16 + 8 * 6) + 8 * 3 * workers
         assert 0 < ranged.last["bytes_moved"] <= bound
