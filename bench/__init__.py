@@ -9,6 +9,7 @@ SUITES = {
     "scaling": "scaling",
     "out-of-core": "out_of_core",
     "workers": "workers",
+    "exchange": "exchange",
     "fairness": "fairness",
     "churn": "churn",
     "rate-goals": "rate_goals",
