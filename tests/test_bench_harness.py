@@ -105,24 +105,22 @@ def test_dask_ml_baseline_leaves_the_test_array_alone(client, tmp_path):
 
 
 def test_cost_model_recovers_known_constants_and_saturates_at_the_driver():
-    """Results made from known constants give those constants back; today's design stops gaining from workers."""
+    """Results made from known constants give those constants back; the driver-merged route stops gaining from workers."""
     from bench.suites import cost_model
 
-    t0, c_driver, c_transfer, c_worker = 0.01, 60e-9, 30e-9, 120e-9
-
-    def evaluation(n, w):
-        return t0 + n * (c_driver + c_transfer) + n * c_worker / w
-
+    t0, c_round, c_host, c_pass, c_driver, e2, x = 0.01, 20e-9, 150e-9, 90e-9, 70e-9, 0.8, 16.0
     rows = []
     for n in (100_000, 1_000_000, 5_000_000, 10_000_000):
-        parts = {"seconds_merge": n * c_driver * 0.7, "seconds_kernel": n * c_driver * 0.3,
-                 "seconds_score": 0.5 * (t0 + n * (c_transfer + c_worker / 2)), "seconds_gradient": 0.5 * (t0 + n * (c_transfer + c_worker / 2))}
-        rows.append({"rows": n, "auc-smooth parts": parts, "auc-smooth": {"median": evaluation(n, 2)}})
-    workers = {"rows": 5_000_000, "summary": {"auc-smooth": {"speedup_per_iteration": {"median": evaluation(5e6, 1) / evaluation(5e6, 2)},
-                                                               "per_iteration_seconds": {"2": {"median": evaluation(5e6, 2)}}}}}
+        host = n / 2 * c_host / e2  # what each of 2 hosts spends at efficiency e2
+        passes = n / 2 * c_pass / e2
+        parts = {"seconds_host_score": 0.6 * passes, "seconds_host_gradient": 0.4 * passes, "seconds_host_exchange": host - passes}
+        rows.append({"rows": n, "auc-smooth exchange": "workers", "auc-smooth parts": parts, "auc-smooth bytes exchanged": n * x / 2,
+                     "auc-smooth": {"median": t0 + n * c_round / 2 + host}, "auc-smooth, driver-merged": {"median": t0 + n * c_driver + passes}})
+    workers = {"rows": 5_000_000, "ceiling": {"products": 2 * e2}}
     c = cost_model.fit({"rows": rows}, workers)
-    for key, want in (("t0", t0), ("c_driver", c_driver), ("c_transfer", c_transfer), ("c_worker", c_worker)):
-        assert c[key] == pytest.approx(want, rel=1e-9), key
+    for key, want in (("t0", t0), ("c_round", c_round), ("c_host", c_host), ("c_pass", c_pass), ("c_driver", c_driver), ("e2", e2),
+                      ("bytes_exchanged_per_row", x)):
+        assert c[key] == pytest.approx(want, rel=1e-6), key
     n = 1e9
-    assert cost_model.today(c, n, 256) > 0.9 * n * (c_driver + c_transfer)  # bounded below by the driver's serial work
-    assert cost_model.distributed(c, n, 256) < cost_model.today(c, n, 256) / 20
+    assert cost_model.driver_route(c, n, 256) > 0.9 * n * c_driver  # bounded below by the driver's serial work
+    assert cost_model.workers_route(c, n, 256) < cost_model.driver_route(c, n, 256) / 20  # the workers' route keeps falling as 1 / W

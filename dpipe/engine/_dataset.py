@@ -44,7 +44,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 from dask.sizeof import sizeof
 from threadpoolctl import ThreadpoolController
 from distributed import Client
@@ -393,14 +392,6 @@ class ShardedDataset:
                     raise
                 self._drop_hosts(error)
                 raise HostsLost(f"{self.store.path}: {type(error).__name__}: {error}") from error
-
-    def sum_in_shard_order(self, per_host: Sequence[Sequence[Any]]) -> Any:
-        """Put per-host lists of per-shard results (:meth:`host_calls`) back in shard order and add them pairwise."""
-        out: list[Any] = [None] * self.n_shards
-        for (positions, _, _), results in zip(self._hosts, per_host):
-            for p, r in zip(positions, results):
-                out[p] = r
-        return _tree_local(out, np.add)
 
     def _map_gather(self, fn: Callable, args: tuple) -> list:
         if self._hosts_alive():

@@ -41,9 +41,11 @@ from .._validation import check_choice
 from ..exceptions import ParameterError
 from ..reduce import weighted_row_sum
 from ..objectives._prbep_dual import DualScale, SortedClass
-from ..reduce._ranges import SortedShard, assemble, class_slices, cut, pairs_below, shard_weights, sketch, sort_shard, split_back
+from .._runs import merge_runs
+from ..objectives._rank_kernels import sorted_auc
+from ..reduce._ranges import SortedShard, assemble, class_slices, cut, merge_sketches, shard_weights, sketch, sort_shard, split_back
 
-__all__ = ["RangeHost", "RangeExchange", "RangeEvaluation", "GRID", "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS"]
+__all__ = ["RangeHost", "RangeExchange", "StaleScores", "RangeEvaluation", "GRID", "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS"]
 
 #: ``dpipe.rank-exchange``: where the smoothed objectives merge and weigh the scores
 EXCHANGE_MODES = ("auto", "driver", "workers")
@@ -53,6 +55,10 @@ SKETCH_SIZE = 256
 EXCHANGE_AUTO_ROWS = 500_000
 #: rows per range: a host with more cuts its share into this many (arrays of about 4 MB: from the allocator's heap, in cache)
 RANGE_ROWS = 500_000
+
+
+class StaleScores(RuntimeError):
+    """A host no longer holds the scores of a pass (another evaluation on the same store replaced them)."""
 
 
 class _State(NamedTuple):
@@ -76,11 +82,12 @@ class RangeHost:
         self._peers, self._me = list(peers), int(me)
         self._state: _State | None = None
         self._results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._own_pos: tuple[str, np.ndarray, np.ndarray | None] | None = None  # (pass key, its range's positives sorted, their weights)
         return self._me
 
     def _sorted(self, key: str) -> list[SortedShard]:
         if self._state is None or self._state.key != key:
-            raise RuntimeError(f"shard host: the scores of pass {key!r} are not here (replaced by {None if self._state is None else self._state.key!r})")
+            raise StaleScores(f"shard host: the scores of pass {key!r} are not here (replaced by {None if self._state is None else self._state.key!r})")
         return self._state.shards
 
     def _from_peers(self, method: str, local: Any, *args: Any) -> list:
@@ -88,14 +95,17 @@ class RangeHost:
         calls = [None if i == self._me else getattr(p, method)(*args) for i, p in enumerate(self._peers)]
         return [local(*args) if c is None else c.result() for c in calls]
 
-    def range_scores(self, w: np.ndarray, key: str, sketch_size: int) -> tuple[list[tuple], float]:
-        """Score and sort every shard: per shard its :func:`~dpipe.reduce.sketch` and ``(W+, W-)``; and the seconds it took."""
+    def range_scores(self, w: np.ndarray, key: str, sketch_size: int) -> tuple[tuple, tuple[float, float], float]:
+        """Score and sort every shard: one sketch of them all (:func:`~dpipe.reduce.merge_sketches`), ``(W+, W-)`` and the seconds it took."""
         t0 = time.perf_counter()
         self._state = None
         self._results = {}
+        self._own_pos = None
         shards = [sort_shard(s, w) for s in self.shards]
         self._state = _State(key, shards)
-        return [(sketch(ss, sketch_size), ss.class_weights) for ss in shards], time.perf_counter() - t0
+        weights = [ss.class_weights for ss in shards]
+        sketched = merge_sketches([sketch(ss, sketch_size) for ss in shards], sketch_size)
+        return sketched, (float(sum(p for p, _ in weights)), float(sum(n for _, n in weights))), time.perf_counter() - t0
 
     def _pieces(self, key: str, bounds: np.ndarray, t: float) -> list[list]:
         return [[cut(ss, lo, hi, t) for ss in self._sorted(key)] for lo, hi in zip(bounds[:-1], bounds[1:])]
@@ -117,6 +127,7 @@ class RangeHost:
         t1 = time.perf_counter()
         own = {ss.index for ss in self._sorted(key)}
         parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        own_pos: list[tuple[np.ndarray, np.ndarray | None]] = []
         sums = dict.fromkeys(("value", "exact", "weight_sum", "rows", "bytes", "seconds_merge", "seconds_kernel"), 0.0)
         for sub in range(per_host):
             pieces = [p for host in by_host for p in host[sub]]
@@ -125,6 +136,7 @@ class RangeHost:
             tb = time.perf_counter()
             value, exact, g_pos, g_neg = risk.at_range(r)  # the range's shares and its own rows' weights (RiskAt, Plane)
             tc = time.perf_counter()
+            own_pos.append((r.sp[r.own_pos_start:], None if r.vp is None else r.vp[r.own_pos_start:]))
             for p, g in zip(pieces, split_back(how, pieces, g_pos, g_neg)):
                 parts.setdefault(p.shard, []).append(g)
             sums["value"] += float(value)
@@ -135,6 +147,7 @@ class RangeHost:
             sums["seconds_merge"] += tb - ta
             sums["seconds_kernel"] += tc - tb
         self._results = {shard: (np.concatenate([g[0] for g in gs]), np.concatenate([g[1] for g in gs])) for shard, gs in parts.items()}
+        self._own_pos = (key, np.concatenate([p for p, _ in own_pos]), None if own_pos[0][1] is None else np.concatenate([v for _, v in own_pos]))
         return {**sums, "seconds_fetch": t1 - t0, "seconds_host": time.perf_counter() - t0}
 
     def _take_results(self, key: str, shards: Sequence[int]) -> list:
@@ -145,8 +158,8 @@ class RangeHost:
         """This range's results for the own rows of ``shards`` (for their host)."""
         return self._take_results(key, shards)
 
-    def range_gradient(self, key: str) -> tuple[list[np.ndarray], float]:
-        """``X^T g`` of every shard of this host, with its rows' results fetched from every range; and the seconds after the fetch."""
+    def range_gradient(self, key: str) -> tuple[np.ndarray, float]:
+        """``X^T g`` over this host's shards (added in shard order), their rows' results fetched from every range; and the seconds after the fetch."""
         sorted_shards = self._sorted(key)
         mine = [ss.index for ss in sorted_shards]
         per_range = self._from_peers("range_results", self._take_results, key, mine)
@@ -155,7 +168,7 @@ class RangeHost:
         for j, (shard, ss) in enumerate(zip(self.shards, sorted_shards)):
             gp, gn = shard_weights(ss, [results[j] for results in per_range])
             out.append(weighted_row_sum(shard, ss.pos_rows, ss.neg_rows, gp, gn))
-        return out, time.perf_counter() - t0
+        return _add_in_order(out), time.perf_counter() - t0
 
     def _slices(self, key: str, lo: float, hi: float) -> list:
         return [class_slices(ss, lo, hi) for ss in self._sorted(key)]
@@ -164,10 +177,24 @@ class RangeHost:
         """This host's rows scoring in ``[lo, hi)``, and the negatives' weight below (for the range's host)."""
         return self._slices(key, lo, hi)
 
+    def _negatives(self, key: str, lo: float, hi: float) -> list:
+        return [(np.zeros(0), None if ss.neg_weight is None else np.zeros(0), *class_slices(ss, lo, hi)[2:]) for ss in self._sorted(key)]
+
+    async def range_negatives(self, key: str, lo: float, hi: float) -> list:
+        """This host's negatives scoring in ``[lo, hi)`` and their weight below (:func:`class_slices` without the positives)."""
+        return self._negatives(key, lo, hi)
+
     def range_auc(self, key: str, bounds: np.ndarray) -> float:
-        """The weight of the (positive, negative) pairs ranked right (ties half) whose positive scores in this host's range."""
+        """The weight of the (positive, negative) pairs ranked right (ties half) whose positive scores in this host's range.
+
+        After a range evaluation of the same pass its positives are here already (merged):
+        only the negatives travel.
+        """
         per_host = (len(bounds) - 1) // len(self._peers)
         lo, hi = float(bounds[self._me * per_host]), float(bounds[(self._me + 1) * per_host])
+        if self._own_pos is not None and self._own_pos[0] == key:
+            parts = [p for part in self._from_peers("range_negatives", self._negatives, key, lo, hi) for p in part]
+            return pairs_below(parts, own=self._own_pos[1:])
         return pairs_below([p for part in self._from_peers("range_slices", self._slices, key, lo, hi) for p in part])
 
     # -- PRBEP: one scalar found from sums over every shard (dpipe.objectives._prbep_dual) -----------------------
@@ -193,14 +220,47 @@ class RangeHost:
             out[name + " breakpoints"] = None if any(f is None for f in found) else np.unique(np.concatenate(found or [np.zeros(0)]))
         return out
 
-    def dual_gradient(self, key: str, risk: Any, k: DualScale, theta: float) -> tuple[float, list[np.ndarray]]:
-        """The risk's share of this host's rows at the scalar ``theta`` and ``X^T g`` per shard (no other host involved)."""
+    def dual_gradient(self, key: str, risk: Any, k: DualScale, theta: float) -> tuple[float, np.ndarray]:
+        """The risk's share of this host's rows at the scalar ``theta`` and ``X^T g`` over its shards (no other host involved)."""
         out, value = [], 0.0
         for shard, ss, (pos, neg) in zip(self.shards, self._sorted(key), self._classes(key)):
             g_pos, g_neg, share = risk.dual_weights(pos, neg, ss.pos_weight, ss.neg_weight, k, theta)
             value += share
             out.append(weighted_row_sum(shard, ss.pos_rows, ss.neg_rows, g_pos, g_neg))
-        return value, out
+        return value, _add_in_order(out)
+
+
+def _add_in_order(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """Pairwise sums in the given order (the same tree as the driver's reductions)."""
+    parts = list(parts)
+    while len(parts) > 1:
+        parts = [parts[i] + parts[i + 1] if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def pairs_below(parts: Sequence[tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None, float]],
+                own: tuple[np.ndarray, np.ndarray | None] | None = None) -> float:
+    """``sum_i v_i (W-(s_j < s_i) + W-(s_j = s_i) / 2)`` over the positives of one range, from every shard's
+    :func:`~dpipe.reduce.class_slices` (or the range's positives already merged, ``own``): both classes
+    sorted, one sweep (:func:`~dpipe.objectives._rank_kernels.sorted_auc`)."""
+    if not parts:
+        return 0.0
+    vp = vn = None
+    if parts[0][3] is None:  # values only: NumPy's vectorized sort, no permutation to carry
+        sn = np.sort(np.concatenate([p[2] for p in parts]))
+        sp = own[0] if own is not None else np.sort(np.concatenate([p[0] for p in parts]))
+    else:
+        sn, on, _ = merge_runs([p[2] for p in parts])
+        vn = np.concatenate([p[3] for p in parts])[on]
+        if own is not None:
+            sp, vp = own
+        else:
+            sp, op, _ = merge_runs([p[0] for p in parts])
+            vp = np.concatenate([p[1] for p in parts])[op]
+    wp = float(sp.size if vp is None else vp.sum())
+    wn = float(sn.size if vn is None else vn.sum())
+    inside = sorted_auc(sp, sn, vp, vn) * wp * wn if wp > 0 and wn > 0 else 0.0
+    return inside + wp * float(sum(p[4] for p in parts))
 
 
 def choose_splitters(sketches: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], ranges: int) -> np.ndarray:
@@ -345,6 +405,7 @@ class RangeExchange:
         self._token = uuid.uuid4().hex
         self._calls = 0
         self._key: str | None = None
+        self._w: np.ndarray | None = None
         self._bounds = np.array([-np.inf, np.inf])
         self._scale = 0.0
         self.last: dict[str, float] = {}
@@ -356,22 +417,21 @@ class RangeExchange:
         self._key = None
         hosts = self.ds.host_count()
         scored = self.ds.host_calls("range_scores", [(w, key, SKETCH_SIZE)] * hosts)
-        wp = float(sum(cw[0] for part, _ in scored for _, cw in part))
-        wn = float(sum(cw[1] for part, _ in scored for _, cw in part))
-        sketches = [sk for part, _ in scored for sk, _ in part]
+        wp = float(sum(cw[0] for _, cw, _ in scored))
+        wn = float(sum(cw[1] for _, cw, _ in scored))
+        sketches = [sk for sk, _, _ in scored]
         rows = sum(float(sk[1].sum() + sk[3].sum()) for sk in sketches)
         per_host = max(1, int(np.ceil(rows / (hosts * RANGE_ROWS))))
         return key, scored, (wp, wn), choose_splitters(sketches, hosts * per_host)
 
-    def _finish(self, key: str, bounds: np.ndarray, class_weights: tuple[float, float]) -> None:
+    def _finish(self, key: str, w: np.ndarray, bounds: np.ndarray, class_weights: tuple[float, float]) -> None:
         wp, wn = class_weights
-        self._key, self._bounds, self._scale = key, bounds, 1.0 / (wp * wn) if wp > 0 and wn > 0 else 0.0
+        self._key, self._w, self._bounds, self._scale = key, w, bounds, 1.0 / (wp * wn) if wp > 0 and wn > 0 else 0.0
 
     def _driver_bytes(self, d: int, scored: list, calls: int) -> float:
-        """Bytes through the driver: ``w`` to every host per call, the sketches, one d-vector per shard."""
-        sketches = sum(sum(a.nbytes for a in sk) + 16 for part, _ in scored for sk, _ in part)
-        shards = sum(len(part) for part, _ in scored)
-        return float(8 * d * len(scored) * calls + sketches + 8 * d * shards)
+        """Bytes through the driver: ``w`` to every host per call, each host's sketch and class weights, a d-vector per host."""
+        sketches = sum(sum(a.nbytes for a in sk) + 16 for sk, _, _ in scored)
+        return float(8 * d * len(scored) * calls + sketches + 8 * d * len(scored))
 
     def evaluate(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
         """The risk's value, exact value and ``X^T dR/ds`` at ``w`` (:class:`._dataset.HostsLost` if a host goes)."""
@@ -392,14 +452,14 @@ class RangeExchange:
         value = scale * sum(r["value"] for r in ranges)
         exact = scale * sum(r["exact"] for r in ranges)
         parts = self.ds.host_calls("range_gradient", [(key,)] * hosts)
-        grad = scale * self.ds.sum_in_shard_order([p for p, _ in parts])
+        grad = scale * _add_in_order([g for g, _ in parts])
         t3 = time.perf_counter()
-        self._finish(key, bounds, (wp, wn))
+        self._finish(key, w, bounds, (wp, wn))
         self.last = {
             "seconds_score": t1 - t0, "seconds_exchange": t2 - t1, "seconds_gradient": t3 - t2,
             "seconds_merge": max(r["seconds_merge"] for r in ranges), "seconds_kernel": max(r["seconds_kernel"] for r in ranges),
             "seconds_fetch": max(r["seconds_fetch"] for r in ranges), "seconds_host_exchange": max(r["seconds_host"] for r in ranges),
-            "seconds_host_score": max(sec for _, sec in scored), "seconds_host_gradient": max(sec for _, sec in parts),
+            "seconds_host_score": max(sec for _, _, sec in scored), "seconds_host_gradient": max(sec for _, sec in parts),
             "bytes_moved": self._driver_bytes(w.size, scored, 3) + 8 * bounds.size * hosts,
             "bytes_exchanged": float(sum(r["bytes"] for r in ranges) + 8 * sum(r["rows"] for r in ranges) * (hosts - 1) / max(hosts, 1)),
             "range_rows_max": max(r["rows"] for r in ranges), "ranges": float(bounds.size - 1),
@@ -412,7 +472,7 @@ class RangeExchange:
         hosts = self.ds.host_count()
         key, scored, (wp, wn), bounds = self._score(w)
         k = risk.dual_scale((wp, wn))
-        sketches = [sk for part, _ in scored for sk, _ in part]
+        sketches = [sk for sk, _, _ in scored]
         pos_keys = np.concatenate([sk[0] for sk in sketches])
         neg_scores = np.concatenate([sk[2] for sk in sketches]) - 1.0  # range keys back to scores
         searches = {name: _ScalarSearch(kind, risk.scalar_grid(name, pos_keys, neg_scores, k, GRID)) for name, kind in risk.SCALARS.items()}
@@ -437,12 +497,12 @@ class RangeExchange:
         t2 = time.perf_counter()
         parts = self.ds.host_calls("dual_gradient", [(key, risk, k, theta)] * hosts)
         value = float(sum(v for v, _ in parts))
-        grad = self.ds.sum_in_shard_order([g for _, g in parts])
+        grad = _add_in_order([g for _, g in parts])
         t3 = time.perf_counter()
-        self._finish(key, bounds, (wp, wn))
+        self._finish(key, w, bounds, (wp, wn))
         self.last = {
             "seconds_score": t1 - t0, "seconds_search": t2 - t1, "seconds_gradient": t3 - t2, "search_rounds": float(rounds),
-            "seconds_host_score": max(sec for _, sec in scored),
+            "seconds_host_score": max(sec for _, _, sec in scored),
             "bytes_moved": self._driver_bytes(w.size, scored, 2) + moved,
             "bytes_exchanged": 0.0,
         }
@@ -452,5 +512,10 @@ class RangeExchange:
         """Exact (weighted) training ROC-AUC of the last evaluation (one more exchange: each host gathers its range's rows)."""
         if self._key is None:
             raise RuntimeError("RangeExchange.train_auc needs a finished evaluate()")
-        counts = self.ds.host_calls("range_auc", [(self._key, self._bounds)] * self.ds.host_count())
+        try:
+            counts = self.ds.host_calls("range_auc", [(self._key, self._bounds)] * self.ds.host_count())
+        except StaleScores:  # another evaluation on this store since: score the same weights again
+            key, _, class_weights, bounds = self._score(self._w)
+            self._finish(key, self._w, bounds, class_weights)
+            counts = self.ds.host_calls("range_auc", [(self._key, self._bounds)] * self.ds.host_count())
         return float(self._scale * sum(counts))

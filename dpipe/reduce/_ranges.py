@@ -33,7 +33,7 @@ from .._runs import RangeInput, merge_runs, scatter_runs
 from ._finite import check_weights
 from ._sorted import score_shard
 
-__all__ = ["SortedShard", "Piece", "sort_shard", "sketch", "cut", "assemble", "split_back", "shard_weights", "class_slices", "pairs_below"]
+__all__ = ["SortedShard", "Piece", "sort_shard", "sketch", "cut", "assemble", "split_back", "shard_weights", "class_slices", "merge_sketches"]
 
 
 class SortedShard(NamedTuple):
@@ -124,6 +124,26 @@ def sketch(ss: SortedShard, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return out[0], out[1], out[2], out[3]
 
 
+def merge_sketches(sketches: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One :func:`sketch` of several: per class at most ``size + 1`` keys, the smallest and the largest kept, the counts adding up.
+
+    A kept key stands for the rows of the keys up to the next kept one.
+    """
+    out = []
+    for k, c in ((0, 1), (2, 3)):
+        keys = np.concatenate([s[k] for s in sketches]) if sketches else np.zeros(0)
+        counts = np.concatenate([s[c] for s in sketches]) if sketches else np.zeros(0)
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+        if keys.size > size + 1:
+            before = np.concatenate([[0.0], np.cumsum(counts)])  # rows before each key
+            at = np.searchsorted(before[:-1], before[-1] * np.arange(size) / size, side="right") - 1
+            at = np.unique(np.append(np.maximum(at, 0), keys.size - 1))
+            keys, counts = keys[at], np.diff(np.append(before[at], before[-1]))
+        out += [keys, counts]
+    return out[0], out[1], out[2], out[3]
+
+
 def cut(ss: SortedShard, lo: float, hi: float, t: float) -> Piece:
     """This shard's :class:`Piece` of the range ``[lo, hi)`` (negatives ``[lo - 1, hi - 1)``) with halos of width ``t``."""
     p0, p_own, p1 = np.searchsorted(ss.pos, [lo - t, lo, hi], side="left")
@@ -197,17 +217,3 @@ def class_slices(ss: SortedShard, lo: float, hi: float) -> tuple[np.ndarray, np.
     n0, n1 = np.searchsorted(ss.neg, [lo, hi], side="left")
     return (ss.pos[p0:p1], None if ss.pos_weight is None else ss.pos_weight[p0:p1],
             ss.neg[n0:n1], None if ss.neg_weight is None else ss.neg_weight[n0:n1], ss.neg_weight_below(n0))
-
-
-def pairs_below(parts: Sequence[tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None, float]]) -> float:
-    """``sum_i v_i (W-(s_j < s_i) + W-(s_j = s_i) / 2)`` over the positives of one range (:func:`class_slices` of every shard)."""
-    if not parts:
-        return 0.0
-    sn, on, _ = merge_runs([p[2] for p in parts])
-    wn = np.ones(sn.size) if parts[0][3] is None else np.concatenate([p[3] for p in parts])[on]
-    cw = _prefix(wn)
-    sp = np.concatenate([p[0] for p in parts])
-    lo = np.searchsorted(sn, sp, side="left")
-    hi = np.searchsorted(sn, sp, side="right")
-    per = sum(p[4] for p in parts) + cw[lo] + 0.5 * (cw[hi] - cw[lo])
-    return float(per.sum() if parts[0][1] is None else np.concatenate([p[1] for p in parts]) @ per)

@@ -14,14 +14,14 @@ import pytest
 
 from dpipe._runs import stable_argsort
 from dpipe.engine import LocalDataset, RankPasses, ShardedDataset
-from dpipe.engine._ranges import EXCHANGE_AUTO_ROWS, SKETCH_SIZE, choose_splitters, resolve_exchange
+from dpipe.engine._ranges import EXCHANGE_AUTO_ROWS, SKETCH_SIZE, choose_splitters, pairs_below, resolve_exchange
 from dpipe.exceptions import ParameterError
 from dpipe.fit._smooth import SmoothedObjective
 from dpipe.io import Shard
 from dpipe.objectives import SmoothedAUCRisk, SmoothedPRBEPRisk
 from dpipe.objectives._auc_ranges import auc_gamma_range
 from dpipe.objectives._rank_kernels import auc_gamma
-from dpipe.reduce._ranges import assemble, class_slices, cut, pairs_below, shard_weights, sketch, sort_shard, split_back
+from dpipe.reduce._ranges import assemble, class_slices, cut, merge_sketches, shard_weights, sketch, sort_shard, split_back
 from dpipe.testing import classification_data, write_store
 from dpipe.testing._references import sorted_auc_reference
 
@@ -96,11 +96,26 @@ def test_splitters_balance_the_rows_of_the_ranges():
     shards, X, y, _ = _shards(n=40_000, sizes=(10_000, 15_000, 15_000))
     w = np.random.default_rng(3).standard_normal(X.shape[1])
     sorted_shards = [sort_shard(s, w) for s in shards]
-    bounds = choose_splitters([sketch(ss, 256) for ss in sorted_shards], 4)
+    bounds = choose_splitters([merge_sketches([sketch(ss, 256) for ss in sorted_shards[:2]], 256), sketch(sorted_shards[2], 256)], 4)
     assert np.all(np.diff(bounds) >= 0) and bounds[0] == -np.inf and bounds[-1] == np.inf
     own = [sum(c.sp.size - c.own_pos_start + c.own_neg_stop for c in (cut(ss, bounds[r], bounds[r + 1], 0.0) for ss in sorted_shards)) for r in range(4)]
     assert sum(own) == y.size
-    assert max(own) < 1.05 * y.size / 4  # within the sketch's resolution (3 x 256 keys per class)
+    assert max(own) < 1.05 * y.size / 4  # within the sketches' resolution (256 keys per class, two shards' sketches merged into one)
+
+
+def test_merged_sketches_keep_the_counts_and_the_extremes():
+    shards, X, y, _ = _shards(n=30_000, sizes=(10_000, 12_000, 8_000))
+    w = np.random.default_rng(5).standard_normal(X.shape[1])
+    sorted_shards = [sort_shard(s, w) for s in shards]
+    merged = merge_sketches([sketch(ss, 100) for ss in sorted_shards], 100)
+    for keys, counts, cls, shift in ((merged[0], merged[1], "pos", 0.0), (merged[2], merged[3], "neg", 1.0)):
+        every = np.concatenate([getattr(ss, cls) for ss in sorted_shards]) + shift
+        assert keys.size <= 101 and np.all(np.diff(keys) >= 0)
+        assert counts.sum() == every.size
+        assert keys[0] == every.min() and keys[-1] == every.max()
+        # each kept key stands for about as many rows as lie between it and the next one
+        below = np.searchsorted(np.sort(every), keys, side="left")
+        assert np.abs(np.cumsum(counts) - np.append(below[1:], every.size)).max() <= 3 * every.size / 100
 
 
 def test_the_ranges_count_the_auc_pairs():
@@ -147,8 +162,9 @@ def test_workers_route_matches_the_driver_route_on_a_cluster(tmp_path, client, o
             np.testing.assert_allclose(g1, g0, rtol=1e-9, atol=1e-12 * np.abs(g0).max())
             assert ranged.train_auc() == pytest.approx(driver.train_auc(), rel=1e-12)
             assert ranged.last["ranges"] == workers * int(np.ceil(6000 / (workers * range_rows)))
-        # through the driver: w out three times, per shard a sketch (at most 2 x SKETCH_SIZE keys and counts) and a d-vector back
-        bound = 3 * 8 * 6 * workers + 4 * (2 * SKETCH_SIZE * 16 + 16 + 8 * 6) + 8 * 3 * workers
+        # through the driver, per host: w out three times, one sketch (at most 2 x (SKETCH_SIZE + 1) keys and counts), a d-vector back;
+        # and the bounds of the ranges: nothing grows with the rows
+        bound = workers * (3 * 8 * 6 + 2 * (SKETCH_SIZE + 1) * 16 + 16 + 8 * 6) + 8 * (ranged.last["ranges"] + 1) * workers
         assert 0 < ranged.last["bytes_moved"] <= bound
 
 
@@ -235,3 +251,19 @@ def test_prbep_smooth_through_its_scalars_matches_the_driver_route(tmp_path, cli
                 np.testing.assert_allclose(g1, g0, rtol=1e-7, atol=1e-9 * max(1.0, np.abs(g0).max()))
                 assert ranged.train_auc() == pytest.approx(driver.train_auc(), rel=1e-12)
                 assert ranged.last["search_rounds"] <= 8
+
+
+def test_an_objective_whose_scores_were_replaced_scores_again_for_its_auc(tmp_path, client):
+    """Two objectives on one store share its hosts, which keep one evaluation's scores: the first's AUC is still its own."""
+    X, y = classification_data(4000, 5, seed=12)
+    path = write_store(tmp_path / "s.zarr", X, y, [2000, 2000])
+    w1, w2 = np.random.default_rng(1).standard_normal(5), np.random.default_rng(2).standard_normal(5)
+    with ShardedDataset(path, client, cache="memory") as ds:
+        with dask.config.set({"dpipe.rank-exchange": "workers"}):
+            a, b = SmoothedObjective(RankPasses(ds), SmoothedAUCRisk(0.05)), SmoothedObjective(RankPasses(ds), SmoothedPRBEPRisk(1e-3))
+        with dask.config.set({"dpipe.rank-exchange": "driver"}):
+            ref = SmoothedObjective(RankPasses(ds), SmoothedAUCRisk(0.05))
+        a.value_and_grad(w1)
+        b.value_and_grad(w2)  # replaces the hosts' scores
+        ref.value_and_grad(w1)
+        assert a.train_auc() == pytest.approx(ref.train_auc(), rel=1e-12)
