@@ -118,7 +118,7 @@ def test_cost_model_recovers_known_constants_and_saturates_at_the_driver():
                      "auc-smooth": {"median": t0 + n * c_round / 2 + host}, "auc-smooth, driver-merged": {"median": t0 + n * c_driver + passes}})
     workers = {"rows": 5_000_000, "ceiling": {"products": 2 * e2}}
     c = cost_model.fit({"rows": rows}, workers)
-    for key, want in (("t0", t0), ("c_round", c_round), ("c_host", c_host), ("c_pass", c_pass), ("c_driver", c_driver), ("e2", e2),
+    for key, want in (("t0", t0), ("t0_driver", t0), ("c_round", c_round), ("c_host", c_host), ("c_pass", c_pass), ("c_driver", c_driver), ("e2", e2),
                       ("bytes_exchanged_per_row", x)):
         assert c[key] == pytest.approx(want, rel=1e-6), key
     n = 1e9

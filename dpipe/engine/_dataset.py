@@ -53,8 +53,8 @@ from .._config import get_setting
 from .._validation import check_choice, check_int
 from ..exceptions import ClusterError, ShardValueError
 from ..io import Shard, Store, open_store, read_shard
-from ._ranges import RangeHost
-from ._memory import MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, short_workers, shards_per_worker
+from ._ranges import RangeHost, StaleScores, exchange_may_run
+from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, short_workers, shards_per_worker
 from ._waits import gather_bounded, killed_workers_as_cluster_errors, result_bounded
 
 __all__ = ["ShardedDataset", "ShardHost", "HostsLost", "LocalDataset", "CACHE_MODES", "choose_cache"]
@@ -142,6 +142,9 @@ class ShardHost(RangeHost):
         return [fn(s, *args, *a) for s, a in zip(self.shards, per_shard)]
 
 
+#: seconds to wait before deciding that an error from a host call was not its worker leaving
+HOST_CHECK_SECONDS = 0.5
+
 #: Errors that mean a host's worker (or the connection to it) is gone.
 _HOST_LOST = (CommClosedError, OSError)
 
@@ -218,7 +221,8 @@ class ShardedDataset:
         bounds = self.store.manifest.shard_bounds
         rows = [stop - start for start, stop in bounds]
         per_row = self.store.nbytes / max(1, self.store.manifest.n_rows)
-        return memory_need([int(r * per_row) for r in rows], rows, len(self.workers), persisted)
+        row_bytes = RANGE_ROW_BYTES if persisted and exchange_may_run(self.store.manifest.n_rows) else ROW_BYTES
+        return memory_need([int(r * per_row) for r in rows], rows, len(self.workers), persisted, row_bytes)
 
     def _resolve_cache(self, cache: str, measured: dict[str, WorkerMemory]) -> str:
         """The cache mode for these workers, refusing a memory limit too small for it (:mod:`._memory`).
@@ -388,8 +392,12 @@ class ShardedDataset:
                     calls = [getattr(host, method)(*args) for (_, host, _), args in zip(self._hosts, per_host)]
                 return [result_bounded(call, self._what(method), self.client, alive=self._hosts_finished) for call in calls]
             except (*_HOST_LOST, RuntimeError) as error:
-                if isinstance(error, RuntimeError) and self._hosts_finished():
+                if isinstance(error, StaleScores):
                     raise
+                if isinstance(error, RuntimeError) and not isinstance(error, _HOST_LOST):
+                    time.sleep(HOST_CHECK_SECONDS)  # "Worker holding Actor was lost" may come before the scheduler marks the host's future
+                    if self._hosts_finished():
+                        raise
                 self._drop_hosts(error)
                 raise HostsLost(f"{self.store.path}: {type(error).__name__}: {error}") from error
 

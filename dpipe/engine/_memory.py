@@ -168,8 +168,7 @@ class MemoryNeed:
     Attributes
     ----------
     resident : int
-        Held through a fit: the persisted shards and :data:`RANGE_ROW_BYTES` per row (cache "memory"), or
-        :data:`ROW_BYTES` per row (cache "stream").
+        Held through a fit: the persisted shards (cache "memory") and the per-row state (:func:`memory_need`).
     working : int
         Held only while a pass runs over one shard.
     """
@@ -189,12 +188,16 @@ def shards_per_worker(n_shards: int, n_workers: int) -> int:
     return min(n_shards, math.ceil(n_shards / max(1, n_workers)) + PLACEMENT_SLACK)
 
 
-def memory_need(shard_bytes: list[int], shard_rows: list[int], n_workers: int, persisted: bool) -> MemoryNeed:
-    """What one worker holds for a store spread over ``n_workers`` (evenly, give or take a shard, as the scheduler places it)."""
+def memory_need(shard_bytes: list[int], shard_rows: list[int], n_workers: int, persisted: bool, row_bytes: int = ROW_BYTES) -> MemoryNeed:
+    """What one worker holds for a store spread over ``n_workers`` (evenly, give or take a shard, as the scheduler places it).
+
+    ``row_bytes`` per row of its shards: :data:`ROW_BYTES`, or :data:`RANGE_ROW_BYTES` where the
+    workers may merge and weigh the scores (persisted shards, ``dpipe.rank-exchange``).
+    """
     per_worker = shards_per_worker(len(shard_bytes), n_workers)
     largest = sorted(shard_bytes, reverse=True)[:per_worker]
     most_rows = sorted(shard_rows, reverse=True)[:per_worker]
-    resident = (sum(largest) + RANGE_ROW_BYTES * sum(most_rows)) if persisted else ROW_BYTES * sum(most_rows)
+    resident = (sum(largest) if persisted else 0) + row_bytes * sum(most_rows)
     return MemoryNeed(resident=int(resident), working=int(WORKING_COPIES * max(shard_bytes, default=0)))
 
 

@@ -1,30 +1,39 @@
-"""Range-partitioned evaluations: the workers merge and weigh the scores, the driver handles O(shards) numbers.
+"""Evaluations on the workers: the hosts merge and weigh the scores, the driver handles O(hosts) numbers.
 
 The driver-merged route (:class:`._passes.RankPasses`) brings every score to the driver,
 merges them and runs the kernel there: O(n) serial work and bytes per evaluation,
-whatever the number of workers. Here each of the H shard hosts (one per worker) owns one
-range of the score axis instead:
+whatever the number of workers. Here the shard hosts (one per worker, holding that
+worker's persisted shards) do it among themselves. A risk with a *range kernel*
+(auc-smooth, the ROCArea oracle) takes three host calls per evaluation:
 
-1. ``range_scores`` — every host scores and sorts its shards (kept in its memory) and
-   returns a sketch of each shard (:func:`dpipe.reduce.sketch`, 2 x :data:`SKETCH_SIZE`
-   keys) and its class weights; the driver chooses H - 1 splitters that give every range
-   as many rows (:func:`choose_splitters`);
-2. ``range_evaluate`` — host ``r`` fetches range ``r``'s piece of every shard from every
-   host, worker to worker (its rows, halos of width ``t`` and three totals:
-   :func:`dpipe.reduce.cut`), merges them and runs the risk's range kernel
-   (``risk.at_range``, pure); it keeps each piece's results and returns two floats;
+1. ``range_scores`` — every host scores and sorts its shards (kept in its memory until
+   the next evaluation) and returns one sketch of them (:func:`dpipe.reduce._ranges.sketch`,
+   :func:`~dpipe.reduce._ranges.merge_sketches`: at most 2 x 257 keys) and its class weights;
+   the driver cuts the score axis into ranges of equal rows, a few per host (ranges of
+   about :data:`RANGE_ROWS` rows, so that their arrays come from the allocator's heap and
+   stay in cache: :func:`choose_splitters`);
+2. ``range_evaluate`` — every host fetches its ranges' pieces from every host, worker to
+   worker (the rows, halos of width ``t`` and three totals: :func:`dpipe.reduce._ranges.cut`,
+   answered by the peers' ``async`` methods on their event loops), merges each range
+   and runs the risk's range kernel (``risk.at_range``, pure); it keeps each piece's
+   results and returns a few floats;
 3. ``range_gradient`` — every host fetches its shards' results from the range hosts and
-   returns ``X^T g`` per shard; the driver adds the d-vectors in shard order.
+   returns ``X^T g`` over its shards; the driver adds one d-vector per host.
 
-The driver sends ``w`` three times and receives the sketches and one d-vector per shard:
-bytes independent of n. Between the workers travel the pieces (the scores of the rows
-whose range is on another host, with halos, 8 bytes a row, 16 with weights) and their
-results (8 bytes a row). Three driver round trips instead of two, so on small data the
-driver-merged route is faster: :func:`resolve_exchange` chooses by the store's rows.
+A risk with a *scalar dual* (prbep-smooth: every row's weight depends on the scores
+through one number) exchanges no rows: after ``range_scores`` a few ``dual_round`` calls
+evaluate per-shard sums on grids that narrow around the root (:class:`_ScalarSearch`),
+and ``dual_gradient`` weighs each shard's rows locally.
+
+The driver sends ``w`` and receives per host a sketch and a d-vector: bytes that do not
+grow with the rows or the shards. Between the workers travel the rows whose range is on
+another host (8 bytes a row, 16 with weights) and their weights back (8 bytes a row).
+One more round trip than the driver-merged route, so on small data that route is
+faster: :func:`resolve_exchange` chooses by the store's rows.
 
 The exact training AUC (for the progress lines) is one more exchange, run only when
-asked (:meth:`RangeExchange.train_auc`): each host fetches the negatives of its own
-positives' range.
+asked (:meth:`RangeExchange.train_auc`): each host gathers the negatives scoring in its
+ranges (and, after a dual evaluation, the positives too) and counts the pairs.
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ from .._runs import merge_runs
 from ..objectives._rank_kernels import sorted_auc
 from ..reduce._ranges import SortedShard, assemble, class_slices, cut, merge_sketches, shard_weights, sketch, sort_shard, split_back
 
-__all__ = ["RangeHost", "RangeExchange", "StaleScores", "RangeEvaluation", "GRID", "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS"]
+__all__ = ["RangeHost", "RangeExchange", "StaleScores", "pairs_below", "RANGE_ROWS", "MAX_ROUNDS", "exchange_may_run", "RangeEvaluation", "GRID", "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS"]
 
 #: ``dpipe.rank-exchange``: where the smoothed objectives merge and weigh the scores
 EXCHANGE_MODES = ("auto", "driver", "workers")
@@ -96,7 +105,7 @@ class RangeHost:
         return [local(*args) if c is None else c.result() for c in calls]
 
     def range_scores(self, w: np.ndarray, key: str, sketch_size: int) -> tuple[tuple, tuple[float, float], float]:
-        """Score and sort every shard: one sketch of them all (:func:`~dpipe.reduce.merge_sketches`), ``(W+, W-)`` and the seconds it took."""
+        """Score and sort every shard: one sketch of them all (:func:`~dpipe.reduce._ranges.merge_sketches`), ``(W+, W-)`` and the seconds it took."""
         t0 = time.perf_counter()
         self._state = None
         self._results = {}
@@ -181,7 +190,7 @@ class RangeHost:
         return [(np.zeros(0), None if ss.neg_weight is None else np.zeros(0), *class_slices(ss, lo, hi)[2:]) for ss in self._sorted(key)]
 
     async def range_negatives(self, key: str, lo: float, hi: float) -> list:
-        """This host's negatives scoring in ``[lo, hi)`` and their weight below (:func:`class_slices` without the positives)."""
+        """This host's negatives scoring in ``[lo, hi)`` and their weight below (:func:`~dpipe.reduce._ranges.class_slices` without the positives)."""
         return self._negatives(key, lo, hi)
 
     def range_auc(self, key: str, bounds: np.ndarray) -> float:
@@ -220,18 +229,21 @@ class RangeHost:
             out[name + " breakpoints"] = None if any(f is None for f in found) else np.unique(np.concatenate(found or [np.zeros(0)]))
         return out
 
-    def dual_gradient(self, key: str, risk: Any, k: DualScale, theta: float) -> tuple[float, np.ndarray]:
-        """The risk's share of this host's rows at the scalar ``theta`` and ``X^T g`` over its shards (no other host involved)."""
-        out, value = [], 0.0
+    def dual_gradient(self, key: str, risk: Any, k: DualScale, theta: float) -> tuple[float, np.ndarray, float]:
+        """The risk's share of this host's rows at the scalar ``theta``, ``X^T g`` over its shards and the sum of ``g``
+        (no other host involved)."""
+        out, value, weight_sum = [], 0.0, 0.0
         for shard, ss, (pos, neg) in zip(self.shards, self._sorted(key), self._classes(key)):
             g_pos, g_neg, share = risk.dual_weights(pos, neg, ss.pos_weight, ss.neg_weight, k, theta)
             value += share
+            weight_sum += float(g_pos.sum() + g_neg.sum())
             out.append(weighted_row_sum(shard, ss.pos_rows, ss.neg_rows, g_pos, g_neg))
-        return value, _add_in_order(out)
+        return value, _add_in_order(out), weight_sum
 
 
 def _add_in_order(parts: Sequence[np.ndarray]) -> np.ndarray:
-    """Pairwise sums in the given order (the same tree as the driver's reductions)."""
+    """Pairwise sums in the given order. A host adds its own shards, the driver the hosts: the result depends on where
+    the shards were placed (float64 rounding), unlike the driver-merged route's sums in shard order."""
     parts = list(parts)
     while len(parts) > 1:
         parts = [parts[i] + parts[i + 1] if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
@@ -241,7 +253,7 @@ def _add_in_order(parts: Sequence[np.ndarray]) -> np.ndarray:
 def pairs_below(parts: Sequence[tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None, float]],
                 own: tuple[np.ndarray, np.ndarray | None] | None = None) -> float:
     """``sum_i v_i (W-(s_j < s_i) + W-(s_j = s_i) / 2)`` over the positives of one range, from every shard's
-    :func:`~dpipe.reduce.class_slices` (or the range's positives already merged, ``own``): both classes
+    :func:`~dpipe.reduce._ranges.class_slices` (or the range's positives already merged, ``own``): both classes
     sorted, one sweep (:func:`~dpipe.objectives._rank_kernels.sorted_auc`)."""
     if not parts:
         return 0.0
@@ -289,12 +301,37 @@ def supports_ranges(risk: Any) -> bool:
     return callable(getattr(risk, "at_range", None)) and bool(getattr(risk, "ranged", True))
 
 
+def exchange_may_run(n_rows: int) -> bool:
+    """Whether a fit on persisted shards of a store of ``n_rows`` rows may evaluate on the workers (for the memory model)."""
+    mode = check_choice(get_setting("rank-exchange"), "rank-exchange", "the dpipe settings", EXCHANGE_MODES)
+    return mode == "workers" or (mode == "auto" and n_rows >= EXCHANGE_AUTO_ROWS)
+
+
 def resolve_exchange(dataset: Any, risk: Any, mode: str | None = None) -> str:
-    """``"driver"`` or ``"workers"``: where a smoothed objective's evaluations merge and weigh the scores.
+    """``"driver"`` or ``"workers"``: where an evaluation of ``risk`` merges and weighs the scores.
 
     ``dpipe.rank-exchange``: ``"workers"`` needs shard hosts (a dask cluster with the
-    shards persisted) and a risk with a range kernel (auc-smooth); ``"auto"`` takes it
-    when both are there and the store has at least :data:`EXCHANGE_AUTO_ROWS` rows.
+    shards persisted) and a risk the workers can evaluate (:func:`supports_ranges`:
+    auc-smooth, prbep-smooth, the ROCArea oracle); ``"auto"`` takes it when both are
+    there and the store has at least :data:`EXCHANGE_AUTO_ROWS` rows.
+
+    Parameters
+    ----------
+    dataset : LocalDataset or ShardedDataset
+        The training data.
+    risk : object
+        The pure risk or oracle to evaluate.
+    mode : {"auto", "driver", "workers"}, optional
+        Overrides the setting.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ParameterError
+        ``"workers"`` where it cannot run, or an unknown mode.
     """
     mode = check_choice(get_setting("rank-exchange", mode), "rank-exchange", "the dpipe settings", EXCHANGE_MODES)
     if mode == "driver":
@@ -345,10 +382,12 @@ class _ScalarSearch:
         self.done = False
         self.ends: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # a, b and the function (root) at them
         self.best = np.inf  # min: the lowest value seen
+        self.inside: int | None = None  # breakpoints strictly inside the bracket (ties counted apart)
 
     def take_sums(self, sums: tuple) -> None:
         """The hosts' sums at :attr:`grid`: ``(value, below, at_or_below)`` or ``(value, slope, below, at_or_below)``."""
         grid, self.grid = self.grid, None
+        before, self.inside = self.inside, None
         value = sums[0]
         sign = value if self.kind == "root" else -sums[1]  # the root: f > 0 before; the min: slope < 0 before
         below, at_or_below = sums[-2], sums[-1]
@@ -361,9 +400,11 @@ class _ScalarSearch:
         a, b = float(grid[i - 1]), float(grid[i])
         self.ends = (a, b, float(value[i - 1]), float(value[i]))
         inside = int(below[i]) - int(at_or_below[i - 1])
+        self.inside = inside
         if inside <= 0 or not b > a or np.nextafter(a, np.inf) >= b:
             self.done = True
-        elif inside <= LIST_LIMIT:
+        elif inside <= LIST_LIMIT or (before is not None and inside >= before):
+            # few enough to list, or a finer grid did not shrink them: tied breakpoints, which list as one value
             self.bracket = (a, b)
         else:
             self.grid = np.linspace(a, b, GRID)
@@ -387,7 +428,8 @@ class _ScalarSearch:
 GRID = 256
 #: breakpoints left in a bracket (over all shards) below which the hosts list them
 LIST_LIMIT = 4096
-#: rounds after which a scalar search gives up (never reached: each round divides the breakpoints inside by about GRID)
+#: rounds after which a scalar search gives up: each round divides the breakpoints inside by about GRID, or lists them
+#: (tied ones as one value); four rounds at 5e6 rows
 MAX_ROUNDS = 64
 
 
@@ -435,7 +477,7 @@ class RangeExchange:
 
     def evaluate(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
         """The risk's value, exact value and ``X^T dR/ds`` at ``w`` (:class:`._dataset.HostsLost` if a host goes)."""
-        w = np.asarray(w, dtype=np.float64)
+        w = np.array(w, dtype=np.float64)  # a copy: train_auc may score these weights again
         if callable(getattr(risk, "scalar_sums", None)):
             return self._evaluate_dual(w, risk)
         return self._evaluate_ranges(w, risk)
@@ -496,8 +538,8 @@ class RangeExchange:
         theta = searches["dual"].root()
         t2 = time.perf_counter()
         parts = self.ds.host_calls("dual_gradient", [(key, risk, k, theta)] * hosts)
-        value = float(sum(v for v, _ in parts))
-        grad = _add_in_order([g for _, g in parts])
+        value = float(sum(v for v, _, _ in parts))
+        grad = _add_in_order([g for _, g, _ in parts])
         t3 = time.perf_counter()
         self._finish(key, w, bounds, (wp, wn))
         self.last = {
@@ -506,7 +548,7 @@ class RangeExchange:
             "bytes_moved": self._driver_bytes(w.size, scored, 2) + moved,
             "bytes_exchanged": 0.0,
         }
-        return RangeEvaluation(value, risk.exact_from(searches["exact"].best), grad, (wp, wn), 0.0)
+        return RangeEvaluation(value, risk.exact_from(searches["exact"].best), grad, (wp, wn), float(sum(s for _, _, s in parts)))
 
     def train_auc(self) -> float:
         """Exact (weighted) training ROC-AUC of the last evaluation (one more exchange: each host gathers its range's rows)."""

@@ -65,7 +65,7 @@ class SmoothedObjective:
         """Smoothed risk and its gradient; records the exact risk and timings in ``last``."""
         if self._ranges is not None:
             try:
-                self._w = np.asarray(w, dtype=np.float64)
+                self._w = np.array(w, dtype=np.float64)  # a copy: train_auc may score it again
                 ev = self._ranges.evaluate(w, self.risk)
             except HostsLost as error:
                 log.warning("%s; the driver merges the scores from now on", error)

@@ -1,7 +1,7 @@
 """The smoothed pairwise hinge computed range by range: the exact form a distributed score pass can use.
 
 :func:`~dpipe.objectives._rank_kernels.auc_gamma` needs every score of both classes in one
-place (today the driver merges all shards' sorted runs). The pairwise hinge of width ``t``
+place (the driver-merged route merges all shards' sorted runs). The pairwise hinge of width ``t``
 couples a positive at ``s`` only with the negatives in ``(s - 1, s - 1 + t)`` in detail;
 every negative at or above ``s - 1 + t`` counts with slope 1 and every one at or below
 ``s - 1`` not at all (and symmetrically for a negative). So cut the score axis at splitters
@@ -20,9 +20,9 @@ totals from the other ranges:
 
 :func:`auc_gamma_range` then gives the own rows' weights and the range's share of the value
 exactly (up to float64 summation order). A driver handles the splitters and ``O(R)`` totals;
-each range's rows and halos travel between workers. :func:`split_into_ranges` is the
+each range's rows and halos travel between workers. :func:`dpipe.testing._references.split_into_ranges` is the
 reference that cuts merged scores into those pieces (tests compare the ranges' results with
-:func:`auc_gamma` on all the scores).
+:func:`auc_gamma` on all the scores); :mod:`dpipe.reduce._ranges` cuts them shard by shard.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 from .._runs import RangeInput
 from ._rank_kernels import auc_gamma_part
 
-__all__ = ["RangeInput", "RangeOutput", "auc_gamma_range", "split_into_ranges"]
+__all__ = ["RangeInput", "RangeOutput", "auc_gamma_range"]
 
 
 class RangeOutput(NamedTuple):
@@ -56,28 +56,3 @@ def auc_gamma_range(r: RangeInput, t: float) -> RangeOutput:
     gp, gn, value, hinge = auc_gamma_part(r.sp, r.sn, t, r.own_pos_start, r.own_neg_stop, vp, vn,
                                           r.above_neg_weight, r.above_neg_sum, r.below_pos_weight)
     return RangeOutput(gp, gn, value, hinge)
-
-
-def split_into_ranges(sp: np.ndarray, sn: np.ndarray, splitters: np.ndarray, t: float,
-                      vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> list[RangeInput]:
-    """Cut merged sorted scores into the :class:`RangeInput` of every range (the reference for a distributed cut).
-
-    ``splitters`` increasing; range ``r`` owns the positives in ``[a_r, a_{r+1})`` and the
-    negatives in ``[a_r - 1, a_{r+1} - 1)``.
-    """
-    a = np.concatenate([[-np.inf], np.asarray(splitters, dtype=np.float64), [np.inf]])
-    wp = np.ones(sp.size) if vp is None else np.asarray(vp, dtype=np.float64)
-    wn = np.ones(sn.size) if vn is None else np.asarray(vn, dtype=np.float64)
-    cwp = np.concatenate([[0.0], np.cumsum(wp)])
-    cwn, csn = np.concatenate([[0.0], np.cumsum(wn)]), np.concatenate([[0.0], np.cumsum(wn * sn)])
-    out = []
-    for lo, hi in zip(a[:-1], a[1:]):
-        p0, p1, p_own = np.searchsorted(sp, [lo - t, hi, lo], side="left")
-        n0, n1, n_own = np.searchsorted(sn, [lo - 1.0, hi - 1.0 + t, hi - 1.0], side="left")
-        out.append(RangeInput(
-            sp[p0:p1], sn[n0:n1], int(p_own - p0), int(n_own - n0),
-            below_pos_weight=float(cwp[p0]),
-            above_neg_weight=float(cwn[-1] - cwn[n1]), above_neg_sum=float(csn[-1] - csn[n1]),
-            vp=None if vp is None else wp[p0:p1], vn=None if vn is None else wn[n0:n1],
-        ))
-    return out

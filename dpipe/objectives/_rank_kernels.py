@@ -219,7 +219,6 @@ def auc_gamma(
     return _auc_gamma_w(sp, sn, float(t), *weights, 0, sn.shape[0], 0.0, 0.0, 0.0)
 
 
-
 def auc_gamma_part(
     sp: np.ndarray, sn: np.ndarray, t: float, own_pos_start: int, own_neg_stop: int, vp: np.ndarray | None = None, vn: np.ndarray | None = None,
     above_neg_weight: float = 0.0, above_neg_sum: float = 0.0, below_pos_weight: float = 0.0,

@@ -143,7 +143,6 @@ class SmoothedPRBEPRisk:
             bp, bn = bp * s.pos_weight, bn * s.neg_weight
         return RiskAt(value, exact, -scale * bp, scale * bn)
 
-
     # -- evaluated on the workers through its two scalars (dpipe.objectives._prbep_dual) ----------------------------
 
     #: the scalars the workers' route searches: the smoothed risk's ``theta`` (a root) and the exact risk (a minimum)

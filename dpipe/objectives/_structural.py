@@ -28,13 +28,13 @@ from .._runs import MergedScores, RangeInput
 from ..exceptions import DPipeError
 from ._argmax import (
     MostViolated,
-    rocarea_argmax_part,
     error_rate_argmax,
     f1_argmax,
     prbep_argmax,
     prec_at_k_argmax,
     rec_at_k_argmax,
     rocarea_argmax,
+    rocarea_argmax_part,
 )
 
 __all__ = ["StructuralLoss", "Plane", "STRUCTURAL_LOSSES"]
@@ -48,6 +48,13 @@ STRUCTURAL_LOSSES: dict[str, tuple[Callable[..., MostViolated], bool]] = {
     "prec@k": (prec_at_k_argmax, True),
     "rec@k": (rec_at_k_argmax, True),
 }
+
+
+def _both_classes(name: str, wp: float, wn: float, negatives: bool = True) -> tuple[float, float]:
+    if wp <= 0 or (negatives and wn <= 0):
+        missing = "positive" if wp <= 0 else "negative"
+        raise DPipeError(f"the training data has no {missing} rows (weight {wn:g} negative, {wp:g} positive); the {name} loss needs both classes")
+    return wp, wn
 
 
 class Plane(NamedTuple):
@@ -85,14 +92,13 @@ class StructuralLoss:
         #: whether the workers can run this oracle range by range (:meth:`at_range`): ROCArea's pairs decouple by score
         self.ranged = loss == "rocarea"
         #: halo width of a score range: pairs with ``s_j > s_i - 1`` are exactly those of the range and the totals beyond
+        #: (up to rounding: a negative at exactly fl(hi - 1) counts for a positive just below hi whose s_i - 1 rounds to it,
+        #: which the merged oracle's strict ``>`` leaves out; scores within an ulp of a splitter)
         self.halo = 0.0
 
     def at(self, s: MergedScores) -> Plane:
         """The risk, the loss and every row's plane coefficient at the scores ``s``."""
-        wp, wn = s.class_weights
-        if wp <= 0 or (wn <= 0 and self.name in ("rocarea", "prbep")):
-            missing = "positive" if wp <= 0 else "negative"
-            raise DPipeError(f"the training data has no {missing} rows (weight {wn:g} negative, {wp:g} positive); the {self.name} loss needs both classes")
+        _both_classes(self.name, *s.class_weights, negatives=self.name in ("rocarea", "prbep"))
         args = (s.pos, s.neg) if self.k is None else (s.pos, s.neg, self.k)
         mv = self.oracle(*args, vp=s.pos_weight, vn=s.neg_weight) if s.weighted else self.oracle(*args)
         return Plane(float(mv.value), float(mv.loss), np.asarray(mv.coef_pos, dtype=float), np.asarray(mv.coef_neg, dtype=float))
@@ -107,8 +113,5 @@ class StructuralLoss:
 
     def range_scale(self, class_weights: tuple[float, float]) -> float:
         """``1 / (W+ W-)``: what turns the ranges' summed shares into the risk, the loss and the coefficients."""
-        wp, wn = class_weights
-        if wp <= 0 or wn <= 0:
-            missing = "positive" if wp <= 0 else "negative"
-            raise DPipeError(f"the training data has no {missing} rows (weight {wn:g} negative, {wp:g} positive); the {self.name} loss needs both classes")
+        wp, wn = _both_classes(self.name, *class_weights)
         return 1.0 / (wp * wn)

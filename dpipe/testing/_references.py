@@ -16,10 +16,12 @@ import numpy as np
 from ..exceptions import ParameterError
 from ..io import _svmlight as _svm
 from ..objectives._argmax import MostViolated, _integer_weights
+from .._runs import RangeInput
 from ..objectives._rank_kernels import _class_weights
 from ..reduce._moments import ClassMoments
 
 __all__ = [
+    "split_into_ranges",
     "parse_block_reference",
     "matvec_reference",
     "rmatvec_reference",
@@ -528,3 +530,28 @@ def parse_block_reference(data: bytes, first_line: int = 1, path: str = "<bytes>
     )
     _svm._check_finite(block, path)
     return block
+
+
+def split_into_ranges(sp: np.ndarray, sn: np.ndarray, splitters: np.ndarray, t: float,
+                      vp: np.ndarray | None = None, vn: np.ndarray | None = None) -> list:
+    """Cut merged sorted scores into the :class:`RangeInput` of every range (the reference for a distributed cut).
+
+    ``splitters`` increasing; range ``r`` owns the positives in ``[a_r, a_{r+1})`` and the
+    negatives in ``[a_r - 1, a_{r+1} - 1)``.
+    """
+    a = np.concatenate([[-np.inf], np.asarray(splitters, dtype=np.float64), [np.inf]])
+    wp = np.ones(sp.size) if vp is None else np.asarray(vp, dtype=np.float64)
+    wn = np.ones(sn.size) if vn is None else np.asarray(vn, dtype=np.float64)
+    cwp = np.concatenate([[0.0], np.cumsum(wp)])
+    cwn, csn = np.concatenate([[0.0], np.cumsum(wn)]), np.concatenate([[0.0], np.cumsum(wn * sn)])
+    out = []
+    for lo, hi in zip(a[:-1], a[1:]):
+        p0, p1, p_own = np.searchsorted(sp, [lo - t, hi, lo], side="left")
+        n0, n1, n_own = np.searchsorted(sn, [lo - 1.0, hi - 1.0 + t, hi - 1.0], side="left")
+        out.append(RangeInput(
+            sp[p0:p1], sn[n0:n1], int(p_own - p0), int(n_own - n0),
+            below_pos_weight=float(cwp[p0]),
+            above_neg_weight=float(cwn[-1] - cwn[n1]), above_neg_sum=float(csn[-1] - csn[n1]),
+            vp=None if vp is None else wp[p0:p1], vn=None if vn is None else wn[n0:n1],
+        ))
+    return out

@@ -24,7 +24,9 @@ MB = 1_000_000
 def test_memory_need_counts_the_largest_shards_a_worker_gets():
     # 5 shards over 2 workers: an even share is 3, a worker may get one more; the largest four are counted
     need = memory_need([10 * MB, 40 * MB, 20 * MB, 30 * MB, 5 * MB], [100, 400, 200, 300, 50], 2, persisted=True)
-    assert need.resident == (40 + 30 + 20 + 10) * MB + RANGE_ROW_BYTES * (400 + 300 + 200 + 100)  # persisted: the range route's rows
+    assert need.resident == (40 + 30 + 20 + 10) * MB + ROW_BYTES * (400 + 300 + 200 + 100)
+    ranged = memory_need([10 * MB, 40 * MB, 20 * MB, 30 * MB, 5 * MB], [100, 400, 200, 300, 50], 2, persisted=True, row_bytes=RANGE_ROW_BYTES)
+    assert ranged.resident - need.resident == (RANGE_ROW_BYTES - ROW_BYTES) * (400 + 300 + 200 + 100)  # the workers' route's rows
     assert need.working == WORKING_COPIES * 40 * MB
     streamed = memory_need([10 * MB, 40 * MB], [100, 400], 2, persisted=False)
     assert streamed.resident == ROW_BYTES * 500  # nothing persisted, only the per-row state (both shards may land on one worker)

@@ -267,3 +267,23 @@ def test_an_objective_whose_scores_were_replaced_scores_again_for_its_auc(tmp_pa
         b.value_and_grad(w2)  # replaces the hosts' scores
         ref.value_and_grad(w1)
         assert a.train_auc() == pytest.approx(ref.train_auc(), rel=1e-12)
+
+
+def test_prbep_smooth_with_thousands_of_tied_breakpoints(tmp_path, client):
+    """5,000 negatives with all-zero features score 0 at every w: their breakpoints tie at one value; the scalar
+    searches list them as one instead of narrowing a grid forever."""
+    X, y = classification_data(12_000, 5, seed=13)
+    X[np.flatnonzero(y < 0)[:5000]] = 0.0
+    path = write_store(tmp_path / "s.zarr", X, y, [4000, 4000, 4000])
+    with ShardedDataset(path, client, cache="memory") as ds:
+        objs = []
+        for mode in ("driver", "workers"):
+            with dask.config.set({"dpipe.rank-exchange": mode}):
+                objs.append(SmoothedObjective(RankPasses(ds), SmoothedPRBEPRisk(1e-6)))
+        for w in (np.random.default_rng(3).standard_normal(5), np.zeros(5)):
+            f0, g0 = objs[0].value_and_grad(w)
+            f1, g1 = objs[1].value_and_grad(w)
+            assert f1 == pytest.approx(f0, rel=1e-9, abs=1e-12)
+            assert objs[1].last["J"] == pytest.approx(objs[0].last["J"], rel=1e-9, abs=1e-12)
+            np.testing.assert_allclose(g1, g0, rtol=1e-7, atol=1e-9 * max(1.0, np.abs(g0).max()))
+            assert objs[1].last["search_rounds"] <= 8
