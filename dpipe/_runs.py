@@ -11,7 +11,8 @@ faster (measured on 5e6 scores: 0.18 s against 0.39 s for NumPy's unstable intro
 and 0.90 s for its stable one; 76 presorted runs: 0.16 against 0.26 s): it sorts
 64-bit integers made of the score's order-preserving bit pattern, cut to make room
 for the row's index below it (NumPy's integer sort is vectorized), then puts the rows
-whose cut patterns are equal in value order.
+whose cut patterns are equal in value order (a run of exact ties, the common case, is
+left as it is: in index order).
 """
 
 from __future__ import annotations
@@ -56,7 +57,14 @@ def _unpack_in_value_order(keys, x, shift):
         j = i + 1
         while j < n and (keys[j] >> s) == top:
             j += 1
-        if j - i > 32:  # many scores equal to 64 - shift bits: a stable sort of their values
+        ordered = True  # in index order already; equal values (ties: the common case) stay so
+        for a in range(i + 1, j):
+            if x[order[a]] < x[order[a - 1]]:
+                ordered = False
+                break
+        if ordered:
+            pass
+        elif j - i > 32:  # many scores equal to 64 - shift bits: a stable sort of their values
             group = order[i:j].copy()
             within = np.argsort(x[group], kind="mergesort")
             for a in range(j - i):
@@ -89,15 +97,21 @@ def stable_argsort(x: np.ndarray) -> np.ndarray:
     return _unpack_in_value_order(keys, x, shift)
 
 
+#: runs above which :func:`merge_runs` sorts the packed keys instead of letting NumPy's timsort merge the runs
+#: (measured: timsort wins up to about 8-16 runs, then costs O(n log k); 76 runs of 5e6 scores 0.29 against 0.18 s)
+TIMSORT_MAX_RUNS = 12
+
+
 def merge_runs(runs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """Merge increasing runs: (merged values, permutation of the concatenation, run lengths).
 
-    A stable sort of the concatenation (:func:`stable_argsort`): ``merged ==
-    concatenate(runs)[order]``.
+    A stable sort of the concatenation: NumPy's timsort, which merges a few runs in
+    O(n log k), or :func:`stable_argsort` beyond :data:`TIMSORT_MAX_RUNS` runs (the same
+    permutation): ``merged == concatenate(runs)[order]``.
     """
     lengths = [int(r.size) for r in runs]
     cat = np.concatenate(runs) if len(runs) else np.zeros(0)
-    order = stable_argsort(cat)
+    order = np.argsort(cat, kind="stable") if len(runs) <= TIMSORT_MAX_RUNS else stable_argsort(cat)
     return cat[order], order, lengths
 
 
