@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-__all__ = ["MergedScores", "RangeInput", "merge_runs", "scatter_runs", "stable_argsort"]
+__all__ = ["MergedScores", "RangeInput", "merge_runs", "merge_class_runs", "scatter_runs", "stable_argsort"]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -85,7 +85,15 @@ def _unpack_in_value_order(keys, x, shift):
 def stable_argsort(x: np.ndarray) -> np.ndarray:
     """``np.argsort(x, kind="stable")`` of float64 values without NaN (module docstring), bit for bit, faster.
 
-    Ties (``-0.0 == 0.0`` included) keep their input order.
+    Parameters
+    ----------
+    x : ndarray of shape (n,)
+        Values to order (converted to float64; no NaN).
+
+    Returns
+    -------
+    ndarray of shape (n,), int64
+        The permutation that sorts ``x``; ties (``-0.0 == 0.0`` included) keep their input order.
     """
     x = np.ascontiguousarray(x, dtype=np.float64)
     n = x.size
@@ -113,6 +121,18 @@ def merge_runs(runs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, list
     cat = np.concatenate(runs) if len(runs) else np.zeros(0)
     order = np.argsort(cat, kind="stable") if len(runs) <= TIMSORT_MAX_RUNS else stable_argsort(cat)
     return cat[order], order, lengths
+
+
+def merge_class_runs(pos: Sequence[np.ndarray], neg: Sequence[np.ndarray], pos_weight: Sequence[np.ndarray] | None = None,
+                     neg_weight: Sequence[np.ndarray] | None = None) -> tuple[MergedScores, tuple[np.ndarray, list[int]], tuple[np.ndarray, list[int]]]:
+    """Each class's runs merged (:func:`merge_runs`), their weights in the same order: the scores and each class's ``(order, lengths)``."""
+    sp, op, lp = merge_runs(pos)
+    sn, on, ln = merge_runs(neg)
+    vp = vn = None
+    if pos_weight is not None:
+        vp = np.concatenate(pos_weight)[op] if len(pos_weight) else np.zeros(0)
+        vn = np.concatenate(neg_weight)[on] if len(neg_weight) else np.zeros(0)
+    return MergedScores(sp, sn, vp, vn), (op, lp), (on, ln)
 
 
 def scatter_runs(values: np.ndarray, order: np.ndarray, lengths: Sequence[int]) -> list[np.ndarray]:

@@ -314,8 +314,23 @@ class ShardedDataset:
             return []
         return hosts
 
+    def _forget_hosts(self) -> None:
+        """Ask every host still up to drop its peers' handles (:meth:`._ranges.RangeHost.range_forget`), so that releasing
+        the hosts frees them; a host that does not answer within :data:`HOST_CHECK_SECONDS` x 10 is skipped."""
+        try:
+            with self.client.as_current():
+                calls = [host.range_forget() for _, host, fut in self._hosts if fut.status == "finished"]
+            for call in calls:
+                try:
+                    call.result(timeout=10 * HOST_CHECK_SECONDS)
+                except Exception as error:  # noqa: BLE001 - best effort: a lost host holds nothing anyway
+                    log.debug("a shard host did not drop its peers: %s", error)
+        except (*_HOST_LOST, RuntimeError) as error:
+            log.debug("the shard hosts could not be asked to drop their peers: %s", error)
+
     def _drop_hosts(self, error: BaseException) -> None:
         log.warning("a shard host was lost (%s: %s); continuing with one task per shard", type(error).__name__, error)
+        self._forget_hosts()
         for _, _, fut in self._hosts:
             fut.release()
         self._hosts = []
@@ -477,6 +492,8 @@ class ShardedDataset:
         copies of the data (found by the workers bench: a worker restarted at 95 % of
         its limit on a 5e6-row store).
         """
+        if self._hosts:
+            self._forget_hosts()
         futures = [fut for _, _, fut in self._hosts] + list(self._shards)
         self._hosts = []
         self._shards = []

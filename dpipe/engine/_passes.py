@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._runs import MergedScores, merge_runs, scatter_runs
+from .._runs import MergedScores, merge_class_runs, merge_runs, scatter_runs
 from ._ranges import RangeExchange, resolve_exchange
 from ..metrics import RankSummary
 from ..reduce import ClassMoments, class_moments_of_shard, class_totals_of_shard, class_scores, column_moments_of_shard, gradient_pass, merge_column_moments, merge_moments, score_pass, shard_sorted_scores
@@ -41,13 +41,9 @@ class _Scatter:
 
 
 def _merge(parts: list) -> tuple[MergedScores, tuple, tuple]:
-    sp, op, lp = merge_runs([p.pos for p in parts])
-    sn, on, ln = merge_runs([p.neg for p in parts])
-    vp = vn = None
-    if parts and parts[0].pos_weight is not None:
-        vp = np.concatenate([p.pos_weight for p in parts])[op]
-        vn = np.concatenate([p.neg_weight for p in parts])[on]
-    return MergedScores(sp, sn, vp, vn), (op, lp), (on, ln)
+    weighted = bool(parts) and parts[0].pos_weight is not None
+    return merge_class_runs([p.pos for p in parts], [p.neg for p in parts], [p.pos_weight for p in parts] if weighted else None,
+                            [p.neg_weight for p in parts] if weighted else None)
 
 
 class RankPasses:

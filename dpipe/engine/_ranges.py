@@ -46,13 +46,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._config import get_setting
+from .._runs import merge_runs
 from .._validation import check_choice
 from ..exceptions import ParameterError
-from ..reduce import weighted_row_sum
 from ..objectives._prbep_dual import DualScale, SortedClass
-from .._runs import merge_runs
 from ..objectives._rank_kernels import sorted_auc
+from ..reduce import weighted_row_sum
 from ..reduce._ranges import SortedShard, assemble, class_slices, cut, merge_sketches, shard_weights, sketch, sort_shard, split_back
+from ._waits import pass_timeout
 
 __all__ = ["RangeHost", "RangeExchange", "StaleScores", "pairs_below", "RANGE_ROWS", "MAX_ROUNDS", "exchange_may_run", "RangeEvaluation", "GRID", "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS"]
 
@@ -87,12 +88,21 @@ class RangeHost:
     shards: list
 
     def range_peers(self, peers: Sequence[Any], me: int) -> int:
-        """Every host's actor, in range order, and which one this is."""
-        self._peers, self._me = list(peers), int(me)
+        """Every host's actor, in range order, and which one this is (no handle to itself is kept)."""
+        self._peers, self._me = [None if i == int(me) else p for i, p in enumerate(peers)], int(me)
         self._state: _State | None = None
         self._results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._own_pos: tuple[str, np.ndarray, np.ndarray | None] | None = None  # (pass key, its range's positives sorted, their weights)
         return self._me
+
+    def range_forget(self) -> bool:
+        """Drop the peers' handles and the pass state. A handle unpickled on a worker holds a future of its actor's key
+        there, which would keep the peers (and their shards) alive after the driver releases them."""
+        self._peers = [None] * len(getattr(self, "_peers", []))
+        self._state = None
+        self._results = {}
+        self._own_pos = None
+        return True
 
     def _sorted(self, key: str) -> list[SortedShard]:
         if self._state is None or self._state.key != key:
@@ -100,9 +110,16 @@ class RangeHost:
         return self._state.shards
 
     def _from_peers(self, method: str, local: Any, *args: Any) -> list:
-        """``method(*args)`` of every host in range order; this host's by calling ``local`` directly."""
+        """``method(*args)`` of every host in range order; this host's by calling ``local`` directly.
+
+        Each wait is bounded by ``dpipe.timeout``: a peer whose worker died would otherwise hold
+        this worker's one actor thread, and every actor on it, for good.
+        """
+        if any(p is None for i, p in enumerate(self._peers) if i != self._me):
+            raise ConnectionError("shard host: its peers were dropped (the dataset was closed or a host was lost)")
         calls = [None if i == self._me else getattr(p, method)(*args) for i, p in enumerate(self._peers)]
-        return [local(*args) if c is None else c.result() for c in calls]
+        bound = pass_timeout()
+        return [local(*args) if c is None else c.result(timeout=bound) for c in calls]
 
     def range_scores(self, w: np.ndarray, key: str, sketch_size: int) -> tuple[tuple, tuple[float, float], float]:
         """Score and sort every shard: one sketch of them all (:func:`~dpipe.reduce._ranges.merge_sketches`), ``(W+, W-)`` and the seconds it took."""
@@ -276,7 +293,21 @@ def pairs_below(parts: Sequence[tuple[np.ndarray, np.ndarray | None, np.ndarray,
 
 
 def choose_splitters(sketches: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], ranges: int) -> np.ndarray:
-    """``ranges + 1`` bounds (-inf, the splitters, +inf) that cut the sketched range keys of both classes into parts of equal count."""
+    """Bounds of ``ranges`` ranges that share the sketched rows of both classes evenly.
+
+    Parameters
+    ----------
+    sketches : sequence of tuples
+        :func:`~dpipe.reduce._ranges.sketch` results (keys and counts per class; the
+        negatives' keys are their scores plus 1).
+    ranges : int
+        How many ranges.
+
+    Returns
+    -------
+    ndarray of shape (ranges + 1,)
+        ``-inf``, the ``ranges - 1`` splitters (non-decreasing; equal ones make empty ranges), ``+inf``.
+    """
     keys = np.concatenate([np.concatenate([s[0], s[2]]) for s in sketches]) if sketches else np.zeros(0)
     counts = np.concatenate([np.concatenate([s[1], s[3]]) for s in sketches]) if sketches else np.zeros(0)
     inner = np.zeros(max(ranges - 1, 0))

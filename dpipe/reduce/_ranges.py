@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._runs import RangeInput, merge_runs, scatter_runs
+from .._runs import RangeInput, merge_class_runs, scatter_runs
 from ._finite import check_weights
 from ._sorted import score_shard
 
@@ -145,7 +145,23 @@ def merge_sketches(sketches: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, 
 
 
 def cut(ss: SortedShard, lo: float, hi: float, t: float) -> Piece:
-    """This shard's :class:`Piece` of the range ``[lo, hi)`` (negatives ``[lo - 1, hi - 1)``) with halos of width ``t``."""
+    """This shard's :class:`Piece` of one range.
+
+    Parameters
+    ----------
+    ss : SortedShard
+        The shard's sorted scores.
+    lo, hi : float
+        The range: positives scoring in ``[lo, hi)``, negatives in ``[lo - 1, hi - 1)``.
+    t : float
+        Halo width: the positives in ``[lo - t, lo)`` and the negatives in ``[hi - 1, hi - 1 + t)`` come too.
+
+    Returns
+    -------
+    Piece
+        The rows, the halos, and the totals beyond them (positives' weight below ``lo - t``;
+        negatives' weight and weighted score sum at or above ``hi - 1 + t``).
+    """
     p0, p_own, p1 = np.searchsorted(ss.pos, [lo - t, lo, hi], side="left")
     n0, n_own, n1 = np.searchsorted(ss.neg, [lo - 1.0, hi - 1.0, hi - 1.0 + t], side="left")
     return Piece(
@@ -173,22 +189,19 @@ def assemble(pieces: Sequence[Piece]) -> tuple[RangeInput, Assembly]:
     negatives (at or above ``hi - 1``) after every own negative, so one merge per class
     keeps each part together.
     """
-    sp, op, lp = merge_runs([p.sp for p in pieces])
-    sn, on, ln = merge_runs([p.sn for p in pieces])
-    vp = vn = None
-    if pieces and pieces[0].vp is not None:
-        vp = np.concatenate([p.vp for p in pieces])[op]
-        vn = np.concatenate([p.vn for p in pieces])[on]
+    weighted = bool(pieces) and pieces[0].vp is not None
+    merged, pos, neg = merge_class_runs([p.sp for p in pieces], [p.sn for p in pieces], [p.vp for p in pieces] if weighted else None,
+                                        [p.vn for p in pieces] if weighted else None)
     p_own = sum(p.own_pos_start for p in pieces)
     n_own = sum(p.own_neg_stop for p in pieces)
     r = RangeInput(
-        sp, sn, p_own, n_own,
+        merged.pos, merged.neg, p_own, n_own,
         below_pos_weight=float(sum(p.below_pos_weight for p in pieces)),
         above_neg_weight=float(sum(p.above_neg_weight for p in pieces)),
         above_neg_sum=float(sum(p.above_neg_sum for p in pieces)),
-        vp=vp, vn=vn,
+        vp=merged.pos_weight, vn=merged.neg_weight,
     )
-    return r, Assembly((op, lp), (on, ln), p_own, n_own)
+    return r, Assembly(pos, neg, p_own, n_own)
 
 
 def split_back(a: Assembly, pieces: Sequence[Piece], g_pos: np.ndarray, g_neg: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
