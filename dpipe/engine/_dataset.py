@@ -53,8 +53,8 @@ from .._config import get_setting
 from .._validation import check_choice, check_int
 from ..exceptions import ClusterError, ShardValueError
 from ..io import Shard, Store, open_store, read_shard
-from ._ranges import RangeHost, StaleScores, exchange_may_run
 from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, short_workers, shards_per_worker
+from ._ranges import RangeHost, StaleScores, exchange_may_run
 from ._waits import gather_bounded, killed_workers_as_cluster_errors, result_bounded
 
 __all__ = ["ShardedDataset", "ShardHost", "HostsLost", "LocalDataset", "CACHE_MODES", "choose_cache"]

@@ -54,6 +54,7 @@ class SmoothedObjective:
         self.risk = risk
         self.last: dict[str, Any] = {}
         self._scores: MergedScores | None = None
+        self._w: np.ndarray | None = None  # the last evaluated weights (the workers' route scores them again if it must)
         self._ranges = passes.range_exchange(risk)  # None: the driver merges the scores
 
     @property

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import dask
 import numpy as np
@@ -60,25 +61,34 @@ class _KillAtIteration(logging.Handler):
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_embedded_workers_killed_and_restarted_by_their_nannies_give_the_same_weights(store, undisturbed, caplog):
+def _train_killing_the_workers(store: str, caplog: Any, logger: str, **settings: Any) -> tuple[dpipe.LinearModel, bool, int]:
+    """Train on a fresh 2-worker LocalCluster, SIGKILL both workers at iteration 10, record ``logger``'s warnings in ``caplog``.
+
+    Returns the model, whether the kill fired and how many workers are up at the end.
+    """
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:
         killer = _KillAtIteration(list(client.run(os.getpid).values()))
-        solver_log, engine_log = logging.getLogger("dpipe.solvers"), logging.getLogger("dpipe.engine")
+        solver_log, watched = logging.getLogger("dpipe.solvers"), logging.getLogger(logger)
         level = solver_log.level
         solver_log.setLevel(logging.INFO)
         solver_log.addHandler(killer)
-        engine_log.addHandler(caplog.handler)
+        watched.addHandler(caplog.handler)
         try:
-            with caplog.at_level(logging.WARNING, logger="dpipe.engine"):
+            with caplog.at_level(logging.WARNING, logger=logger), dask.config.set(settings):
                 got = dpipe.train(store, **FIT, client=client, cache="memory")
         finally:
             solver_log.removeHandler(killer)
             solver_log.setLevel(level)
-            engine_log.removeHandler(caplog.handler)
-        assert killer.fired
-        assert "a shard host was lost" in caplog.text  # the loss hit the fit, which went on
-        assert len(client.scheduler_info()["workers"]) == 2  # both nannies restarted their worker
+            watched.removeHandler(caplog.handler)
+        return got, killer.fired, len(client.scheduler_info()["workers"])
+
+
+def test_embedded_workers_killed_and_restarted_by_their_nannies_give_the_same_weights(store, undisturbed, caplog):
+    got, fired, workers = _train_killing_the_workers(store, caplog, "dpipe.engine")
+    assert fired
+    assert "a shard host was lost" in caplog.text  # the loss hit the fit, which went on
+    assert workers == 2  # both nannies restarted their worker
     np.testing.assert_allclose(got.coef, undisturbed.coef, rtol=1e-12, atol=1e-15)
     assert got.intercept == pytest.approx(undisturbed.intercept, rel=1e-12)
 
@@ -86,23 +96,9 @@ def test_embedded_workers_killed_and_restarted_by_their_nannies_give_the_same_we
 def test_workers_killed_while_they_merge_the_scores_fall_back_to_the_driver(store, undisturbed, caplog):
     """With the scores merged on the workers (dpipe.rank-exchange=workers), a kill mid-fit loses a host in the middle of
     an exchange: the objective goes on merging on the driver and the fit ends where an undisturbed one does."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
-        killer = _KillAtIteration(list(client.run(os.getpid).values()))
-        solver_log, fit_log = logging.getLogger("dpipe.solvers"), logging.getLogger("dpipe.fit")
-        level = solver_log.level
-        solver_log.setLevel(logging.INFO)
-        solver_log.addHandler(killer)
-        fit_log.addHandler(caplog.handler)
-        try:
-            with caplog.at_level(logging.WARNING, logger="dpipe.fit"), dask.config.set({"dpipe.rank-exchange": "workers"}):
-                got = dpipe.train(store, **FIT, client=client, cache="memory")
-        finally:
-            solver_log.removeHandler(killer)
-            solver_log.setLevel(level)
-            fit_log.removeHandler(caplog.handler)
-        assert killer.fired
-        assert "the driver merges the scores from now on" in caplog.text
+    got, fired, _ = _train_killing_the_workers(store, caplog, "dpipe.fit", **{"dpipe.rank-exchange": "workers"})
+    assert fired
+    assert "the driver merges the scores from now on" in caplog.text
     # The workers' route rounds differently (1e-12) before the kill, and 80 iterations short of the minimum of an
     # ill-conditioned problem amplify that along L-BFGS's path: the same run length and nearly the same objective value.
     assert got.fit["nit"] == undisturbed.fit["nit"] == FIT["max_iter"]
