@@ -55,6 +55,7 @@ from ..exceptions import ClusterError, ShardValueError
 from ..io import Shard, Store, open_store, read_shard
 from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, short_workers, shards_per_worker
 from ._ranges import RangeHost, StaleScores, exchange_may_run
+from ._tree import pairwise
 from ._waits import gather_bounded, killed_workers_as_cluster_errors, result_bounded
 
 __all__ = ["ShardedDataset", "ShardHost", "HostsLost", "LocalDataset", "CACHE_MODES", "choose_cache"]
@@ -456,7 +457,7 @@ class ShardedDataset:
             try:
                 with self.client.as_current():
                     calls = [(positions, host.map_each(fn, [per_shard[p] for p in positions], args)) for positions, host, _ in self._hosts]
-                return _tree_local(self._host_results(fn, calls), combine)
+                return pairwise(self._host_results(fn, calls), combine)
             except _HOST_LOST as e:
                 self._drop_hosts(e)
         if self.cache == "memory":
@@ -480,7 +481,7 @@ class ShardedDataset:
                 pairs.append(futures[-1])
             every += pairs
             futures = pairs
-        return _tree_local(self._gather(futures, fn, every), combine)
+        return pairwise(self._gather(futures, fn, every), combine)
 
     def close(self) -> None:
         """Release the shard hosts and the persisted shards.
@@ -530,15 +531,6 @@ def local_threads() -> int:
     if value is None:
         return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
     return check_int(value, "local-threads", "the dpipe settings", 1)
-
-
-def _tree_local(parts: list, combine: Callable[[Any, Any], Any]) -> Any:
-    while len(parts) > 1:
-        merged = [combine(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-        if len(parts) % 2:
-            merged.append(parts[-1])
-        parts = merged
-    return parts[0]
 
 
 class LocalDataset:
@@ -616,11 +608,11 @@ class LocalDataset:
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
         """Apply ``fn`` to every shard and merge pairwise, in the same tree order as on a cluster."""
-        return _tree_local(self.map_gather(fn, *args), combine)
+        return pairwise(self.map_gather(fn, *args), combine)
 
     def map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], *args: Any) -> Any:
         """Merge ``fn(shard, *args, *per_shard[i])`` pairwise with ``combine``."""
-        return _tree_local(self._each(lambda s, i: fn(s, *args, *per_shard[i])), combine)
+        return pairwise(self._each(lambda s, i: fn(s, *args, *per_shard[i])), combine)
 
     def close(self) -> None:
         """Drop the shards held in memory and stop the threads."""

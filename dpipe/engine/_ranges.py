@@ -53,6 +53,7 @@ from ..objectives._prbep_dual import DualScale, SortedClass
 from ..objectives._rank_kernels import sorted_auc
 from ..reduce import weighted_row_sum
 from ..reduce._ranges import SortedShard, assemble, class_slices, cut, merge_sketches, shard_weights, sketch, sort_shard, split_back
+from ._tree import pairwise
 from ._waits import pass_timeout
 
 __all__ = ["RangeHost", "RangeExchange", "StaleScores", "pairs_below", "RANGE_ROWS", "MAX_ROUNDS", "exchange_may_run", "RangeEvaluation", "GRID", "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS"]
@@ -185,7 +186,11 @@ class RangeHost:
         return self._take_results(key, shards)
 
     def range_gradient(self, key: str) -> tuple[np.ndarray, float]:
-        """``X^T g`` over this host's shards (added in shard order), their rows' results fetched from every range; and the seconds after the fetch."""
+        """``X^T g`` over this host's shards (added in shard order), their rows' results fetched from every range; and the seconds after the fetch.
+
+        A host adds its own shards and the driver the hosts, so the sum depends on where the
+        shards were placed (float64 rounding), unlike the driver-merged route's sums in shard order.
+        """
         sorted_shards = self._sorted(key)
         mine = [ss.index for ss in sorted_shards]
         per_range = self._from_peers("range_results", self._take_results, key, mine)
@@ -194,7 +199,7 @@ class RangeHost:
         for j, (shard, ss) in enumerate(zip(self.shards, sorted_shards)):
             gp, gn = shard_weights(ss, [results[j] for results in per_range])
             out.append(weighted_row_sum(shard, ss.pos_rows, ss.neg_rows, gp, gn))
-        return _add_in_order(out), time.perf_counter() - t0
+        return pairwise(out, np.add), time.perf_counter() - t0
 
     def _slices(self, key: str, lo: float, hi: float) -> list:
         return [class_slices(ss, lo, hi) for ss in self._sorted(key)]
@@ -255,16 +260,7 @@ class RangeHost:
             value += share
             weight_sum += float(g_pos.sum() + g_neg.sum())
             out.append(weighted_row_sum(shard, ss.pos_rows, ss.neg_rows, g_pos, g_neg))
-        return value, _add_in_order(out), weight_sum
-
-
-def _add_in_order(parts: Sequence[np.ndarray]) -> np.ndarray:
-    """Pairwise sums in the given order. A host adds its own shards, the driver the hosts: the result depends on where
-    the shards were placed (float64 rounding), unlike the driver-merged route's sums in shard order."""
-    parts = list(parts)
-    while len(parts) > 1:
-        parts = [parts[i] + parts[i + 1] if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
-    return parts[0]
+        return value, pairwise(out, np.add), weight_sum
 
 
 def pairs_below(parts: Sequence[tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None, float]],
@@ -378,7 +374,7 @@ def resolve_exchange(dataset: Any, risk: Any, mode: str | None = None) -> str:
                                  "this dataset runs in this process or streams its shards: use 'auto' or 'driver'")
         return mode
     rows = dataset.store.manifest.n_rows if getattr(dataset, "store", None) is not None else 0
-    return "workers" if hosts and ranged and rows >= EXCHANGE_AUTO_ROWS else "driver"
+    return "workers" if hosts and ranged and exchange_may_run(rows) else "driver"
 
 
 class RangeEvaluation(NamedTuple):
@@ -525,7 +521,7 @@ class RangeExchange:
         value = scale * sum(r["value"] for r in ranges)
         exact = scale * sum(r["exact"] for r in ranges)
         parts = self.ds.host_calls("range_gradient", [(key,)] * hosts)
-        grad = scale * _add_in_order([g for g, _ in parts])
+        grad = scale * pairwise([g for g, _ in parts], np.add)
         t3 = time.perf_counter()
         self._finish(key, w, bounds, (wp, wn))
         self.last = {
@@ -570,7 +566,7 @@ class RangeExchange:
         t2 = time.perf_counter()
         parts = self.ds.host_calls("dual_gradient", [(key, risk, k, theta)] * hosts)
         value = float(sum(v for v, _, _ in parts))
-        grad = _add_in_order([g for _, g, _ in parts])
+        grad = pairwise([g for _, g, _ in parts], np.add)
         t3 = time.perf_counter()
         self._finish(key, w, bounds, (wp, wn))
         self.last = {
