@@ -29,6 +29,7 @@ _LAZY = {
     "StoreError": "dpipe.exceptions",
     "ParameterError": "dpipe.exceptions",
     "ClusterError": "dpipe.exceptions",
+    "RegistryError": "dpipe.exceptions",
     "ConvergenceWarning": "dpipe.exceptions",
     "DataWarning": "dpipe.exceptions",
 }
@@ -37,7 +38,7 @@ __all__ = ["__version__", *_LAZY]
 
 
 #: subpackages reachable as attributes (``dpipe.rates.recall()``) without importing them first
-_SUBMODULES = ("rates", "engine", "io", "fit", "metrics", "model")
+_SUBMODULES = ("rates", "engine", "io", "fit", "metrics", "model", "registry")
 
 
 def __getattr__(name: str) -> Any:

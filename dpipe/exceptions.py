@@ -15,6 +15,7 @@ __all__ = [
     "OutputExistsError",
     "ParameterError",
     "ClusterError",
+    "RegistryError",
     "DPipeWarning",
     "ConvergenceWarning",
     "DataWarning",
@@ -105,6 +106,13 @@ class ClusterError(DPipeError, RuntimeError):
     worker gone and none back, a paused worker, a lost scheduler), or when a shard's
     task killed the workers that ran it. The message names what was waited for, the
     store and the bound.
+    """
+
+
+class RegistryError(DPipeError):
+    """A model registry is missing, malformed, locked by a stuck writer, or has no such version.
+
+    The message names the registry directory (and the version or file).
     """
 
 

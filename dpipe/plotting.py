@@ -1,14 +1,14 @@
-"""Figures users would rather look at than read: ROC curves."""
+"""Figures users would rather look at than read: ROC curves, a registry's retrain history."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_roc"]
+__all__ = ["plot_roc", "plot_retrain_history"]
 
 
 def _pyplot():
@@ -43,3 +43,49 @@ def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]], path: s
     finally:
         plt.close(fig)
 
+
+
+def plot_retrain_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "retrains") -> str:
+    """Write a PNG of a registry's retrains: holdout metric of champion and challenger, and churn, per retrain.
+
+    Parameters
+    ----------
+    history : sequence of dict
+        The registry's history records (:meth:`dpipe.registry.Registry.history`); only
+        ``promoted`` and ``kept`` decisions are drawn, in order.
+    path : str or os.PathLike
+        The PNG to write (through a temporary name).
+    title : str
+        The figure's title.
+    """
+    runs = [r for r in history if r.get("action") in ("promoted", "kept")]
+    if not runs:
+        raise ValueError("plot_retrain_history: the history holds no retrain decision")
+    plt = _pyplot()
+    metric = runs[-1].get("metric", "roc_auc")
+    x = np.arange(1, len(runs) + 1)
+    challenger = [r["challenger"].get(metric, np.nan) for r in runs]
+    champion = [np.nan if not r.get("champion") else r["champion"].get(metric, np.nan) for r in runs]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4))
+    left.plot(x, champion, marker="s", label="champion (before the decision)")
+    left.plot(x, challenger, marker="o", label="challenger")
+    for xi, r, c in zip(x, runs, challenger):
+        left.annotate(r["action"], (xi, c), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8,
+                      color="green" if r["action"] == "promoted" else "firebrick")
+    left.set(xlabel="retrain", ylabel=f"{metric} on the holdout", title=f"{metric}: champion vs challenger")
+    churn = [np.nan if r.get("holdout_churn") is None else 100 * r["holdout_churn"] for r in runs]
+    right.bar(x, churn, color=["green" if r["action"] == "promoted" else "firebrick" for r in runs], alpha=0.7, label="challenger vs champion")
+    targets = [r.get("churn_target") for r in runs]
+    if any(t is not None for t in targets):
+        right.plot(x, [np.nan if t is None else 100 * t for t in targets], "r--", marker="_", label="churn target")
+    right.set(xlabel="retrain", ylabel="churn on the holdout (%)", title="churn (decisions that flip)")
+    for ax in (left, right):
+        ax.set_xticks(x, [f"{i}\n{r['version']}" for i, r in zip(x, runs)])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    try:
+        return _save(fig, path)
+    finally:
+        plt.close(fig)

@@ -1,0 +1,134 @@
+"""The retrain configuration file (YAML): what to train on, under which constraints, and when to promote.
+
+Example (paths are relative to the file's directory)::
+
+    registry: registry                 # created on the first run
+    objective: error-rate              # any rate objective (the churn constraint needs one)
+    params: {}                         # hyper-parameters of dpipe.train
+    data:
+      train: week-07.zarr              # new labelled data: a store, or a source file to ingest
+      holdout: holdout-07.zarr         # fresh labelled rows for the champion / challenger comparison
+      pool: pool.zarr                  # unlabelled rows whose decisions should not flip (default: the training rows)
+      ingest: {like: base.zarr}        # dpipe.ingest options for sources (``like``: the champion's encoding)
+    constraints:
+      churn: 0.02                      # churn against the champion (on the pool) <= 2 %; null: none
+      recall-no-worse: true            # recall >= the champion's (on the training data)
+      extra: []                        # more constraint strings, e.g. "coverage <= 0.3"
+    promote:
+      metric: roc_auc                  # a metric of dpipe.evaluate, higher is better
+      margin: 0.0                      # promote when the challenger beats the champion by more than this
+    cluster: {engine: auto}            # engine, scheduler, workers, memory-limit, cache
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgspec
+
+from ..exceptions import ParameterError
+from ..io._manifest import _field_of, canonical_json
+
+__all__ = ["RetrainConfig", "DataConfig", "ConstraintConfig", "PromoteConfig", "ClusterConfig", "load_config", "PROMOTE_METRICS"]
+
+#: metrics of :func:`dpipe.evaluate` a promotion rule may compare (all: higher is better)
+PROMOTE_METRICS = ("roc_auc", "prbep", "accuracy", "precision", "recall", "f1", "prec_at_k", "rec_at_k")
+
+
+class DataConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="kebab"):
+    """Where the retrain's rows come from."""
+
+    train: str
+    holdout: str
+    pool: str | None = None
+    ingest: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ConstraintConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="kebab"):
+    """The challenger's constraints."""
+
+    churn: float | None = 0.02
+    recall_no_worse: bool = True
+    extra: list[str] = msgspec.field(default_factory=list)
+
+
+class PromoteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="kebab"):
+    """When the challenger replaces the champion."""
+
+    metric: str = "roc_auc"
+    margin: float = 0.0
+
+
+class ClusterConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="kebab"):
+    """Where the passes run (the keyword arguments of :func:`dpipe.train`)."""
+
+    engine: str = "auto"
+    scheduler: str | None = None
+    workers: int | None = None
+    memory_limit: str | None = None
+    cache: str | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`dpipe.train` / :func:`dpipe.evaluate`."""
+        return {"engine": self.engine, "scheduler": self.scheduler, "workers": self.workers, "memory_limit": self.memory_limit, "cache": self.cache}
+
+
+class RetrainConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="kebab"):
+    """A retrain configuration (see the module docstring)."""
+
+    registry: str
+    data: DataConfig
+    objective: str = "error-rate"
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    constraints: ConstraintConfig = msgspec.field(default_factory=ConstraintConfig)
+    promote: PromoteConfig = msgspec.field(default_factory=PromoteConfig)
+    cluster: ClusterConfig = msgspec.field(default_factory=ClusterConfig)
+
+    def canonical(self) -> str:
+        """Canonical JSON of the settings that decide the challenger and the rule (not where the passes run)."""
+        d = msgspec.to_builtins(self)
+        d.pop("cluster")
+        return canonical_json(d)
+
+
+def _check(cfg: RetrainConfig, where: str) -> None:
+    churn = cfg.constraints.churn
+    if churn is not None and not 0.0 <= churn < 1.0:
+        raise ParameterError(f"{where}: constraints.churn must be in [0, 1) (a fraction of rows). Got {churn!r} instead.")
+    if cfg.promote.metric not in PROMOTE_METRICS:
+        raise ParameterError(f"{where}: promote.metric must be one of {', '.join(PROMOTE_METRICS)}. Got {cfg.promote.metric!r} instead.")
+    if not cfg.promote.margin >= 0.0:
+        raise ParameterError(f"{where}: promote.margin must be >= 0. Got {cfg.promote.margin!r} instead.")
+
+
+def load_config(path: str | os.PathLike) -> RetrainConfig:
+    """Read and check a retrain configuration; relative paths become relative to its directory.
+
+    Raises
+    ------
+    ParameterError
+        One line naming the file and the field that is wrong.
+    """
+    import yaml
+
+    path = os.fspath(path)
+    try:
+        with open(path) as f:
+            raw = yaml.safe_load(f)
+    except yaml.YAMLError as exc:
+        raise ParameterError(f"{path}: not YAML ({str(exc).splitlines()[0]})") from None
+    try:
+        cfg = msgspec.convert(raw, RetrainConfig)
+    except msgspec.ValidationError as exc:
+        field, problem = _field_of(exc)
+        raise ParameterError(f"{path}: {field}: {problem}") from None
+    _check(cfg, path)
+    base = os.path.dirname(os.path.abspath(path))
+
+    def here(p: str | None) -> str | None:
+        return None if p is None else os.path.normpath(os.path.join(base, os.path.expanduser(p)))
+
+    data = msgspec.structs.replace(cfg.data, train=here(cfg.data.train), holdout=here(cfg.data.holdout), pool=here(cfg.data.pool),
+                                   ingest={k: (here(v) if k == "like" else v) for k, v in cfg.data.ingest.items()})
+    return msgspec.structs.replace(cfg, registry=here(cfg.registry), data=data)

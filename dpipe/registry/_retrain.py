@@ -1,0 +1,254 @@
+"""One retrain: ingest, train a challenger under a churn constraint, compare it with the champion, decide, record.
+
+The stages, in order (each logs one line at INFO on logger ``dpipe.registry``):
+
+1. **data** - the training, holdout and pool rows: stores are taken as they are,
+   source files are ingested once into ``REGISTRY/data/`` (named by their content hash,
+   so a second run finds them);
+2. **key** - a hash of the configuration's decisive settings and of the three stores'
+   manifests: a ``promoted`` or ``kept`` decision already recorded under it ends the run
+   with that decision and changes nothing (idempotence);
+3. **train** - the challenger: the configured objective under ``recall >= r`` (``r`` the
+   champion's recall on the training rows) and ``churn(champion, on=pool) <= target``,
+   plus the configured extra constraints; no champion (the first run) means no
+   champion-relative constraint;
+4. **evaluate** - champion and challenger on the holdout, and the challenger's
+   constraints there (churn against the champion's decisions on the holdout, recall no
+   worse than the champion's holdout recall, the extra constraints);
+5. **decide and commit** - promote when the challenger's metric beats the champion's by
+   more than the margin and every constraint holds on the holdout; the challenger is
+   registered either way, and the decision with its reasons is committed under the
+   registry's lock (see :mod:`dpipe.registry._registry` for why a kill anywhere leaves
+   the registry consistent and the champion in place until the commit).
+
+A failure (bad data, a lost cluster, a constraint the challenger cannot meet on its
+training rows) is recorded as ``failed`` with its reason and re-raised; the champion
+stays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import time
+import warnings
+from typing import Any
+
+from .._faults import kill_point
+from ..exceptions import ConvergenceWarning, ParameterError
+from ._config import RetrainConfig, load_config
+from ._registry import Registry
+
+__all__ = ["retrain", "RetrainResult", "EXIT_CODES"]
+
+log = logging.getLogger("dpipe.registry")
+
+#: process exit status of ``dpipe retrain`` for each outcome (cron and orchestrators act on it)
+EXIT_CODES = {"promoted": 0, "failed": 1, "kept": 3}
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrainResult:
+    """What a retrain decided.
+
+    Attributes
+    ----------
+    action : str
+        ``"promoted"`` or ``"kept"``.
+    version : str
+        The challenger's version in the registry.
+    champion : str
+        The champion after the run.
+    reasons : list of str
+        Why, one sentence each.
+    record : dict
+        The decision's history record.
+    repeated : bool
+        True when the decision was already recorded for these inputs (nothing changed).
+    """
+
+    action: str
+    version: str
+    champion: str
+    reasons: list[str]
+    record: dict[str, Any]
+    repeated: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        """``dpipe retrain``'s exit status: 0 promoted, 3 kept."""
+        return EXIT_CODES[self.action]
+
+
+def _file_digest(path: str) -> str:
+    import xxhash
+
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _as_store(path: str, reg: Registry, ingest: dict[str, Any], labelled: bool) -> str:
+    """``path`` itself when it is a store, else its rows ingested into ``REGISTRY/data`` (once per content)."""
+    from ..io import ingest as ingest_source
+
+    if os.path.isdir(path):
+        return path
+    if not os.path.isfile(path):
+        raise ParameterError(f"{path}: no such store or source file")
+    dest = os.path.join(reg.path, "data", f"{os.path.basename(path)}-{_file_digest(path)[:16]}.zarr")
+    if not os.path.exists(dest):
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        log.info("retrain: ingesting %s -> %s", path, dest)
+        ingest_source(path, dest, unlabeled=not labelled, **ingest)  # a temporary name, then renamed: never half-written
+    return dest
+
+
+def _key(cfg: RetrainConfig, stores: dict[str, str]) -> str:
+    from ..io import open_store
+
+    h = hashlib.sha256(cfg.canonical().encode())
+    for name in sorted(stores):
+        h.update(f"{name}={open_store(stores[name]).manifest.digest()}".encode())
+    return h.hexdigest()
+
+
+def _challenger_constraints(cfg: RetrainConfig, champion_path: str | None, champion_recall: float | None, pool: str) -> list[str]:
+    out = []
+    if champion_path is not None:
+        if cfg.constraints.recall_no_worse:
+            out.append(f"recall >= {champion_recall!r}")
+        if cfg.constraints.churn is not None:
+            out.append(f"churn('{champion_path}', on={pool}) <= {cfg.constraints.churn!r}")
+    return out + list(cfg.constraints.extra)
+
+
+def _holdout_constraints(cfg: RetrainConfig, champion_path: str | None, champion_recall: float | None) -> list[str]:
+    out = []
+    if champion_path is not None:
+        if cfg.constraints.recall_no_worse:
+            out.append(f"recall >= {champion_recall!r}")
+        if cfg.constraints.churn is not None:
+            out.append(f"churn('{champion_path}') <= {cfg.constraints.churn!r}")
+    return out + list(cfg.constraints.extra)
+
+
+def _decide(cfg: RetrainConfig, metric: str, challenger: dict[str, Any], champion: dict[str, Any] | None) -> tuple[str, list[str]]:
+    reasons = []
+    ok = True
+    for c in challenger.get("constraints", []):
+        reasons.append(f"{c['text']} on the holdout: {'holds' if c['holds'] else 'VIOLATED'} (lhs - rhs {c['value']:+.4g})")
+        ok &= bool(c["holds"])
+    if champion is None:
+        reasons.insert(0, f"no champion yet: the first model ({metric} {challenger[metric]:.6f} on the holdout)")
+        return ("promoted" if ok else "kept"), reasons
+    delta = challenger[metric] - champion[metric]
+    better = delta > cfg.promote.margin
+    reasons.insert(0, f"{metric} on the holdout {challenger[metric]:.6f} vs champion {champion[metric]:.6f} "
+                      f"({delta:+.6f}; {'above' if better else 'not above'} the margin {cfg.promote.margin:g})")
+    return ("promoted" if ok and better else "kept"), reasons
+
+
+def retrain(config: RetrainConfig | str | os.PathLike, *, force: bool = False, client: Any = None) -> RetrainResult:
+    """Run one retrain (see the module docstring) and return its decision.
+
+    Parameters
+    ----------
+    config : RetrainConfig or path
+        The configuration, or its YAML file.
+    force : bool
+        Decide again even when these inputs were decided before.
+    client : distributed.Client, optional
+        Run the passes on this client (default: the configuration's ``cluster``).
+
+    Raises
+    ------
+    Exception
+        The run failed (a :class:`~dpipe.exceptions.DPipeError` for bad data, an
+        unmet constraint or a lost cluster); a ``failed`` record with the reason is in the history and the
+        champion is unchanged.
+    """
+    cfg = config if isinstance(config, RetrainConfig) else load_config(config)
+    reg = Registry(cfg.registry, create=True)
+    champion = reg.champion()
+    try:
+        return _run(cfg, reg, champion, force, client)
+    except Exception as exc:  # recorded, then raised as it came
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        with reg.writing():
+            reg.commit("failed", version=None, reasons=[reason], error=type(exc).__name__)
+        raise
+
+
+def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, client: Any) -> RetrainResult:
+    import dpipe
+
+    t0 = time.perf_counter()
+    where = cfg.cluster.kwargs() if client is None else {"client": client}
+    log.info("retrain: data")
+    stores = {"train": _as_store(cfg.data.train, reg, cfg.data.ingest, True), "holdout": _as_store(cfg.data.holdout, reg, cfg.data.ingest, True)}
+    if cfg.data.pool is not None:
+        stores["pool"] = _as_store(cfg.data.pool, reg, cfg.data.ingest, False)
+    key = _key(cfg, stores)
+    done = None if force else reg.find(key)
+    if done is not None:
+        log.info("retrain: these inputs were decided at %s: %s %s; nothing to do", done["time"], done["action"], done["version"])
+        return RetrainResult(done["action"], done["version"], reg.champion() or "", done["reasons"], done, repeated=True)
+    kill_point("data")
+
+    champion_path = reg.model_path(champion) if champion else None
+    champion_recall = dpipe.evaluate(champion_path, stores["train"], **where)["recall"] if champion_path else None
+    pool = "pool" if "pool" in stores else "train"
+    constraints = _challenger_constraints(cfg, champion_path, champion_recall, pool)
+    log.info("retrain: training the challenger (%s%s)", cfg.objective, f" s.t. {'; '.join(constraints)}" if constraints else "")
+    datasets = {"pool": stores["pool"]} if "pool" in stores and any("on=pool" in c for c in constraints) else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # judged by its constraints and the holdout below
+        model = dpipe.train(stores["train"], cfg.objective, constraints=constraints or None, datasets=datasets, **cfg.params, **where)
+    unmet = [c["text"] for c in model.fit.get("info", {}).get("constraints", []) if not c["satisfied"]]
+    if unmet:
+        raise ParameterError(f"retrain: the challenger cannot meet {'; '.join(unmet)} on its training rows ({stores['train']}); "
+                             "the champion stays - loosen the constraint or add data")
+    kill_point("train")
+
+    log.info("retrain: evaluating champion and challenger on the holdout")
+    metric = cfg.promote.metric
+    champion_holdout = dpipe.evaluate(champion_path, stores["holdout"], **where) if champion_path else None
+    checks = _holdout_constraints(cfg, champion_path, champion_holdout["recall"] if champion_holdout else None)
+    challenger_holdout = dpipe.evaluate(model, stores["holdout"], constraints=checks or None, **where)
+    action, reasons = _decide(cfg, metric, challenger_holdout, champion_holdout)
+    kill_point("evaluate")
+
+    entry = {"training": model.training, "objective": cfg.objective, "params": cfg.params, "constraints": constraints,
+             "key": key, "stores": stores, "metrics": {"holdout": challenger_holdout, "champion_holdout": champion_holdout},
+             "fit": {k: model.fit.get(k) for k in ("fun", "nit", "success")}, "seconds": time.perf_counter() - t0}
+    with reg.writing():
+        if reg.champion() != champion:
+            raise ParameterError(f"{reg.path}: the champion changed from {champion} to {reg.champion()} during this retrain; run it again")
+        if not force and (done := reg.find(key)) is not None:  # a concurrent run with the same inputs decided first
+            return RetrainResult(done["action"], done["version"], reg.champion() or "", done["reasons"], done, repeated=True)
+        version = reg.add_version(model, entry)
+        record = reg.commit(action, version=version, reasons=reasons, key=key, metric=metric, churn_target=cfg.constraints.churn,
+                            holdout_churn=_churn(challenger_holdout, cfg.constraints.churn),
+                            challenger=_summary(challenger_holdout, metric), champion=_summary(champion_holdout, metric) if champion_holdout else None)
+    log.info("retrain: %s %s (champion %s)", action, version, record["champion_after"])
+    return RetrainResult(action, version, record["champion_after"], reasons, record)
+
+
+def _churn(metrics: dict[str, Any], target: float | None) -> float | None:
+    """The challenger's churn against the champion on the holdout (from its constraint's ``lhs - rhs``), if constrained."""
+    for c in metrics.get("constraints", []):
+        if c["text"].startswith("churn(") and target is not None:
+            return c["value"] + target
+    return None
+
+
+def _summary(metrics: dict[str, Any], metric: str) -> dict[str, Any]:
+    """The holdout figures a history line keeps: the rule's metric, recall, accuracy and the constraints' values."""
+    out = {k: metrics[k] for k in dict.fromkeys((metric, "roc_auc", "recall", "accuracy")) if k in metrics}
+    out["constraints"] = {c["text"]: c["value"] for c in metrics.get("constraints", [])}
+    return out
