@@ -39,3 +39,21 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"bundled data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def retrain_stores(tmp_path_factory) -> Path:
+    """A folder of small stores for retraining: ``w1`` (150 rows, for a weak first champion), ``w2`` (2500 rows),
+    ``hold`` (2000 labelled rows) and ``pool`` (1350 unlabelled rows), from one linear model with noise."""
+    import numpy as np
+    from dpipe.testing import write_store
+
+    d = tmp_path_factory.mktemp("retrain-stores")
+    rng = np.random.default_rng(5)
+    n = 6000
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    y = np.where(X @ np.array([1.0, -0.6, 0.4, 0.8]) + 0.8 * rng.normal(size=n) > 0.3, 1, -1).astype(np.int8)
+    parts = {"w1": slice(0, 150), "w2": slice(150, 2650), "hold": slice(2650, 4650), "pool": slice(4650, n)}
+    for name, rows in parts.items():
+        write_store(d / f"{name}.zarr", X[rows], None if name == "pool" else y[rows])
+    return d
