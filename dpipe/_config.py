@@ -12,8 +12,9 @@ from typing import Any
 
 import dask.config
 import yaml
+from dask.utils import parse_timedelta
 
-__all__ = ["get_setting"]
+__all__ = ["get_setting", "seconds_setting"]
 
 _fn = os.path.join(os.path.dirname(__file__), "dpipe.yaml")
 with open(_fn) as _f:
@@ -27,3 +28,25 @@ def get_setting(name: str, override: Any = None) -> Any:
     if override is not None:
         return override
     return dask.config.get(f"dpipe.{name}")
+
+
+def seconds_setting(name: str, example: str, *, zero: bool = False) -> float:
+    """The ``dpipe.<name>`` setting in seconds (a number of seconds or a dask time string such as ``"5 minutes"``).
+
+    Raises
+    ------
+    ParameterError
+        One line naming the setting and giving ``example``, for a value that is no time, or
+        is negative (or zero, unless ``zero``).
+    """
+    from .exceptions import ParameterError
+
+    value = get_setting(name)
+    try:
+        seconds = parse_timedelta(value, default="seconds")
+    except (TypeError, ValueError, KeyError):
+        seconds = None
+    if seconds is None or seconds < 0 or (seconds == 0 and not zero):
+        kind = "time" if zero else "positive time"
+        raise ParameterError(f"The dpipe.{name} setting must be a {kind} such as {example}. Got {value!r} instead.")
+    return float(seconds)

@@ -225,7 +225,7 @@ def _interrupt(proc: subprocess.Popen, signum: int, parent: Path, dest: str) -> 
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signum, err
-    lines = err.strip().splitlines()
+    lines = [x for x in err.strip().splitlines() if not x.startswith("dpipe.io ", 9)]  # "HH:MM:SS dpipe.io ...": the progress log
     assert len(lines) == 1, err
     return lines[0]
 

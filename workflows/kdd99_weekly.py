@@ -134,12 +134,13 @@ def run(data: Path, rows: int | None, out: Path, work: Path) -> dict:
 def _table(summary: dict) -> str:
     lines = [f"kdd99 (10 % file, {summary['rows']} rows) weekly retrains under churn <= {summary['churn_target']:.0%} against the champion "
              "and recall >= the champion's; AUC and churn on each week's holdout. Made by `python workflows/kdd99_weekly.py`.", "",
-             "| week | decision | challenger | champion after | challenger AUC | champion AUC | churn vs champion | exit code | seconds |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| week | decision | challenger | champion after | challenger AUC | champion AUC | AUC gain | churn vs champion | exit code | seconds |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for w in summary["weeks"]:
         champ = "-" if w.get("champion_auc") is None else f"{w['champion_auc']:.6f}"
+        gain = "-" if w.get("champion_auc") is None else f"{w['challenger_auc'] - w['champion_auc']:+.1e}"
         churn = "-" if w.get("holdout_churn") is None else f"{100 * w['holdout_churn']:.2f} %"
-        lines.append(f"| {w['week']} | {w['action']} | {w['version']} | {w['champion_after']} | {w['challenger_auc']:.6f} | {champ} | {churn} | "
+        lines.append(f"| {w['week']} | {w['action']} | {w['version']} | {w['champion_after']} | {w['challenger_auc']:.6f} | {champ} | {gain} | {churn} | "
                      f"{w['exit_code']} | {w['seconds']} |")
     return "\n".join(lines + ["", "![AUC and churn per week](kdd99_weekly.png)", ""])
 

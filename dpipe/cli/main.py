@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -15,7 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._log import level_for
+from .._progress import BarAwareHandler, terminal_bar
 from ..exceptions import DPipeError, ParameterError
+from ._registry_commands import COMMANDS as _REGISTRY_COMMANDS
+from ._registry_commands import add_parsers as _add_registry_parsers
 
 __all__ = ["main", "build_parser"]
 
@@ -45,8 +50,10 @@ def _add_cluster(p: argparse.ArgumentParser, cache_default: str | None = None, e
     g = p.add_argument_group("cluster")
     g.add_argument("--scheduler", help="scheduler address (tcp://host:port) or scheduler file; default: $DPIPE_SCHEDULER, dask config dpipe.scheduler, else an embedded local cluster")
     g.add_argument("--scheduler-file", dest="scheduler_file", help="scheduler file written by 'dask scheduler --scheduler-file'")
-    g.add_argument("--workers", type=int, help="worker processes of the embedded local cluster (default 2)")
-    g.add_argument("--memory-limit", dest="memory_limit", help="memory limit per embedded worker, e.g. 4GiB (default auto)")
+    g.add_argument("--workers", type=int, help="worker processes of the embedded local cluster (default 2); with --cluster slurm: Slurm jobs (default 1)")
+    g.add_argument("--memory-limit", dest="memory_limit", help="memory limit per embedded worker, e.g. 4GiB (default auto); with --cluster slurm: memory per job")
+    g.add_argument("--cluster", choices=("local", "slurm"), help="where the cluster dpipe starts runs: 'local' worker processes on this machine, 'slurm' Slurm batch jobs "
+                   "(needs dpipe[slurm]; jobs configured by the dask config jobqueue.slurm; deploy/README.md) (default: dask config dpipe.cluster, local)")
     g.add_argument("--cache", choices=("auto", "memory", "stream"), default=cache_default, help="keep shards in worker memory or stream them on every pass (default auto: persist when they fit)")
     g.add_argument("--engine", choices=("auto", "dask", "local"), default=engine_default,
                    help=f"'local' runs every pass in this process (no cluster); 'auto' does so for stores up to dpipe.local-max-bytes (1 GB) when no scheduler is named (default {engine_default})")
@@ -192,17 +199,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="read every shard of a store and check it against the checksums in its manifest (exit 0 ok, 1 damaged)")
     p.add_argument("store")
     p.add_argument("--record", action="store_true", help="compute and record checksums for a store written without them (dpipe <= 0.1)")
+    _add_registry_parsers(sub)
     return parser
 
 
 def _with_verify(cmd: Any) -> Any:
-    """Run ``cmd`` with the dask config key ``dpipe.verify`` on when ``--verify`` was given."""
+    """Run ``cmd`` with the dask config key ``dpipe.verify`` on when ``--verify`` was given (and ``dpipe.cluster`` set by ``--cluster``)."""
     def run(a: argparse.Namespace) -> None:
-        if not getattr(a, "verify", None):
+        settings = {"dpipe.verify": True} if getattr(a, "verify", None) else {}
+        if getattr(a, "cluster", None):  # read where the cluster starts (cluster_client, resolve_engine)
+            settings["dpipe.cluster"] = a.cluster
+        if not settings:
             return cmd(a)
         import dask.config
 
-        with dask.config.set({"dpipe.verify": True}):
+        with dask.config.set(settings):
             return cmd(a)
     return run
 
@@ -232,7 +243,7 @@ def _setup_logging(verbose: int, quiet: bool) -> Callable[[], None]:
     """Send dpipe's log to this stderr at the chosen level; returns what puts the loggers back as they were (``main``
     may run inside a longer-lived process: a notebook, a test, a workflow)."""
     level = level_for(verbose, quiet)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = BarAwareHandler(sys.stderr)  # clears a progress bar before a log line
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s", "%H:%M:%S"))
     root, dist = logging.getLogger("dpipe"), logging.getLogger("distributed")
     saved = (root.handlers[:], root.level, root.propagate, dist.level)
@@ -434,7 +445,8 @@ _COMMANDS = {
     "evaluate": _with_verify(_cmd_evaluate),
     "predict": _with_verify(_cmd_predict),
     "verify": _cmd_verify,
-    "demo": _cmd_demo,
+    "demo": _with_verify(_cmd_demo),
+    **_REGISTRY_COMMANDS,
 }
 
 
@@ -488,7 +500,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             try:
-                _COMMANDS[a.command](a)
+                # ingest, make-data: a progress bar on a terminal, a progress line every dpipe.progress-interval otherwise
+                with terminal_bar(sys.stderr) if sys.stderr.isatty() and not a.quiet else contextlib.nullcontext():
+                    status = _COMMANDS[a.command](a)  # None: 0; retrain returns its decision's exit code
             except (DPipeError, ValueError, OSError) as exc:  # OSError: a read-only file system, a full disk, a permission
                 if a.verbose:
                     traceback.print_exc(file=sys.stderr)
@@ -498,11 +512,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
                 print(f"dpipe {a.command}: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
                 return 128 + signum
+            except (Exception, asyncio.CancelledError) as exc:  # anything else (distributed's, a library's): one line too, named by its type
+                if a.verbose:
+                    traceback.print_exc(file=sys.stderr)
+                text = _one_line(exc)
+                text = text if text == type(exc).__name__ else f"{type(exc).__name__}: {text}"
+                print(f"dpipe {a.command}: error: {text}{'' if a.verbose else ' (-v shows the traceback)'}", file=sys.stderr)
+                return 1
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
         restore_logging()
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,8 +20,15 @@ Iterative solvers call :meth:`map_gather` and :meth:`map_reduce_each` hundreds o
 times. With persisted shards these two go through one dask *actor* per worker
 (:class:`ShardHost`, holding that worker's shard futures): a call is one direct
 driver-to-worker message, about 5 ms here, where a fresh task per shard costs a
-scheduler round trip of 20-35 ms on this 2-core machine. Each host also merges
-the partial results of its own shards before replying.
+scheduler round trip of 20-35 ms on this 2-core machine.
+
+Order-deterministic reductions: a host returns one result per shard and never
+combines them; every combination runs in one fixed-shape pairwise tree over the
+shard indices (:func:`._tree.pairwise`), on the driver or, for :meth:`map_reduce`'s
+first levels, in tasks that pair the same shards. Each shard's result is computed on
+one BLAS thread (:mod:`._blas`). A float sum then has the same association whichever
+worker holds which shard, on any number of workers, after a lost worker (whose shards
+are read again elsewhere) and in :class:`LocalDataset`: the fits are bit-identical.
 
 Workers may die and come back. Shard loads carry no worker restriction (a task
 restricted to a worker that is gone waits in the scheduler's ``no-worker`` state
@@ -41,11 +48,12 @@ import functools
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from dask.sizeof import sizeof
-from threadpoolctl import ThreadpoolController
+from dask.utils import funcname
 from distributed import Client
 from distributed.comm.core import CommClosedError
 
@@ -53,6 +61,7 @@ from .._config import get_setting
 from .._validation import check_choice, check_int
 from ..exceptions import ClusterError, ShardValueError
 from ..io import Shard, Store, open_store, read_shard
+from ._blas import ONE_BLAS_THREAD, single_blas_thread
 from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, short_workers, shards_per_worker
 from ._ranges import RangeHost, StaleScores, exchange_may_run
 from ._tree import pairwise
@@ -66,8 +75,14 @@ CACHE_MODES = ("auto", "memory", "stream")
 
 
 def _apply_streamed(fn: Callable, shard_args: tuple, *args: Any) -> Any:
-    """``fn`` on a shard read for this pass only (memory-mapped when it can be: :func:`dpipe.io.read_shard`)."""
-    return fn(read_shard(*shard_args, mmap=True), *args)
+    """``fn`` on a shard read for this pass only (memory-mapped when it can be: :func:`dpipe.io.read_shard`), on one BLAS thread."""
+    with ONE_BLAS_THREAD:
+        return fn(read_shard(*shard_args, mmap=True), *args)
+
+
+def _task_key(fn: Callable) -> str:
+    """A fresh key named after the pass (``single_blas_thread`` runs every task, which would otherwise name them all)."""
+    return f"{funcname(fn)}-{uuid.uuid4().hex}"
 
 
 @contextlib.contextmanager
@@ -135,12 +150,14 @@ class ShardHost(RangeHost):
         self.shards = list(shards)
 
     def map(self, fn: Callable, args: tuple) -> list:
-        """``[fn(shard, *args) for shard]`` in the order given at construction."""
-        return [fn(s, *args) for s in self.shards]
+        """``[fn(shard, *args) for shard]`` in the order given at construction (one result per shard, never combined here)."""
+        with ONE_BLAS_THREAD:
+            return [fn(s, *args) for s in self.shards]
 
     def map_each(self, fn: Callable, per_shard: Sequence[tuple], args: tuple) -> list:
-        """``[fn(shard, *args, *per_shard[i]) for shard]`` over this host's shards."""
-        return [fn(s, *args, *a) for s, a in zip(self.shards, per_shard)]
+        """``[fn(shard, *args, *per_shard[i]) for shard]`` over this host's shards (one result per shard, never combined here)."""
+        with ONE_BLAS_THREAD:
+            return [fn(s, *args, *a) for s, a in zip(self.shards, per_shard)]
 
 
 #: seconds to wait before deciding that an error from a host call was not its worker leaving
@@ -268,8 +285,8 @@ class ShardedDataset:
 
     def _submit_map(self, fn: Callable, args: Sequence[Any]) -> list:
         if self.cache == "memory":
-            return [self.client.submit(fn, s, *args, pure=False) for s in self._shards]
-        return [self.client.submit(_apply_streamed, fn, self.store.shard_args(i), *args, pure=False) for i in range(self.n_shards)]
+            return [self.client.submit(single_blas_thread, fn, s, *args, key=_task_key(fn)) for s in self._shards]
+        return [self.client.submit(_apply_streamed, fn, self.store.shard_args(i), *args, key=_task_key(fn)) for i in range(self.n_shards)]
 
     def _start_hosts(self) -> list[tuple[list[int], Any, Any]]:
         """One :class:`ShardHost` actor per worker, over the shards persisted there."""
@@ -428,7 +445,7 @@ class ShardedDataset:
         return self._gather(self._submit_map(fn, args), fn)
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
-        """Apply ``fn`` to every shard and merge the results pairwise with ``combine``."""
+        """Apply ``fn`` to every shard and merge the results pairwise with ``combine``, in the tree of :func:`._tree.pairwise` over the shard indices."""
         futures = self._submit_map(fn, args)
         n_tasks = 2 * len(futures) - 1
         with _naming_store(self.store):
@@ -461,10 +478,10 @@ class ShardedDataset:
             except _HOST_LOST as e:
                 self._drop_hosts(e)
         if self.cache == "memory":
-            futures = [self.client.submit(fn, s, *args, *a, pure=False) for s, a in zip(self._shards, per_shard)]
+            futures = [self.client.submit(single_blas_thread, fn, s, *args, *a, key=_task_key(fn)) for s, a in zip(self._shards, per_shard)]
         else:
             futures = [
-                self.client.submit(_apply_streamed, fn, self.store.shard_args(i), *args, *a, pure=False)
+                self.client.submit(_apply_streamed, fn, self.store.shard_args(i), *args, *a, key=_task_key(fn))
                 for i, a in enumerate(per_shard)
             ]
         return self._tree(fn, futures, combine)
@@ -473,10 +490,13 @@ class ShardedDataset:
         # Pairwise merges on the workers until few partial results are left; then the
         # driver gathers them and finishes the same pairwise tree itself. Every level
         # merged on the cluster costs a scheduler round trip (~10 ms here), far more
-        # than moving a handful of small partial results.
+        # than moving a handful of small partial results. Each level pairs the same
+        # shard positions as :func:`pairwise` does (a task merges positions 2i and 2i+1,
+        # an odd last one waits for the next level), so where a level runs, and which
+        # worker runs it, never changes the association of the result.
         every = list(futures)  # a finished shard task or merge is progress
         while len(futures) > self.driver_fanin:
-            pairs = [self.client.submit(combine, futures[i], futures[i + 1], pure=False) for i in range(0, len(futures) - 1, 2)]
+            pairs = [self.client.submit(single_blas_thread, combine, futures[i], futures[i + 1], key=_task_key(combine)) for i in range(0, len(futures) - 1, 2)]
             if len(futures) % 2:
                 pairs.append(futures[-1])
             every += pairs
@@ -511,18 +531,6 @@ class ShardedDataset:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-_BLAS: ThreadpoolController | None = None
-
-
-def _one_blas_thread():
-    """Context limiting BLAS to one thread; the controller (a scan of loaded libraries,
-    about 0.6 ms) is built once, not on every pass."""
-    global _BLAS
-    if _BLAS is None:
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1, user_api="blas")
 
 
 def local_threads() -> int:
@@ -589,13 +597,13 @@ class LocalDataset:
     def _each(self, call: Callable[[Shard, int], Any]) -> list:
         """``[call(shard_i, i)]`` in shard order, over ``dpipe.local-threads`` threads, one BLAS thread each.
 
-        One BLAS thread, as in a dask worker process (distributed sets it so), makes the
-        per-shard results bitwise equal to the workers' own; the passes' kernels (numba,
+        One BLAS thread, as on the workers (:mod:`._blas`), makes the per-shard results
+        bitwise equal to the workers' own; the passes' kernels (numba,
         ``nogil``) and NumPy's sorts and products release the GIL, so shards run in
         parallel. A streamed shard is read in the thread that uses it: at most one shard
         per thread is in memory.
         """
-        with _naming_store(self.store), _one_blas_thread():
+        with _naming_store(self.store), ONE_BLAS_THREAD:
             if self.threads == 1 or self.n_shards <= 1:
                 return [call(self._shard(i), i) for i in range(self.n_shards)]
             if self._pool is None:

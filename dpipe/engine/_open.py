@@ -30,8 +30,8 @@ def resolve_engine(
     """``"dask"`` or ``"local"`` for ``engine``; ``"auto"`` is local below ``dpipe.local-max-bytes``.
 
     A named cluster (``client``, ``scheduler``, ``DPIPE_SCHEDULER`` or the
-    ``dpipe.scheduler`` key) or an embedded cluster's ``workers`` / ``memory_limit``
-    always mean dask; with ``engine="local"`` they are an error. The choice is logged.
+    ``dpipe.scheduler`` key), ``dpipe.cluster: slurm`` or an embedded cluster's ``workers`` /
+    ``memory_limit`` always mean dask; with ``engine="local"`` they are an error. The choice is logged.
     """
     check_choice(engine, "engine", owner, ENGINES)
     cluster_options = [name for name, value in (("client", client), ("workers", workers), ("memory_limit", memory_limit)) if value is not None]
@@ -42,7 +42,7 @@ def resolve_engine(
         return engine
     if engine == "dask":
         return engine
-    if cluster_options or explicit_scheduler(scheduler):
+    if cluster_options or explicit_scheduler(scheduler) or get_setting("cluster") != "local":  # dpipe.cluster slurm (--cluster slurm) names one too
         return "dask"
     limit = int(get_setting("local-max-bytes"))
     chosen = "local" if store.nbytes <= limit else "dask"

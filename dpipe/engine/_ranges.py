@@ -7,26 +7,27 @@ worker's persisted shards) do it among themselves. A risk with a *range kernel*
 (auc-smooth, the ROCArea oracle) takes three host calls per evaluation:
 
 1. ``range_scores`` — every host scores and sorts its shards (kept in its memory until
-   the next evaluation) and returns one sketch of them (:func:`dpipe.reduce._ranges.sketch`,
-   :func:`~dpipe.reduce._ranges.merge_sketches`: at most 2 x 257 keys) and its class weights;
-   the driver cuts the score axis into ranges of equal rows, a few per host (ranges of
-   about :data:`RANGE_ROWS` rows, so that their arrays come from the allocator's heap and
-   stay in cache: :func:`choose_splitters`);
+   the next evaluation) and returns each shard's sketch (:func:`dpipe.reduce._ranges.sketch`:
+   at most 2 x 257 keys) and class weights; the driver cuts the score axis into
+   :func:`range_count` ranges of equal rows (of at most about :data:`RANGE_ROWS` rows, so
+   that their arrays come from the allocator's heap and stay in cache:
+   :func:`choose_splitters`) and gives each host a block of consecutive ranges
+   (:func:`host_blocks`);
 2. ``range_evaluate`` — every host fetches its ranges' pieces from every host, worker to
    worker (the rows, halos of width ``t`` and three totals: :func:`dpipe.reduce._ranges.cut`,
    answered by the peers' ``async`` methods on their event loops), merges each range
    and runs the risk's range kernel (``risk.at_range``, pure); it keeps each piece's
-   results and returns a few floats;
+   results and returns a few floats per range;
 3. ``range_gradient`` — every host fetches its shards' results from the range hosts and
-   returns ``X^T g`` over its shards; the driver adds one d-vector per host.
+   returns ``X^T g`` of each of its shards; the driver adds one d-vector per shard.
 
 A risk with a *scalar dual* (prbep-smooth: every row's weight depends on the scores
 through one number) exchanges no rows: after ``range_scores`` a few ``dual_round`` calls
 evaluate per-shard sums on grids that narrow around the root (:class:`_ScalarSearch`),
 and ``dual_gradient`` weighs each shard's rows locally.
 
-The driver sends ``w`` and receives per host a sketch and a d-vector: bytes that do not
-grow with the rows or the shards. Between the workers travel the rows whose range is on
+The driver sends ``w`` and receives per shard a sketch (at most 8 KB) and a d-vector: bytes
+that do not grow with the rows. Between the workers travel the rows whose range is on
 another host (8 bytes a row, 16 with weights) and their weights back (8 bytes a row).
 One more round trip than the driver-merged route, so on small data that route is
 faster: :func:`resolve_exchange` chooses by the store's rows.
@@ -34,13 +35,31 @@ faster: :func:`resolve_exchange` chooses by the store's rows.
 The exact training AUC (for the progress lines) is one more exchange, run only when
 asked (:meth:`RangeExchange.train_auc`): each host gathers the negatives scoring in its
 ranges (and, after a dual evaluation, the positives too) and counts the pairs.
+
+Determinism. Every result of this route is a function of the data alone, whichever host
+holds which shard and however many hosts there are: the number of ranges and their
+bounds depend on the rows and every shard's sketch (taken in shard order), never on the
+hosts; a range merges its pieces in shard order, whichever host sent them; hosts return
+one result per shard (sketch, class weights, scalar sums, d-vector) or per range (value
+shares, pair counts), never a sum over their own shards, and the driver adds them in a
+fixed order (d-vectors in one pairwise tree over the shard indices, scalars with
+``math.fsum``, which is correctly rounded). So fits on 1, 2 or 12 workers, or with the
+shards placed differently, are bit-identical. This route rounds differently from the
+driver-merged one (the kernels run per range, within about 1e-12 relative): a fit that
+loses a host part way goes on on the driver's route (:mod:`dpipe.fit._smooth`), and the
+local engine always merges on the driver, so their last bits differ from an undisturbed
+fit on this route. ``auto`` keeps stores of fewer than :data:`EXCHANGE_AUTO_ROWS` rows on
+the driver's route, where the local engine, any cluster and a fit that lost a worker
+agree bit for bit.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -52,11 +71,12 @@ from ..exceptions import ParameterError
 from ..objectives._prbep_dual import DualScale, SortedClass
 from ..objectives._rank_kernels import sorted_auc
 from ..reduce import weighted_row_sum
-from ..reduce._ranges import SortedShard, assemble, class_slices, cut, merge_sketches, shard_weights, sketch, sort_shard, split_back
+from ..reduce._ranges import PackedRanges, SortedShard, assemble, class_slices, cut, pack_ranges, shard_weights, sketch, sort_shard, split_back, unpack_ranges
 from ._tree import pairwise
 from ._waits import pass_timeout
 
-__all__ = ["RangeHost", "RangeExchange", "StaleScores", "pairs_below", "RANGE_ROWS", "MAX_ROUNDS", "exchange_may_run", "RangeEvaluation", "GRID", "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS"]
+__all__ = ["RangeHost", "RangeExchange", "StaleScores", "pairs_below", "RANGE_ROWS", "MAX_ROUNDS", "exchange_may_run", "RangeEvaluation", "GRID", "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS",
+           "RANGE_MULTIPLE", "range_count", "host_blocks", "in_shard_order"]
 
 #: ``dpipe.rank-exchange``: where the smoothed objectives merge and weigh the scores
 EXCHANGE_MODES = ("auto", "driver", "workers")
@@ -64,8 +84,10 @@ EXCHANGE_MODES = ("auto", "driver", "workers")
 SKETCH_SIZE = 256
 #: ``auto`` exchanges on the workers from this many rows (measured: bench/results/scaling.md)
 EXCHANGE_AUTO_ROWS = 500_000
-#: rows per range: a host with more cuts its share into this many (arrays of about 4 MB: from the allocator's heap, in cache)
+#: rows per range at most, about (arrays of about 4 MB: from the allocator's heap, in cache)
 RANGE_ROWS = 500_000
+#: the number of ranges is a multiple of this: as many ranges on each of 1, 2, 3, 4, 6 or 12 hosts
+RANGE_MULTIPLE = 12
 
 
 class StaleScores(RuntimeError):
@@ -111,7 +133,7 @@ class RangeHost:
         return self._state.shards
 
     def _from_peers(self, method: str, local: Any, *args: Any) -> list:
-        """``method(*args)`` of every host in range order; this host's by calling ``local`` directly.
+        """``method(*args)`` of every host in host order (their range blocks' order); this host's by calling ``local`` directly.
 
         Each wait is bounded by ``dpipe.timeout``: a peer whose worker died would otherwise hold
         this worker's one actor thread, and every actor on it, for good.
@@ -122,42 +144,47 @@ class RangeHost:
         bound = pass_timeout()
         return [local(*args) if c is None else c.result(timeout=bound) for c in calls]
 
-    def range_scores(self, w: np.ndarray, key: str, sketch_size: int) -> tuple[tuple, tuple[float, float], float]:
-        """Score and sort every shard: one sketch of them all (:func:`~dpipe.reduce._ranges.merge_sketches`), ``(W+, W-)`` and the seconds it took."""
+    def range_scores(self, w: np.ndarray, key: str, sketch_size: int) -> tuple[list[tuple[int, tuple, tuple[float, float]]], float]:
+        """Score and sort every shard: per shard ``(index, sketch, (W+, W-))`` (:func:`~dpipe.reduce._ranges.sketch`), and the seconds it took.
+
+        One entry per shard, not merged here: the driver orders them by shard index, so that
+        the splitters and the class weights do not depend on which host holds which shard.
+        """
         t0 = time.perf_counter()
         self._state = None
         self._results = {}
         self._own_pos = None
         shards = [sort_shard(s, w) for s in self.shards]
         self._state = _State(key, shards)
-        weights = [ss.class_weights for ss in shards]
-        sketched = merge_sketches([sketch(ss, sketch_size) for ss in shards], sketch_size)
-        return sketched, (float(sum(p for p, _ in weights)), float(sum(n for _, n in weights))), time.perf_counter() - t0
+        return [(ss.index, sketch(ss, sketch_size), ss.class_weights) for ss in shards], time.perf_counter() - t0
 
     def _pieces(self, key: str, bounds: np.ndarray, t: float) -> list[list]:
         return [[cut(ss, lo, hi, t) for ss in self._sorted(key)] for lo, hi in zip(bounds[:-1], bounds[1:])]
 
-    async def range_pieces(self, key: str, bounds: np.ndarray, t: float) -> list[list]:
-        """This host's pieces of each of the ranges ``[bounds[i], bounds[i + 1])`` (for their host): per range, per shard."""
-        return self._pieces(key, bounds, t)
+    async def range_pieces(self, key: str, bounds: np.ndarray, t: float) -> PackedRanges:
+        """This host's pieces of each of the ranges ``[bounds[i], bounds[i + 1])`` (for their host): per range, per shard, packed."""
+        return pack_ranges(self._pieces(key, bounds, t))
 
-    def range_evaluate(self, key: str, bounds: np.ndarray, risk: Any) -> dict[str, float]:
-        """Run ``risk`` on this host's ranges; keep each piece's results; return the ranges' sums and what they cost.
+    def range_evaluate(self, key: str, bounds: np.ndarray, first: int, stop: int, risk: Any) -> dict[str, Any]:
+        """Run ``risk`` on this host's ranges ``first .. stop - 1``; keep each piece's results; return each range's sums and what they cost.
 
-        ``bounds`` holds every host's ranges, ``per_host`` consecutive ones each (sub-ranges
-        small enough that a range's arrays come from the allocator's heap and stay in cache).
+        ``bounds`` holds every range (:func:`range_count` of them, a function of the rows
+        only; sub-ranges small enough that a range's arrays come from the allocator's heap
+        and stay in cache); this host runs the consecutive block ``[first, stop)``. A range's
+        pieces are merged in shard order, whichever host sent them, and its sums go back
+        to the driver per range: a range's results depend on the data and the bounds only.
         """
         t0 = time.perf_counter()
-        per_host = (len(bounds) - 1) // len(self._peers)
-        mine = np.asarray(bounds[self._me * per_host: (self._me + 1) * per_host + 1], dtype=np.float64)
-        by_host = self._from_peers("range_pieces", self._pieces, key, mine, float(risk.halo))
+        mine = np.asarray(bounds[first: stop + 1], dtype=np.float64)
+        by_host = [_unpacked(x) for x in self._from_peers("range_pieces", self._pieces, key, mine, float(risk.halo))]
         t1 = time.perf_counter()
         own = {ss.index for ss in self._sorted(key)}
         parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         own_pos: list[tuple[np.ndarray, np.ndarray | None]] = []
-        sums = dict.fromkeys(("value", "exact", "weight_sum", "rows", "bytes", "seconds_merge", "seconds_kernel"), 0.0)
-        for sub in range(per_host):
-            pieces = [p for host in by_host for p in host[sub]]
+        per_range: list[tuple[float, float, float]] = []
+        sums = dict.fromkeys(("rows", "bytes", "seconds_merge", "seconds_kernel"), 0.0)
+        for sub in range(stop - first):
+            pieces = sorted((p for host in by_host for p in host[sub]), key=lambda p: p.shard)  # shard order: ties merge alike on any placement
             ta = time.perf_counter()
             r, how = assemble(pieces)
             tb = time.perf_counter()
@@ -166,30 +193,30 @@ class RangeHost:
             own_pos.append((r.sp[r.own_pos_start:], None if r.vp is None else r.vp[r.own_pos_start:]))
             for p, g in zip(pieces, split_back(how, pieces, g_pos, g_neg)):
                 parts.setdefault(p.shard, []).append(g)
-            sums["value"] += float(value)
-            sums["exact"] += float(exact)
-            sums["weight_sum"] += float(g_pos.sum() + g_neg.sum())
+            per_range.append((float(value), float(exact), float(g_pos.sum() + g_neg.sum())))
             sums["rows"] += float(g_pos.size + g_neg.size)
             sums["bytes"] += float(sum(p.sp.nbytes + p.sn.nbytes + (0 if p.vp is None else p.vp.nbytes + p.vn.nbytes) for p in pieces if p.shard not in own))
             sums["seconds_merge"] += tb - ta
             sums["seconds_kernel"] += tc - tb
         self._results = {shard: (np.concatenate([g[0] for g in gs]), np.concatenate([g[1] for g in gs])) for shard, gs in parts.items()}
-        self._own_pos = (key, np.concatenate([p for p, _ in own_pos]), None if own_pos[0][1] is None else np.concatenate([v for _, v in own_pos]))
-        return {**sums, "seconds_fetch": t1 - t0, "seconds_host": time.perf_counter() - t0}
+        self._own_pos = (key, own_pos)
+        return {**sums, "ranges": per_range, "seconds_fetch": t1 - t0, "seconds_host": time.perf_counter() - t0}
 
     def _take_results(self, key: str, shards: Sequence[int]) -> list:
         self._sorted(key)
-        return [self._results[i] for i in shards]
+        empty = (np.zeros(0), np.zeros(0))  # a host with no range (more hosts than ranges) holds no results
+        return [self._results.get(i, empty) for i in shards]
 
     async def range_results(self, key: str, shards: Sequence[int]) -> list:
-        """This range's results for the own rows of ``shards`` (for their host)."""
+        """This host's ranges' results for the own rows of ``shards`` (for their host), in range order."""
         return self._take_results(key, shards)
 
-    def range_gradient(self, key: str) -> tuple[np.ndarray, float]:
-        """``X^T g`` over this host's shards (added in shard order), their rows' results fetched from every range; and the seconds after the fetch.
+    def range_gradient(self, key: str) -> tuple[list[tuple[int, np.ndarray]], float]:
+        """``(index, X^T g)`` of each of this host's shards, their rows' results fetched from every range; and the seconds after the fetch.
 
-        A host adds its own shards and the driver the hosts, so the sum depends on where the
-        shards were placed (float64 rounding), unlike the driver-merged route's sums in shard order.
+        Not added here: the driver adds every shard's d-vector in one pairwise tree over the
+        shard indices (:func:`._tree.pairwise`), so the sum does not depend on which host
+        holds which shard, nor on how many hosts there are.
         """
         sorted_shards = self._sorted(key)
         mine = [ss.index for ss in sorted_shards]
@@ -198,35 +225,41 @@ class RangeHost:
         out = []
         for j, (shard, ss) in enumerate(zip(self.shards, sorted_shards)):
             gp, gn = shard_weights(ss, [results[j] for results in per_range])
-            out.append(weighted_row_sum(shard, ss.pos_rows, ss.neg_rows, gp, gn))
-        return pairwise(out, np.add), time.perf_counter() - t0
+            out.append((ss.index, weighted_row_sum(shard, ss.pos_rows, ss.neg_rows, gp, gn)))
+        return out, time.perf_counter() - t0
 
-    def _slices(self, key: str, lo: float, hi: float) -> list:
-        return [class_slices(ss, lo, hi) for ss in self._sorted(key)]
+    def _slices(self, key: str, bounds: np.ndarray) -> list[list[tuple]]:
+        return [[(ss.index, *class_slices(ss, lo, hi)) for ss in self._sorted(key)] for lo, hi in zip(bounds[:-1], bounds[1:])]
 
-    async def range_slices(self, key: str, lo: float, hi: float) -> list:
-        """This host's rows scoring in ``[lo, hi)``, and the negatives' weight below (for the range's host)."""
-        return self._slices(key, lo, hi)
+    async def range_slices(self, key: str, bounds: np.ndarray) -> PackedRanges:
+        """This host's rows scoring in each range ``[bounds[i], bounds[i + 1])``, and the negatives' weight below (for the ranges' host):
+        per range, per shard ``(index, *class_slices)``, packed."""
+        return pack_ranges(self._slices(key, bounds))
 
-    def _negatives(self, key: str, lo: float, hi: float) -> list:
-        return [(np.zeros(0), None if ss.neg_weight is None else np.zeros(0), *class_slices(ss, lo, hi)[2:]) for ss in self._sorted(key)]
+    def _negatives(self, key: str, bounds: np.ndarray) -> list[list[tuple]]:
+        return [[(ss.index, np.zeros(0), None if ss.neg_weight is None else np.zeros(0), *class_slices(ss, lo, hi)[2:]) for ss in self._sorted(key)]
+                for lo, hi in zip(bounds[:-1], bounds[1:])]
 
-    async def range_negatives(self, key: str, lo: float, hi: float) -> list:
-        """This host's negatives scoring in ``[lo, hi)`` and their weight below (:func:`~dpipe.reduce._ranges.class_slices` without the positives)."""
-        return self._negatives(key, lo, hi)
+    async def range_negatives(self, key: str, bounds: np.ndarray) -> PackedRanges:
+        """This host's negatives scoring in each range and their weight below (:func:`~dpipe.reduce._ranges.class_slices` without the positives), packed."""
+        return pack_ranges(self._negatives(key, bounds))
 
-    def range_auc(self, key: str, bounds: np.ndarray) -> float:
-        """The weight of the (positive, negative) pairs ranked right (ties half) whose positive scores in this host's range.
+    def range_auc(self, key: str, bounds: np.ndarray, first: int, stop: int) -> list[float]:
+        """Per range ``first .. stop - 1`` (this host's): the weight of the (positive, negative) pairs ranked right (ties half) whose positive scores in it.
 
         After a range evaluation of the same pass its positives are here already (merged):
-        only the negatives travel.
+        only the negatives travel. Every range's slices are taken in shard order and its
+        count goes back on its own, so the counts do not depend on the hosts.
         """
-        per_host = (len(bounds) - 1) // len(self._peers)
-        lo, hi = float(bounds[self._me * per_host]), float(bounds[(self._me + 1) * per_host])
-        if self._own_pos is not None and self._own_pos[0] == key:
-            parts = [p for part in self._from_peers("range_negatives", self._negatives, key, lo, hi) for p in part]
-            return pairs_below(parts, own=self._own_pos[1:])
-        return pairs_below([p for part in self._from_peers("range_slices", self._slices, key, lo, hi) for p in part])
+        mine = np.asarray(bounds[first: stop + 1], dtype=np.float64)
+        own = self._own_pos[1] if self._own_pos is not None and self._own_pos[0] == key else None
+        by_host = [_unpacked(x) for x in self._from_peers("range_slices" if own is None else "range_negatives",
+                                                          self._slices if own is None else self._negatives, key, mine)]
+        counts = []
+        for sub in range(stop - first):
+            parts = [x[1:] for x in sorted((x for host in by_host for x in host[sub]), key=itemgetter(0))]
+            counts.append(pairs_below(parts, own=None if own is None else own[sub]))
+        return counts
 
     # -- PRBEP: one scalar found from sums over every shard (dpipe.objectives._prbep_dual) -----------------------
 
@@ -236,31 +269,37 @@ class RangeHost:
 
     def dual_round(self, key: str, risk: Any, k: DualScale, grids: dict[str, np.ndarray], brackets: dict[str, tuple[float, float]],
                    limit: int) -> dict[str, Any]:
-        """This host's sums of the risk's scalar functions at the grids, and the breakpoints strictly inside the brackets.
+        """Every shard's sums of the risk's scalar functions at the grids, and the breakpoints strictly inside the brackets.
 
         ``grids`` / ``brackets`` map a function (``"dual"``, ``"exact"``) to points / an
         interval; a listing is None when some shard has more than ``limit`` breakpoints there.
+        The sums are not added here (the driver adds every shard's in shard order): per
+        function, the shards' indices and each sum stacked, shape (shards, grid points).
         """
         classes = self._classes(key)
+        indices = np.array([ss.index for ss in self._sorted(key)], dtype=np.int64)
         out: dict[str, Any] = {}
         for name, grid in grids.items():
             parts = [risk.scalar_sums(name, pos, neg, k, grid) for pos, neg in classes]
-            out[name] = tuple(np.sum([p[i] for p in parts], axis=0) for i in range(len(parts[0]))) if parts else None
+            out[name] = (indices, tuple(np.stack([p[i] for p in parts]) for i in range(len(parts[0]))))
         for name, (a, b) in brackets.items():
             found = [risk.scalar_breakpoints(name, pos, neg, k, a, b, limit) for pos, neg in classes]
             out[name + " breakpoints"] = None if any(f is None for f in found) else np.unique(np.concatenate(found or [np.zeros(0)]))
         return out
 
-    def dual_gradient(self, key: str, risk: Any, k: DualScale, theta: float) -> tuple[float, np.ndarray, float]:
-        """The risk's share of this host's rows at the scalar ``theta``, ``X^T g`` over its shards and the sum of ``g``
-        (no other host involved)."""
-        out, value, weight_sum = [], 0.0, 0.0
+    def dual_gradient(self, key: str, risk: Any, k: DualScale, theta: float) -> list[tuple[int, float, np.ndarray, float]]:
+        """Per shard ``(index, the risk's share of its rows at the scalar theta, X^T g, the sum of g)`` (no other host involved;
+        the driver adds the shards in shard order)."""
+        out = []
         for shard, ss, (pos, neg) in zip(self.shards, self._sorted(key), self._classes(key)):
             g_pos, g_neg, share = risk.dual_weights(pos, neg, ss.pos_weight, ss.neg_weight, k, theta)
-            value += share
-            weight_sum += float(g_pos.sum() + g_neg.sum())
-            out.append(weighted_row_sum(shard, ss.pos_rows, ss.neg_rows, g_pos, g_neg))
-        return value, pairwise(out, np.add), weight_sum
+            out.append((ss.index, float(share), weighted_row_sum(shard, ss.pos_rows, ss.neg_rows, g_pos, g_neg), float(g_pos.sum() + g_neg.sum())))
+        return out
+
+
+def _unpacked(reply: PackedRanges | list[list[tuple]]) -> list[list[tuple]]:
+    """A peer's packed reply unpacked (this host's own answer comes unpacked)."""
+    return unpack_ranges(reply) if isinstance(reply, PackedRanges) else reply
 
 
 def pairs_below(parts: Sequence[tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None, float]],
@@ -315,6 +354,27 @@ def choose_splitters(sketches: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray
     return np.concatenate([[-np.inf], inner, [np.inf]])
 
 
+def range_count(rows: float) -> int:
+    """How many score ranges an evaluation of ``rows`` rows cuts the score axis into: a function of the rows only.
+
+    A multiple of :data:`RANGE_MULTIPLE` ranges of at most about :data:`RANGE_ROWS` rows.
+    The ranges' bounds (:func:`choose_splitters` on every shard's sketch, in shard order),
+    and with them each range's rounding, then depend on the data and never on the number
+    of hosts, which only decides which host runs which ranges (:func:`host_blocks`).
+    """
+    return RANGE_MULTIPLE * max(1, math.ceil(rows / (RANGE_MULTIPLE * RANGE_ROWS)))
+
+
+def host_blocks(ranges: int, hosts: int) -> list[tuple[int, int]]:
+    """Each host's consecutive ranges ``[first, stop)``, in host order, their sizes differing by at most one."""
+    return [(ranges * h // hosts, ranges * (h + 1) // hosts) for h in range(hosts)]
+
+
+def in_shard_order(parts: Sequence[tuple[int, np.ndarray]]) -> np.ndarray:
+    """The sum of ``(shard index, d-vector)`` parts, from any hosts in any order, in one pairwise tree over the shard indices."""
+    return pairwise([g for _, g in sorted(parts, key=itemgetter(0))], np.add)
+
+
 def supports_ranges(risk: Any) -> bool:
     """Whether the workers can evaluate ``risk`` without the driver merging the scores.
 
@@ -340,7 +400,11 @@ def resolve_exchange(dataset: Any, risk: Any, mode: str | None = None) -> str:
     ``dpipe.rank-exchange``: ``"workers"`` needs shard hosts (a dask cluster with the
     shards persisted) and a risk the workers can evaluate (:func:`supports_ranges`:
     auc-smooth, prbep-smooth, the ROCArea oracle); ``"auto"`` takes it when both are
-    there and the store has at least :data:`EXCHANGE_AUTO_ROWS` rows.
+    there and the store has at least :data:`EXCHANGE_AUTO_ROWS` rows. Each route's
+    results are a function of the data only (on any number of hosts, any placement), but
+    the two round differently: below that size ``auto`` merges on the driver, as the local
+    engine does, so that every engine and a fit that lost a worker agree bit for bit
+    (see the module's notes on determinism).
 
     Parameters
     ----------
@@ -375,6 +439,19 @@ def resolve_exchange(dataset: Any, risk: Any, mode: str | None = None) -> str:
         return mode
     rows = dataset.store.manifest.n_rows if getattr(dataset, "store", None) is not None else 0
     return "workers" if hosts and ranged and exchange_may_run(rows) else "driver"
+
+
+class _Scored(NamedTuple):
+    """What the driver keeps of one scoring call (:meth:`RangeExchange._score`)."""
+
+    key: str
+    #: per host, the seconds its scoring took
+    host_seconds: list[float]
+    #: every shard's sketch, in shard order
+    sketches: list[tuple]
+    class_weights: tuple[float, float]
+    #: the :func:`range_count` ranges' bounds
+    bounds: np.ndarray
 
 
 class RangeEvaluation(NamedTuple):
@@ -479,28 +556,30 @@ class RangeExchange:
         self._scale = 0.0
         self.last: dict[str, float] = {}
 
-    def _score(self, w: np.ndarray) -> tuple[str, list, tuple[float, float], np.ndarray]:
-        """Score and sort on every host; the class weights and the bounds of ``hosts x q`` ranges of at most about :data:`RANGE_ROWS` rows."""
+    def _score(self, w: np.ndarray) -> _Scored:
+        """Score and sort on every host; every shard's sketch and class weights in shard order, and the bounds of
+        :func:`range_count` ranges (a function of the rows only, never of the hosts)."""
         self._calls += 1
         key = f"{self._token}-{self._calls}"
         self._key = None
         hosts = self.ds.host_count()
         scored = self.ds.host_calls("range_scores", [(w, key, SKETCH_SIZE)] * hosts)
-        wp = float(sum(cw[0] for _, cw, _ in scored))
-        wn = float(sum(cw[1] for _, cw, _ in scored))
-        sketches = [sk for sk, _, _ in scored]
-        rows = sum(float(sk[1].sum() + sk[3].sum()) for sk in sketches)
-        per_host = max(1, int(np.ceil(rows / (hosts * RANGE_ROWS))))
-        return key, scored, (wp, wn), choose_splitters(sketches, hosts * per_host)
+        shards = sorted((entry for per_host, _ in scored for entry in per_host), key=itemgetter(0))
+        # math.fsum: correctly rounded, so the same whatever the order (a weight column's totals are fractional)
+        wp = math.fsum(cw[0] for _, _, cw in shards)
+        wn = math.fsum(cw[1] for _, _, cw in shards)
+        sketches = [sk for _, sk, _ in shards]
+        rows = math.fsum(float(sk[1].sum() + sk[3].sum()) for sk in sketches)
+        return _Scored(key, [sec for _, sec in scored], sketches, (wp, wn), choose_splitters(sketches, range_count(rows)))
 
     def _finish(self, key: str, w: np.ndarray, bounds: np.ndarray, class_weights: tuple[float, float]) -> None:
         wp, wn = class_weights
         self._key, self._w, self._bounds, self._scale = key, w, bounds, 1.0 / (wp * wn) if wp > 0 and wn > 0 else 0.0
 
-    def _driver_bytes(self, d: int, scored: list, calls: int) -> float:
-        """Bytes through the driver: ``w`` to every host per call, each host's sketch and class weights, a d-vector per host."""
-        sketches = sum(sum(a.nbytes for a in sk) + 16 for sk, _, _ in scored)
-        return float(8 * d * len(scored) * calls + sketches + 8 * d * len(scored))
+    def _driver_bytes(self, d: int, scored: _Scored, calls: int) -> float:
+        """Bytes through the driver: ``w`` to every host per call, every shard's sketch and class weights, a d-vector per shard."""
+        sketches = sum(sum(a.nbytes for a in sk) + 16 for sk in scored.sketches)
+        return float(8 * d * len(scored.host_seconds) * calls + sketches + 8 * d * len(scored.sketches))
 
     def evaluate(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
         """The risk's value, exact value and ``X^T dR/ds`` at ``w`` (:class:`._dataset.HostsLost` if a host goes)."""
@@ -513,35 +592,37 @@ class RangeExchange:
         """Score, range kernels, gradient: three host calls."""
         t0 = time.perf_counter()
         hosts = self.ds.host_count()
-        key, scored, (wp, wn), bounds = self._score(w)
+        scored = self._score(w)
+        key, bounds, (wp, wn) = scored.key, scored.bounds, scored.class_weights
         t1 = time.perf_counter()
-        ranges = self.ds.host_calls("range_evaluate", [(key, bounds, risk)] * hosts)
+        ranges = self.ds.host_calls("range_evaluate", [(key, bounds, first, stop, risk) for first, stop in host_blocks(bounds.size - 1, hosts)])
         t2 = time.perf_counter()
+        per_range = [r for reply in ranges for r in reply["ranges"]]  # the hosts' blocks in host order: range order
         scale = risk.range_scale((wp, wn))
-        value = scale * sum(r["value"] for r in ranges)
-        exact = scale * sum(r["exact"] for r in ranges)
+        value = scale * math.fsum(v for v, _, _ in per_range)
+        exact = scale * math.fsum(e for _, e, _ in per_range)
         parts = self.ds.host_calls("range_gradient", [(key,)] * hosts)
-        grad = scale * pairwise([g for g, _ in parts], np.add)
+        grad = scale * in_shard_order([entry for per_host, _ in parts for entry in per_host])
         t3 = time.perf_counter()
         self._finish(key, w, bounds, (wp, wn))
         self.last = {
             "seconds_score": t1 - t0, "seconds_exchange": t2 - t1, "seconds_gradient": t3 - t2,
             "seconds_merge": max(r["seconds_merge"] for r in ranges), "seconds_kernel": max(r["seconds_kernel"] for r in ranges),
             "seconds_fetch": max(r["seconds_fetch"] for r in ranges), "seconds_host_exchange": max(r["seconds_host"] for r in ranges),
-            "seconds_host_score": max(sec for _, _, sec in scored), "seconds_host_gradient": max(sec for _, sec in parts),
-            "bytes_moved": self._driver_bytes(w.size, scored, 3) + 8 * bounds.size * hosts,
+            "seconds_host_score": max(scored.host_seconds), "seconds_host_gradient": max(sec for _, sec in parts),
+            "bytes_moved": self._driver_bytes(w.size, scored, 3) + 8 * bounds.size * hosts + 24 * len(per_range),
             "bytes_exchanged": float(sum(r["bytes"] for r in ranges) + 8 * sum(r["rows"] for r in ranges) * (hosts - 1) / max(hosts, 1)),
             "range_rows_max": max(r["rows"] for r in ranges), "ranges": float(bounds.size - 1),
         }
-        return RangeEvaluation(value, exact, grad, (wp, wn), scale * sum(r["weight_sum"] for r in ranges))
+        return RangeEvaluation(value, exact, grad, (wp, wn), scale * math.fsum(s for _, _, s in per_range))
 
     def _evaluate_dual(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
         """Score, a few rounds of scalar searches (the smoothed risk's root, the exact risk's minimum), gradient."""
         t0 = time.perf_counter()
         hosts = self.ds.host_count()
-        key, scored, (wp, wn), bounds = self._score(w)
+        scored = self._score(w)
+        key, bounds, (wp, wn), sketches = scored.key, scored.bounds, scored.class_weights, scored.sketches
         k = risk.dual_scale((wp, wn))
-        sketches = [sk for sk, _, _ in scored]
         pos_keys = np.concatenate([sk[0] for sk in sketches])
         neg_scores = np.concatenate([sk[2] for sk in sketches]) - 1.0  # range keys back to scores
         searches = {name: _ScalarSearch(kind, risk.scalar_grid(name, pos_keys, neg_scores, k, GRID)) for name, kind in risk.SCALARS.items()}
@@ -554,37 +635,45 @@ class RangeExchange:
             grids = {n: sr.grid for n, sr in searches.items() if not sr.done and sr.grid is not None}
             brackets = {n: sr.bracket for n, sr in searches.items() if not sr.done and sr.bracket is not None}
             replies = self.ds.host_calls("dual_round", [(key, risk, k, grids, brackets, LIST_LIMIT)] * hosts)
-            moved += hosts * sum(8 * g.size * 5 for g in grids.values())  # a grid out, four sums back
+            moved += sum(8 * g.size * (hosts + 4 * len(sketches)) for g in grids.values())  # a grid out per host, four sums back per shard
             moved += sum(8 * r[n + " breakpoints"].size for r in replies for n in brackets if r[n + " breakpoints"] is not None)
             for n in grids:
-                parts = [r[n] for r in replies if r[n] is not None]
-                searches[n].take_sums(tuple(np.sum([p[i] for p in parts], axis=0) for i in range(len(parts[0]))))
+                # every shard's sums added in one pairwise tree over the shard indices, whichever host sent them
+                order = np.argsort(np.concatenate([r[n][0] for r in replies]), kind="stable")
+                stacked = [np.concatenate([r[n][1][i] for r in replies])[order] for i in range(len(replies[0][n][1]))]
+                searches[n].take_sums(tuple(pairwise(list(sums), np.add) for sums in stacked))
             for n in brackets:
                 listed = [r[n + " breakpoints"] for r in replies]
                 searches[n].take_breakpoints(None if any(x is None for x in listed) else np.unique(np.concatenate(listed)))
         theta = searches["dual"].root()
         t2 = time.perf_counter()
-        parts = self.ds.host_calls("dual_gradient", [(key, risk, k, theta)] * hosts)
-        value = float(sum(v for v, _, _ in parts))
-        grad = pairwise([g for _, g, _ in parts], np.add)
+        parts = sorted((entry for reply in self.ds.host_calls("dual_gradient", [(key, risk, k, theta)] * hosts) for entry in reply), key=itemgetter(0))
+        value = math.fsum(v for _, v, _, _ in parts)
+        grad = pairwise([g for _, _, g, _ in parts], np.add)
         t3 = time.perf_counter()
         self._finish(key, w, bounds, (wp, wn))
         self.last = {
             "seconds_score": t1 - t0, "seconds_search": t2 - t1, "seconds_gradient": t3 - t2, "search_rounds": float(rounds),
-            "seconds_host_score": max(sec for _, _, sec in scored),
-            "bytes_moved": self._driver_bytes(w.size, scored, 2) + moved,
+            "seconds_host_score": max(scored.host_seconds),
+            "bytes_moved": self._driver_bytes(w.size, scored, 2) + 16 * len(parts) + moved,
             "bytes_exchanged": 0.0,
         }
-        return RangeEvaluation(value, risk.exact_from(searches["exact"].best), grad, (wp, wn), float(sum(s for _, _, s in parts)))
+        return RangeEvaluation(value, risk.exact_from(searches["exact"].best), grad, (wp, wn), math.fsum(s for *_, s in parts))
 
     def train_auc(self) -> float:
         """Exact (weighted) training ROC-AUC of the last evaluation (one more exchange: each host gathers its range's rows)."""
         if self._key is None:
             raise RuntimeError("RangeExchange.train_auc needs a finished evaluate()")
         try:
-            counts = self.ds.host_calls("range_auc", [(self._key, self._bounds)] * self.ds.host_count())
+            counts = self._range_counts()
         except StaleScores:  # another evaluation on this store since: score the same weights again
-            key, _, class_weights, bounds = self._score(self._w)
-            self._finish(key, self._w, bounds, class_weights)
-            counts = self.ds.host_calls("range_auc", [(self._key, self._bounds)] * self.ds.host_count())
-        return float(self._scale * sum(counts))
+            scored = self._score(self._w)
+            self._finish(scored.key, self._w, scored.bounds, scored.class_weights)
+            counts = self._range_counts()
+        return float(self._scale * math.fsum(counts))
+
+    def _range_counts(self) -> list[float]:
+        """Every range's count of pairs ranked right (:meth:`RangeHost.range_auc`), in range order."""
+        blocks = host_blocks(self._bounds.size - 1, self.ds.host_count())
+        per_host = self.ds.host_calls("range_auc", [(self._key, self._bounds, first, stop) for first, stop in blocks])
+        return [c for counts in per_host for c in counts]

@@ -17,26 +17,23 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from dask.utils import parse_timedelta
 from distributed import Client, wait
 from distributed.scheduler import KilledWorker
 
-from .._config import get_setting
-from ..exceptions import ClusterError, ParameterError
+from .._config import seconds_setting
+from ..exceptions import ClusterError
 
-__all__ = ["pass_timeout", "wait_for_progress", "gather_bounded", "result_bounded", "killed_workers_as_cluster_errors"]
+__all__ = ["pass_timeout", "connect_timeout", "wait_for_progress", "gather_bounded", "result_bounded", "killed_workers_as_cluster_errors"]
 
 
 def pass_timeout() -> float:
     """``dpipe.timeout`` in seconds (a number of seconds or a dask time string such as ``"5 minutes"``)."""
-    value = get_setting("timeout")
-    try:
-        seconds = parse_timedelta(value, default="seconds")
-    except (TypeError, ValueError, KeyError):
-        seconds = None
-    if seconds is None or not seconds > 0:
-        raise ParameterError(f"The dpipe.timeout setting must be a positive time such as 300 or '5 minutes'. Got {value!r} instead.")
-    return float(seconds)
+    return seconds_setting("timeout", "300 or '5 minutes'")
+
+
+def connect_timeout() -> float:
+    """``dpipe.connect-timeout`` in seconds: how long a scheduler may take to answer (connecting, or reconnecting after it was lost)."""
+    return seconds_setting("connect-timeout", "5 or '10s'")
 
 
 def _cluster_state(client: Client) -> str:

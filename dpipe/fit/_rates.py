@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linprog, minimize
 
+from .._log import VERBOSE
 from .._runs import merge_runs
 from ..engine import RankPasses, column_scales
 from ..exceptions import ConvergenceWarning, ParameterError
@@ -382,8 +383,11 @@ def _majorization_minimization(problem: _Problem, theta: np.ndarray, m: int, mm_
         theta = best.theta.copy()
         v = best.v.copy()
         log.debug("rates: MM step %d: theta %s", step + 1, np.array2string(theta, precision=10))
-        log.info("rates: MM step %d: %d cuts, bounded objective %.6g, largest bounded constraint %.3g, multipliers %s",
-                 step + 1, len(cuts), best.objective, best.violation, np.array2string(v, precision=4))
+        if log.isEnabledFor(VERBOSE):  # one line per step: the multipliers at -v, a short line (one terminal line) otherwise
+            log.log(VERBOSE, "rates: MM step %d: %d cuts, bounded objective %.6g, largest bounded constraint %.3g, multipliers %s",
+                    step + 1, len(cuts), best.objective, best.violation, np.array2string(v, precision=4))
+        else:
+            log.info("rates: MM step %d: %d cuts, objective %.6g, largest constraint %.3g", step + 1, len(cuts), best.objective, best.violation)
     assert best is not None
     return best, cuts_total
 

@@ -69,6 +69,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._config import get_setting
+from .._progress import Progress, advance
 from .._transform import SCALES, FeatureTransform
 from .._validation import check_choice, check_int
 from ..exceptions import DataWarning, InputError, ParameterError, StoreError
@@ -414,12 +415,18 @@ class _File:
         """Parsed blocks of the file (``parse(data, newlines, first_line)``), read ahead in a thread."""
         with _TextSource(self.path, hash=hash) as src:
             gen = _prefetch(parse(d, nl, ln) for d, nl, ln in _iter_blocks(src.stream, self.path, max_lines, max_bytes, self.skip))
+            counted = 0
             try:
-                yield from gen
+                for block in gen:
+                    yield block
+                    if hash:  # pass 1's progress: the file's bytes read (as stored: compressed for a .gz)
+                        advance(nbytes=src.raw.count - counted)
+                        counted = src.raw.count
             finally:
                 gen.close()
             if hash:
                 self.sha256, self.bytes = src.finish()
+                advance(nbytes=self.bytes - counted)
 
 
 # ---------------------------------------------------------------------------------
@@ -709,6 +716,8 @@ class _TabularJob:
                 if first_pass:
                     f.sha256, f.bytes = _hash_file(f.path)
                 yield from _prefetch(iter_parquet(f.path, self.names, self.read_rows, f.order))
+                if first_pass:
+                    advance(nbytes=f.stamp[0])  # pass 1's progress: one more file read
 
     # -- passes ------------------------------------------------------------------
     def scan(self) -> None:
@@ -1011,7 +1020,8 @@ def ingest(
             raise ParameterError(f"The 'header' and 'skip_rows' parameters of {OWNER} apply to text sources, not to Parquet.")
         job = _TabularJob(files, kind, read_rows, rule, label, group_col, weight_col, header, skip_rows, unseen, like_manifest, unlabeled)
 
-    job.scan()
+    with Progress(f"ingest: reading {', '.join(paths)} (pass 1 of 2)", total_bytes=sum(f.stamp[0] for f in files), bytes_label="read"):
+        job.scan()
     pa.default_memory_pool().release_unused()  # give back what pass 1's Arrow buffers held
     for msg in job.warnings:
         warnings.warn(msg, DataWarning, stacklevel=2)
@@ -1045,7 +1055,8 @@ def ingest(
     source = _source_dict(paths, files, kind, options, isinstance(src, (str, os.PathLike)))
     with ShardWriter(dest, d, job.feature_names, rows_per_shard, format=format, with_group=with_group, with_weight=getattr(job, "has_weight", False),
                      overwrite=overwrite, labelled=not unlabeled) as writer:
-        written = _write_shards(job, writer, rows_per_shard, d, transform, ", ".join(paths))
+        with Progress(f"ingest: writing {dest} (pass 2 of 2)", total_rows=job.n_rows, bytes_label="of features"):
+            written = _write_shards(job, writer, rows_per_shard, d, transform, ", ".join(paths))
         if written != job.n_rows:
             raise InputError(f"pass 2 read {written} rows, pass 1 counted {job.n_rows} (did the file change?)", path=files[0].path)
         encoding = job.encoding if transform is None else {**job.encoding, "transform": like_manifest.encoding["transform"]}
@@ -1066,6 +1077,7 @@ def _write_shards(job: _SvmlightJob | _TabularJob, writer: ShardWriter, shard_ro
             except ValueError as exc:
                 raise InputError(f"{exc} (a row of the source, counted from 0; the transform is the like= store's)") from None
         writer.write_shard(X[:rows], y[:rows], None if g is None else g[:rows], None if w is None else w[:rows])
+        advance(rows=rows, nbytes=4 * rows * d)  # pass 2's progress: rows written
 
     X = np.zeros((shard_rows, d), dtype=np.float32)
     y = np.zeros(shard_rows, dtype=np.int8)

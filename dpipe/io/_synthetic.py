@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit, ndtri
 
+from .._progress import Progress
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import ParameterError
 from ._manifest import Manifest
@@ -419,13 +420,15 @@ def make_data(
     names = [f"x{j}" for j in range(features)]
     step = max(1, -(-chunk_rows // _BLOCK))
     n_blocks = -(-rows // _BLOCK)
-    with ShardWriter(dest, features, names, shard_rows, format=format, with_group=n_groups > 0, overwrite=bool(overwrite)) as writer:
+    with ShardWriter(dest, features, names, shard_rows, format=format, with_group=n_groups > 0, overwrite=bool(overwrite)) as writer, \
+            Progress(f"make-data {dest}", total_rows=rows, bytes_label="of features") as progress:
         for b in range(0, n_blocks, step):
             nb = min(step, n_blocks - b)
             X, y, group = _rows(model, seed, b, nb)
             keep = min(X.shape[0], rows - b * _BLOCK)
             writer.append(X[:keep], y[:keep], group[:keep] if n_groups else None)
             del X, y, group
+            progress.advance(rows=keep, nbytes=4 * keep * features)
         return writer.commit(
             groups=[f"g{i}" for i in range(n_groups)] if n_groups else None,
             group_column="group" if n_groups else None,

@@ -17,7 +17,7 @@ Example (paths are relative to the file's directory)::
     promote:
       metric: roc_auc                  # a metric of dpipe.evaluate, higher is better
       margin: 0.0                      # promote when the challenger beats the champion by more than this
-    cluster: {engine: auto}            # engine, scheduler, workers, memory-limit, cache
+    cluster: {engine: auto}            # engine, cluster (local or slurm), scheduler, workers, memory-limit, cache
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class ClusterConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, re
     """Where the passes run (the keyword arguments of :func:`dpipe.train`)."""
 
     engine: str = "auto"
+    cluster: str | None = None
     scheduler: str | None = None
     workers: int | None = None
     memory_limit: str | None = None
@@ -98,6 +99,8 @@ def _check(cfg: RetrainConfig, where: str) -> None:
         raise ParameterError(f"{where}: constraints.churn must be in [0, 1) (a fraction of rows). Got {churn!r} instead.")
     if cfg.promote.metric not in PROMOTE_METRICS:
         raise ParameterError(f"{where}: promote.metric must be one of {', '.join(PROMOTE_METRICS)}. Got {cfg.promote.metric!r} instead.")
+    if cfg.cluster.cluster not in (None, "local", "slurm"):
+        raise ParameterError(f"{where}: cluster.cluster must be 'local' or 'slurm' (where the cluster dpipe starts runs). Got {cfg.cluster.cluster!r} instead.")
     if not cfg.promote.margin >= 0.0:
         raise ParameterError(f"{where}: promote.margin must be >= 0. Got {cfg.promote.margin!r} instead.")
 

@@ -36,6 +36,8 @@ import time
 import warnings
 from typing import Any
 
+import dask.config
+
 from .._faults import kill_point
 from ..exceptions import ConvergenceWarning, ParameterError
 from ._config import RetrainConfig, load_config
@@ -117,23 +119,19 @@ def _key(cfg: RetrainConfig, stores: dict[str, str]) -> str:
     return h.hexdigest()
 
 
-def _challenger_constraints(cfg: RetrainConfig, champion_path: str | None, champion_recall: float | None, pool: str) -> list[str]:
+def _constraints(cfg: RetrainConfig, champion_path: str | None, champion_recall: float | None, pool: str | None) -> list[str]:
+    """The challenger's constraints: against the champion (none for the first model), then the configured extra ones.
+
+    ``pool``: the alias churn is measured on in training; None in an evaluation, where it
+    is measured on the evaluated store (the holdout).
+    """
     out = []
     if champion_path is not None:
         if cfg.constraints.recall_no_worse:
             out.append(f"recall >= {champion_recall!r}")
         if cfg.constraints.churn is not None:
-            out.append(f"churn('{champion_path}', on={pool}) <= {cfg.constraints.churn!r}")
-    return out + list(cfg.constraints.extra)
-
-
-def _holdout_constraints(cfg: RetrainConfig, champion_path: str | None, champion_recall: float | None) -> list[str]:
-    out = []
-    if champion_path is not None:
-        if cfg.constraints.recall_no_worse:
-            out.append(f"recall >= {champion_recall!r}")
-        if cfg.constraints.churn is not None:
-            out.append(f"churn('{champion_path}') <= {cfg.constraints.churn!r}")
+            on = "" if pool is None else f", on={pool}"
+            out.append(f"churn('{champion_path}'{on}) <= {cfg.constraints.churn!r}")
     return out + list(cfg.constraints.extra)
 
 
@@ -175,8 +173,10 @@ def retrain(config: RetrainConfig | str | os.PathLike, *, force: bool = False, c
     cfg = config if isinstance(config, RetrainConfig) else load_config(config)
     reg = Registry(cfg.registry, create=True)
     champion = reg.champion()
+    settings = {"dpipe.cluster": cfg.cluster.cluster} if cfg.cluster.cluster else {}
     try:
-        return _run(cfg, reg, champion, force, client)
+        with dask.config.set(settings):  # where a cluster dpipe starts runs (dpipe.engine.cluster_client)
+            return _run(cfg, reg, champion, force, client)
     except Exception as exc:  # recorded, then raised as it came
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]
         with reg.writing():
@@ -203,7 +203,7 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     champion_path = reg.model_path(champion) if champion else None
     champion_recall = dpipe.evaluate(champion_path, stores["train"], **where)["recall"] if champion_path else None
     pool = "pool" if "pool" in stores else "train"
-    constraints = _challenger_constraints(cfg, champion_path, champion_recall, pool)
+    constraints = _constraints(cfg, champion_path, champion_recall, pool)
     log.info("retrain: training the challenger (%s%s)", cfg.objective, f" s.t. {'; '.join(constraints)}" if constraints else "")
     datasets = {"pool": stores["pool"]} if "pool" in stores and any("on=pool" in c for c in constraints) else None
     with warnings.catch_warnings():
@@ -218,7 +218,7 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     log.info("retrain: evaluating champion and challenger on the holdout")
     metric = cfg.promote.metric
     champion_holdout = dpipe.evaluate(champion_path, stores["holdout"], **where) if champion_path else None
-    checks = _holdout_constraints(cfg, champion_path, champion_holdout["recall"] if champion_holdout else None)
+    checks = _constraints(cfg, champion_path, champion_holdout["recall"] if champion_holdout else None, None)
     challenger_holdout = dpipe.evaluate(model, stores["holdout"], constraints=checks or None, **where)
     action, reasons = _decide(cfg, metric, challenger_holdout, champion_holdout)
     kill_point("evaluate")

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._log import VERBOSE
 from ..exceptions import ConvergenceWarning
 from ._master_qp import solve_simplex_qp
 from ._result import FitResult
@@ -66,7 +67,9 @@ def fit_cutting_plane(
         ``w -> dict`` of extra per-iteration figures (e.g. validation AUC); its time
         is left out of ``seconds`` and counted in ``seconds_monitor``.
     name : str
-        Prefix of the progress lines.
+        Prefix of the progress lines: one per iteration, at INFO a short one (``J``, the
+        gap, seconds), at VERBOSE instead one with the lower bound, the loss, the planes
+        and the validation figures.
 
     Returns
     -------
@@ -110,11 +113,14 @@ def fit_cutting_plane(
             monitor_seconds += time.perf_counter() - now
             rec["seconds_monitor"] = monitor_seconds
         history.append(rec)
-        log.info(
-            "%siter %4d  J=%.8g  lower=%.8g  gap=%.3e  loss=%.4f  planes=%d/%d  %.2fs%s", name, it, J, lower, gap, loss,
-            rec["active_planes"], rec["planes"], rec["seconds"],
-            "".join(f"  {k}={v:.5f}" for k, v in rec.items() if k.startswith("validation_")),
-        )
+        if log.isEnabledFor(VERBOSE):  # one line per iteration: every figure at VERBOSE (-v), a short one (one terminal line) at INFO
+            log.log(
+                VERBOSE, "%siter %4d  J=%.8g  lower=%.8g  gap=%.3e  loss=%.4f  planes=%d/%d  %.2fs%s", name, it, J, lower, gap, loss,
+                rec["active_planes"], rec["planes"], rec["seconds"],
+                "".join(f"  {k}={v:.5f}" for k, v in rec.items() if k.startswith("validation_")),
+            )
+        else:
+            log.info("%siter %4d  J=%.7g  gap=%.2e  %.1fs", name, it, J, gap, rec["seconds"])
         if gap <= eps:
             status, message = 0, f"CONVERGENCE: gap {gap:.3g} <= eps {eps:g}"
             break

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.optimize
 
+from .._log import VERBOSE
 from ..exceptions import ConvergenceWarning
 from ._result import FitResult
 
@@ -58,7 +59,9 @@ def minimize_lbfgs(
         and counted in ``seconds_monitor`` (cumulative), so measuring a validation
         metric every iteration does not inflate the training time.
     log_every : int
-        Log a progress line every this many iterations (and at the end).
+        Log a progress line every this many iterations (and at the end): at INFO a short
+        one (iteration, objective, gradient norm, seconds), at VERBOSE instead one with
+        every figure of the history (evaluations, the monitor's, the passes' timings).
     name : str
         Prefix of the progress lines.
     stop : callable, optional
@@ -130,11 +133,16 @@ def minimize_lbfgs(
         if stop is not None and stop(xk):
             stopped.append(True)
         if log_every and rec["iteration"] % log_every == 0:
-            extra = "".join(
-                f" {k}={v:.6g}" for k, v in rec.items()
-                if k not in ("iteration", "fun", "grad_norm", "nfev", "seconds", "stage") and isinstance(v, (float, int)) and not isinstance(v, bool)
-            )
-            log.info("%siter %4d  f=%.10g  |g|=%.3e  evals=%d  %.2fs%s", name, rec["iteration"], rec["fun"], rec["grad_norm"], nfev, rec["seconds"], extra)
+            # one line per iteration: a short one at INFO (one terminal line), every figure at VERBOSE (-v)
+            if log.isEnabledFor(VERBOSE):
+                extra = "".join(
+                    f" {k}={v:.6g}" for k, v in rec.items()
+                    if k not in ("iteration", "fun", "grad_norm", "nfev", "seconds", "stage") and isinstance(v, (float, int)) and not isinstance(v, bool)
+                )
+                log.log(VERBOSE, "%siter %4d  f=%.10g  |g|=%.3e  evals=%d  %.2fs%s", name, rec["iteration"], rec["fun"], rec["grad_norm"], nfev,
+                        rec["seconds"], extra)
+            else:
+                log.info("%siter %4d  f=%.7g  |g|=%.2e  %.1fs", name, rec["iteration"], rec["fun"], rec["grad_norm"], rec["seconds"])
         if stopped:
             raise StopIteration
 

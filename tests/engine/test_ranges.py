@@ -14,14 +14,14 @@ import pytest
 
 from dpipe._runs import stable_argsort
 from dpipe.engine import LocalDataset, RankPasses, ShardedDataset
-from dpipe.engine._ranges import EXCHANGE_AUTO_ROWS, SKETCH_SIZE, choose_splitters, pairs_below, resolve_exchange
+from dpipe.engine._ranges import EXCHANGE_AUTO_ROWS, RANGE_MULTIPLE, SKETCH_SIZE, choose_splitters, host_blocks, pairs_below, range_count, resolve_exchange
 from dpipe.exceptions import ParameterError
 from dpipe.fit._smooth import SmoothedObjective
 from dpipe.io import Shard
 from dpipe.objectives import SmoothedAUCRisk, SmoothedPRBEPRisk
 from dpipe.objectives._auc_ranges import auc_gamma_range
 from dpipe.objectives._rank_kernels import auc_gamma
-from dpipe.reduce._ranges import assemble, class_slices, cut, merge_sketches, shard_weights, sketch, sort_shard, split_back
+from dpipe.reduce._ranges import Piece, assemble, class_slices, cut, merge_sketches, pack_ranges, shard_weights, sketch, sort_shard, split_back, unpack_ranges
 from dpipe.testing import classification_data, write_store
 from dpipe.testing._references import sorted_auc_reference
 
@@ -118,6 +118,29 @@ def test_merged_sketches_keep_the_counts_and_the_extremes():
         assert np.abs(np.cumsum(counts) - np.append(below[1:], every.size)).max() <= 3 * every.size / 100
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_packed_pieces_and_slices_come_back_exactly(weighted):
+    """A peer's pieces (and AUC slices) travel packed in a few arrays: the same records, value for value, empty ones too."""
+    shards, X, _, _ = _shards(weighted=weighted)
+    sorted_shards = [sort_shard(s, np.random.default_rng(5).standard_normal(X.shape[1])) for s in shards]
+    bounds = choose_splitters([sketch(ss, 64) for ss in sorted_shards], 4)
+    pieces = [[cut(ss, lo, hi, 0.05) for ss in sorted_shards] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    slices = [[(ss.index, *class_slices(ss, lo, hi)) for ss in sorted_shards] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    for per_range in (pieces, slices, [[], []]):
+        back = unpack_ranges(pack_ranges(per_range))
+        assert len(back) == len(per_range)
+        for got_range, want_range in zip(back, per_range):
+            assert len(got_range) == len(want_range)
+            for got, want in zip(got_range, want_range):
+                assert type(got) is type(want) and len(got) == len(want)
+                for a, b in zip(got, want):
+                    if isinstance(b, np.ndarray):
+                        assert a.dtype == b.dtype and np.array_equal(a, b)
+                    else:
+                        assert a == b and type(a) is type(b) or (a is None and b is None)
+    assert isinstance(unpack_ranges(pack_ranges(pieces))[0][0], Piece)
+
+
 def test_the_ranges_count_the_auc_pairs():
     shards, X, y, weight = _shards(weighted=True)
     w = np.random.default_rng(2).standard_normal(X.shape[1])
@@ -141,7 +164,7 @@ def _objectives(ds, t, mode_a="driver", mode_b="workers"):
     return out
 
 
-@pytest.mark.parametrize("range_rows", [500_000, 700])  # one range per host; several (sub-ranges of about 700 rows)
+@pytest.mark.parametrize("range_rows", [500_000, 200])  # RANGE_MULTIPLE ranges; three times as many (about 200 rows each)
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("workers", [1, 2])
 def test_workers_route_matches_the_driver_route_on_a_cluster(tmp_path, client, one_worker_client, weighted, workers, range_rows, monkeypatch):
@@ -161,11 +184,22 @@ def test_workers_route_matches_the_driver_route_on_a_cluster(tmp_path, client, o
             assert ranged.last["J"] == pytest.approx(driver.last["J"], rel=1e-10)
             np.testing.assert_allclose(g1, g0, rtol=1e-9, atol=1e-12 * np.abs(g0).max())
             assert ranged.train_auc() == pytest.approx(driver.train_auc(), rel=1e-12)
-            assert ranged.last["ranges"] == workers * int(np.ceil(6000 / (workers * range_rows)))
-        # through the driver, per host: w out three times, one sketch (at most 2 x (SKETCH_SIZE + 1) keys and counts), a d-vector back;
-        # and the bounds of the ranges: nothing grows with the rows
-        bound = workers * (3 * 8 * 6 + 2 * (SKETCH_SIZE + 1) * 16 + 16 + 8 * 6) + 8 * (ranged.last["ranges"] + 1) * workers
+            assert ranged.last["ranges"] == range_count(6000) == RANGE_MULTIPLE * int(np.ceil(6000 / (RANGE_MULTIPLE * range_rows)))
+        # through the driver: w out three times and the bounds of the ranges per host; per shard one sketch (at most
+        # 2 x (SKETCH_SIZE + 1) keys and counts), its class weights and a d-vector back; 3 floats per range: nothing grows with the rows
+        ranges = ranged.last["ranges"]
+        bound = workers * (3 * 8 * 6 + 8 * (ranges + 1)) + 4 * (2 * (SKETCH_SIZE + 1) * 16 + 16 + 8 * 6) + 24 * ranges
         assert 0 < ranged.last["bytes_moved"] <= bound
+
+
+def test_every_host_count_gets_balanced_blocks_of_the_same_ranges():
+    assert range_count(1) == range_count(500_000 * RANGE_MULTIPLE) == RANGE_MULTIPLE
+    assert range_count(500_000 * RANGE_MULTIPLE + 1) == 2 * RANGE_MULTIPLE
+    for hosts in (1, 2, 3, 5, 12, 13):
+        blocks = host_blocks(RANGE_MULTIPLE, hosts)
+        assert blocks[0][0] == 0 and blocks[-1][1] == RANGE_MULTIPLE and all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+        sizes = [stop - first for first, stop in blocks]
+        assert max(sizes) - min(sizes) <= 1  # 13 hosts: one without a range
 
 
 def test_fits_through_either_route_agree(tmp_path, client):
