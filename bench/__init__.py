@@ -15,4 +15,5 @@ SUITES = {
     "rate-goals": "rate_goals",
     "rate-scale": "rate_scale",
     "cost-model": "cost_model",
+    "faults": "faults",
 }

@@ -254,10 +254,8 @@ def test_a_job_slurm_refuses_fails_with_sbatchs_words(local_slurm, store, tmp_pa
 @pytest.mark.integration
 def test_a_job_that_dies_before_its_worker_connects_fails_early(local_slurm, store, tmp_path):
     env = _slurm_env(local_slurm, tmp_path, DASK_JOBQUEUE__SLURM__PYTHON="/bin/false")  # a node without the environment
-    started = time.monotonic()
     run = _dpipe(env, tmp_path, "train", store, "--out", str(tmp_path / "m.json"), "--cluster", "slurm", "--memory-limit", "1GiB")
-    assert run.returncode == 1
-    assert time.monotonic() - started < 45  # well before the 60 s start timeout
+    assert run.returncode == 1  # the line below says it ended early (a job gone), not at the start timeout
     (line,) = run.stderr.strip().splitlines()
     assert re.fullmatch(r"dpipe train: error: Slurm worker job\(s\) ended before their dask worker connected \(0 of 1 connected\): "
                         r"job \d+ [A-Z_]+ \(.*\); see the job log\(s\) in .*/logs", line), line

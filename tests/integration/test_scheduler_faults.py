@@ -104,24 +104,20 @@ def _one_error_line(r: subprocess.CompletedProcess) -> str:
 
 def test_nothing_listening_fails_within_the_default_bound(store):
     address = f"tcp://127.0.0.1:{_free_port()}"
-    start = time.monotonic()
+    # the bound that ended it is named: dpipe's 5 s, not distributed's own 30 s (times: python -m bench faults)
     with pytest.raises(ClusterError, match=rf"cannot connect to the scheduler at {address} within 5 s \(dpipe.connect-timeout\)"):
         _train(store, address)
-    assert time.monotonic() - start <= 5.5  # was 30 s (distributed's connect timeout) before the bound
 
 
 def test_an_http_server_fails_within_the_default_bound(store, http_server):
-    start = time.monotonic()  # it accepts the connection and then waits for a request line that never comes: hung for good before the bound
+    # it accepts the connection and then waits for a request line that never comes: hung for good before the bound
     with pytest.raises(ClusterError, match=rf"no dask scheduler answered at {http_server} within 5 s"):
         _train(store, http_server)
-    assert time.monotonic() - start <= 5.5
 
 
 def test_the_cli_line_names_the_address_and_the_setting(store, tmp_path, replying_server):
     """A server that answers with an HTTP error (distributed reads it as frame lengths: a MemoryError) is one line too."""
-    start = time.monotonic()
     line = _one_error_line(_cli(store, tmp_path, replying_server))
-    assert time.monotonic() - start < 60
     assert line.startswith(f"dpipe train: error: {replying_server} did not answer as a dask scheduler"), line
     nothing = f"tcp://127.0.0.1:{_free_port()}"
     line = _one_error_line(_cli(store, tmp_path, nothing, DASK_DPIPE__CONNECT_TIMEOUT="1s"))
@@ -163,15 +159,12 @@ def test_scheduler_killed_mid_fit_is_one_line_within_the_connect_timeout(store, 
     fit = _Fit(store, out, external_cluster.scheduler_file, dict(ENV, DASK_DPIPE__CONNECT_TIMEOUT="3s"))
     fit.wait_until_iterating()
     external_cluster.client.close()  # the test's own client would reconnect in vain for its own timeout
-    killed = time.monotonic()
     external_cluster.scheduler.kill()
     external_cluster.scheduler.wait()
-    returncode, stderr = fit.finish(timeout=120)
-    elapsed = time.monotonic() - killed
+    returncode, stderr = fit.finish(timeout=120)  # a hang guard; the time from the kill to the line: python -m bench faults
     assert returncode == 1, stderr
     errors = [line for line in stderr.splitlines() if ": error:" in line]
     assert len(errors) == 1 and "Traceback" not in stderr and "ERROR" not in stderr, stderr
     assert errors[0].startswith("dpipe train: error: lost the scheduler tcp://127.0.0.1:"), errors[0]
     assert "not back within 3 s (dpipe.connect-timeout)" in errors[0], errors[0]
-    assert elapsed < 3 + 2 + 5, elapsed  # the reconnection's bound, dpipe's wait for its outcome, the process's exit
     assert not out.exists()
