@@ -96,13 +96,19 @@ class Registry:
     # -- reading ------------------------------------------------------------------
     def history(self) -> list[dict[str, Any]]:
         """Every committed decision, oldest first (a half-written last line is skipped)."""
+        out = self._history_lines()
+        pending = self._champion_record()
+        if pending is not None and pending["id"] not in {r["id"] for r in out}:
+            out.append(pending)  # committed by the rename of champion.json; its history line was not appended yet
+        return out
+
+    def _history_lines(self) -> list[dict[str, Any]]:
+        """The records of ``history.jsonl``'s complete lines."""
         path = os.path.join(self.path, "history.jsonl")
         if not os.path.exists(path):
             return []
         with open(path, "rb") as f:
-            raw = f.read()
-        lines = raw.split(b"\n")
-        complete = lines[:-1]  # the text after the last newline is a line still (or never) being written
+            complete = f.read().split(b"\n")[:-1]  # the text after the last newline is a line still (or never) being written
         out = []
         for number, line in enumerate(complete, 1):
             if not line.strip():
@@ -111,10 +117,6 @@ class Registry:
                 out.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise RegistryError(f"{path}, line {number}: not JSON ({exc.msg})") from None
-        committed = {r["id"] for r in out}
-        pending = self._champion_record()
-        if pending is not None and pending["id"] not in committed:
-            out.append(pending)  # committed by the rename of champion.json; its history line was not appended yet
         return out
 
     def _champion_record(self) -> dict[str, Any] | None:
@@ -210,20 +212,13 @@ class Registry:
                 if end != len(raw):  # a line cut by a kill: never committed
                     f.truncate(end)
         record = self._champion_record()
-        if record is not None and record["id"] not in self._history_ids():  # killed between the rename and the append
+        if record is not None and record["id"] not in {r["id"] for r in self._history_lines()}:  # killed between the rename and the append
             self._append(record)
         named = {r.get("version") for r in self.history()}
         root = os.path.join(self.path, "versions")
         for d in os.listdir(root):
             if d.startswith(".tmp-") or (d.startswith("v") and d not in named):  # a killed writer's, never committed
                 shutil.rmtree(os.path.join(root, d), ignore_errors=True)
-
-    def _history_ids(self) -> set[str]:
-        path = os.path.join(self.path, "history.jsonl")
-        if not os.path.exists(path):
-            return set()
-        with open(path) as f:
-            return {json.loads(line)["id"] for line in f if line.strip()}
 
     def add_version(self, model: LinearModel, entry: dict[str, Any]) -> str:
         """Write a new version (under a temporary name, then renamed); call inside :meth:`writing`.
