@@ -1,4 +1,4 @@
-"""``dpipe retrain CONFIG`` and ``dpipe registry list|show|promote|rollback``."""
+"""``dpipe retrain CONFIG`` and ``dpipe registry list|show|history|plot|promote|rollback|repair``."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("registry")
     q = verbs.add_parser("plot", help="a PNG of the retrains: holdout metric of champion and challenger, churn, decision")
     q.add_argument("registry")
-    q.add_argument("--out", required=True, help="PNG file to write")
+    q.add_argument("--out", required=True, help="PNG file to write (never inside the registry or a store)")
+    q.add_argument("--overwrite", action="store_true", help="replace --out when it is a plot dpipe wrote")
     q = verbs.add_parser("promote", help="make a registered version the champion")
     q.add_argument("registry")
     q.add_argument("version")
@@ -36,6 +37,9 @@ def add_parsers(sub: Any) -> None:
     q = verbs.add_parser("rollback", help="make the previous champion the champion again")
     q.add_argument("registry")
     q.add_argument("--reason", default="rolled back by hand")
+    q = verbs.add_parser("repair", help="check the registry and rebuild history.jsonl and champion.json from the versions' own decision records "
+                                        "(exit 0 consistent or repaired, 1 what the files cannot settle)")
+    q.add_argument("registry")
 
 
 def _cmd_retrain(a: argparse.Namespace) -> int:
@@ -75,9 +79,18 @@ def _cmd_registry(a: argparse.Namespace) -> int:
         for r in reg.history():
             print(json.dumps(r, sort_keys=True))
     elif a.verb == "plot":
+        from .._output import check_output_path
         from ..plotting import plot_retrain_history
 
-        print(plot_retrain_history(reg.history(), a.out, title=f"retrains of {reg.path}"))
+        out = check_output_path(a.out, overwrite=a.overwrite, what="plot")
+        print(plot_retrain_history(reg.history(), out, title=f"retrains of {reg.path}"))
+    elif a.verb == "repair":
+        found = reg.repair()
+        fixed = found.changes
+        state = f"{len(found.records)} decisions, {len(reg.versions())} versions, champion {reg.champion() or 'none'}"
+        print(f"{reg.path}: {'repaired' if fixed else 'consistent'} ({state})")
+        for line in fixed:
+            print(f"  {line}")
     elif a.verb == "promote":
         r = reg.promote(a.version, a.reason)
         print(f"promoted {r['version']}: champion {r['champion_before']} -> {r['champion_after']}")

@@ -22,6 +22,7 @@ Example (paths are relative to the file's directory)::
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -30,7 +31,12 @@ import msgspec
 from ..exceptions import ParameterError
 from ..io._manifest import _field_of, canonical_json
 
-__all__ = ["RetrainConfig", "DataConfig", "ConstraintConfig", "PromoteConfig", "ClusterConfig", "load_config", "PROMOTE_METRICS"]
+__all__ = [
+    "RetrainConfig", "DataConfig", "ConstraintConfig", "PromoteConfig", "ClusterConfig", "load_config", "PROMOTE_METRICS", "resolved_ingest_options",
+]
+
+#: ingest options a retrain sets itself: never in ``data.ingest``
+_RETRAIN_SETS = ("src", "dest", "unlabeled", "overwrite")
 
 #: metrics of :func:`dpipe.evaluate` a promotion rule may compare (all: higher is better)
 PROMOTE_METRICS = ("roc_auc", "prbep", "accuracy", "precision", "recall", "f1", "prec_at_k", "rec_at_k")
@@ -93,7 +99,31 @@ class RetrainConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, re
         return canonical_json(d)
 
 
+def _ingest_parameters() -> dict[str, inspect.Parameter]:
+    from ..io._ingest import ingest
+
+    return {k: p for k, p in inspect.signature(ingest).parameters.items() if k not in _RETRAIN_SETS}
+
+
+def resolved_ingest_options(options: dict[str, Any], *, unlabeled: bool) -> dict[str, Any]:
+    """Every option of :func:`dpipe.io.ingest` as a retrain's ingest of a source uses it (defaults filled in), ``like``
+    replaced by its store's manifest digest: what the content of the ingested store depends on, for the data cache's key."""
+    from ..io import open_store
+
+    resolved = {k: p.default for k, p in _ingest_parameters().items()}
+    resolved.update(options, unlabeled=unlabeled)
+    if resolved.get("like") is not None:
+        resolved["like"] = {"manifest_sha256": open_store(resolved["like"], verify=False).manifest.digest()}
+    return resolved
+
+
 def _check(cfg: RetrainConfig, where: str) -> None:
+    known = _ingest_parameters()
+    for name in cfg.data.ingest:
+        if name in _RETRAIN_SETS:
+            raise ParameterError(f"{where}: data.ingest.{name}: set by the retrain itself; remove it")
+        if name not in known:
+            raise ParameterError(f"{where}: data.ingest.{name}: not an ingest option (options: {', '.join(sorted(known))})")
     churn = cfg.constraints.churn
     if churn is not None and not 0.0 <= churn < 1.0:
         raise ParameterError(f"{where}: constraints.churn must be in [0, 1) (a fraction of rows). Got {churn!r} instead.")

@@ -39,8 +39,9 @@ from typing import Any
 import dask.config
 
 from .._faults import kill_point
-from ..exceptions import ConvergenceWarning, ParameterError
-from ._config import RetrainConfig, load_config
+from ..exceptions import ConvergenceWarning, ParameterError, RegistryError
+from ..io._manifest import canonical_json
+from ._config import RetrainConfig, load_config, resolved_ingest_options
 from ._registry import Registry
 
 __all__ = ["retrain", "RetrainResult", "EXIT_CODES"]
@@ -95,14 +96,17 @@ def _file_digest(path: str) -> str:
 
 
 def _as_store(path: str, reg: Registry, ingest: dict[str, Any], labelled: bool) -> str:
-    """``path`` itself when it is a store, else its rows ingested into ``REGISTRY/data`` (once per content)."""
+    """``path`` itself when it is a store, else its rows ingested into ``REGISTRY/data`` (once per content and ingest options)."""
     from ..io import ingest as ingest_source
 
     if os.path.isdir(path):
         return path
     if not os.path.isfile(path):
         raise ParameterError(f"{path}: no such store or source file")
-    dest = os.path.join(reg.path, "data", f"{os.path.basename(path)}-{_file_digest(path)[:16]}.zarr")
+    options = resolved_ingest_options(ingest, unlabeled=not labelled)
+    h = hashlib.sha256(_file_digest(path).encode())
+    h.update(canonical_json(options).encode())
+    dest = os.path.join(reg.path, "data", f"{os.path.basename(path)}-{h.hexdigest()[:16]}.zarr")
     if not os.path.exists(dest):
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         log.info("retrain: ingesting %s -> %s", path, dest)
@@ -178,9 +182,10 @@ def retrain(config: RetrainConfig | str | os.PathLike, *, force: bool = False, c
         with dask.config.set(settings):  # where a cluster dpipe starts runs (dpipe.engine.cluster_client)
             return _run(cfg, reg, champion, force, client)
     except Exception as exc:  # recorded, then raised as it came
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
-        with reg.writing():
-            reg.commit("failed", version=None, reasons=[reason], error=type(exc).__name__)
+        if not isinstance(exc, RegistryError):  # a registry that cannot be written cannot record it either
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+            with reg.writing():
+                reg.commit("failed", reasons=[reason], error=type(exc).__name__)
         raise
 
 
@@ -200,7 +205,7 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
         return RetrainResult(done["action"], done["version"], reg.champion() or "", done["reasons"], done, repeated=True)
     kill_point("data")
 
-    champion_path = reg.model_path(champion) if champion else None
+    champion_path = reg.checked_model_path(champion) if champion else None  # the registered file, or one line
     champion_recall = dpipe.evaluate(champion_path, stores["train"], **where)["recall"] if champion_path else None
     pool = "pool" if "pool" in stores else "train"
     constraints = _constraints(cfg, champion_path, champion_recall, pool)
@@ -231,12 +236,11 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
             raise ParameterError(f"{reg.path}: the champion changed from {champion} to {reg.champion()} during this retrain; run it again")
         if not force and (done := reg.find(key)) is not None:  # a concurrent run with the same inputs decided first
             return RetrainResult(done["action"], done["version"], reg.champion() or "", done["reasons"], done, repeated=True)
-        version = reg.add_version(model, entry)
-        record = reg.commit(action, version=version, reasons=reasons, key=key, metric=metric, churn_target=cfg.constraints.churn,
+        record = reg.commit(action, model=model, entry=entry, reasons=reasons, key=key, metric=metric, churn_target=cfg.constraints.churn,
                             holdout_churn=_churn(challenger_holdout, cfg.constraints.churn),
                             challenger=_summary(challenger_holdout, metric), champion=_summary(champion_holdout, metric) if champion_holdout else None)
-    log.info("retrain: %s %s (champion %s)", action, version, record["champion_after"])
-    return RetrainResult(action, version, record["champion_after"], reasons, record)
+    log.info("retrain: %s %s (champion %s)", action, record["version"], record["champion_after"])
+    return RetrainResult(action, record["version"], record["champion_after"], reasons, record)
 
 
 def _churn(metrics: dict[str, Any], target: float | None) -> float | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,54 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from retrain_helpers import SECOND, assert_consistent, copy_folder, run_retrain, write_config
 
 import dpipe
 from dpipe.registry import Registry
-
-#: the second retrain (the challenger beats the champion trained on 150 rows)
-SECOND = "w2.yaml"
-
-
-def _config(d: Path, name: str, train: str, **extra: str) -> str:
-    lines = ["registry: reg", f"data: {{train: {train}, holdout: hold.zarr, pool: pool.zarr}}",
-             extra.get("constraints", "constraints: {churn: 0.1}"), extra.get("promote", "promote: {metric: accuracy}")]
-    (d / name).write_text("\n".join(lines) + "\n")
-    return str(d / name)
-
-
-@pytest.fixture(scope="module")
-def first(retrain_stores, tmp_path_factory) -> Path:
-    """A folder with the stores, the configurations and a registry whose champion (v0001) came from the first retrain."""
-    d = tmp_path_factory.mktemp("retrain") / "work"
-    shutil.copytree(retrain_stores, d)
-    _config(d, "w1.yaml", "w1.zarr")
-    _config(d, SECOND, "w2.zarr")
-    _config(d, "strict.yaml", "w2.zarr", constraints="constraints: {churn: 0.0, extra: ['coverage >= 0.97']}")
-    r = _retrain(d / "w1.yaml")
-    assert r.returncode == 0, r.stderr
-    return d
-
-
-def _retrain(config: Path | str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dpipe", "retrain", str(config), *args], capture_output=True, text=True, timeout=300,
-                          env=env, cwd=os.path.dirname(config))
-
-
-def _copy(first: Path, tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    shutil.copytree(first, d)
-    return d
-
-
-def _consistent(reg: Registry) -> None:
-    """What a reader must always see: the champion is the top of the promotion stack and a committed version, every
-    decision's version exists with its model, and nothing uncommitted is left once a writer has been through."""
-    history = reg.history()
-    assert reg.champion() == (reg.champion_stack() or [None])[-1]
-    for record in history:
-        if record["version"] is not None:
-            assert os.path.exists(reg.model_path(record["version"]))
-    assert len({r["id"] for r in history}) == len(history)
 
 
 def test_the_first_retrain_promotes_and_records_why(first):
@@ -78,8 +33,8 @@ def test_the_first_retrain_promotes_and_records_why(first):
 
 
 def test_a_better_challenger_under_the_churn_constraint_is_promoted_and_a_rerun_changes_nothing(first, tmp_path):
-    d = _copy(first, tmp_path)
-    r = _retrain(d / SECOND)
+    d = copy_folder(first, tmp_path)
+    r = run_retrain(d / SECOND)
     assert r.returncode == 0, r.stderr
     reg = Registry(d / "reg")
     assert reg.champion() == "v0002"
@@ -95,95 +50,99 @@ def test_a_better_challenger_under_the_churn_constraint_is_promoted_and_a_rerun_
                     != (dpipe.LinearModel.load(champion).decision_function(dpipe.open_store(holdout).read_all().X) > 0))
     assert churn <= 0.1
     before = {p: p.read_bytes() for p in (d / "reg").rglob("*") if p.is_file() and p.name != ".lock"}
-    again = _retrain(d / SECOND)
+    again = run_retrain(d / SECOND)
     assert again.returncode == 0 and "already decided" in again.stdout, again.stdout
     after = {p: p.read_bytes() for p in (d / "reg").rglob("*") if p.is_file() and p.name != ".lock"}
     assert after == before  # idempotent: not a byte changed
 
 
 def test_a_challenger_that_is_not_better_is_kept_with_exit_3(first, tmp_path):
-    d = _copy(first, tmp_path)
-    _config(d, "margin.yaml", "w2.zarr", promote="promote: {metric: accuracy, margin: 0.5}")
-    r = _retrain(d / "margin.yaml")
+    d = copy_folder(first, tmp_path)
+    write_config(d, "margin.yaml", "w2.zarr", promote="promote: {metric: accuracy, margin: 0.5}")
+    r = run_retrain(d / "margin.yaml")
     assert r.returncode == 3, r.stderr
     assert r.stdout.startswith("kept v0002; champion v0001") and "not above the margin 0.5" in r.stdout
     reg = Registry(d / "reg")
     assert reg.champion() == "v0001" and reg.versions() == ["v0001", "v0002"]  # the kept challenger stays on record
-    _consistent(reg)
+    assert_consistent(reg)
 
 
 def test_an_unsatisfiable_constraint_fails_with_exit_1_and_keeps_the_champion(first, tmp_path):
-    d = _copy(first, tmp_path)
-    r = _retrain(d / "strict.yaml")
+    d = copy_folder(first, tmp_path)
+    r = run_retrain(d / "strict.yaml")
     assert r.returncode == 1
     (line,) = [x for x in r.stderr.splitlines() if x.startswith("dpipe retrain: error:")]
     assert "cannot meet" in line and "the champion stays" in line and "Traceback" not in r.stderr
     reg = Registry(d / "reg")
     assert reg.champion() == "v0001" and reg.versions() == ["v0001"]
     assert reg.history()[-1]["action"] == "failed" and "cannot meet" in reg.history()[-1]["reasons"][0]
-    _consistent(reg)
+    assert_consistent(reg)
 
 
 def test_bad_data_fails_with_one_line_naming_the_file(first, tmp_path):
-    d = _copy(first, tmp_path)
-    _config(d, "missing.yaml", "no-such.zarr")
-    r = _retrain(d / "missing.yaml")
+    d = copy_folder(first, tmp_path)
+    write_config(d, "missing.yaml", "no-such.zarr")
+    r = run_retrain(d / "missing.yaml")
     assert r.returncode == 1 and "no-such.zarr: no such store or source file" in r.stderr, r.stderr
     assert Registry(d / "reg").champion() == "v0001"
 
 
-@pytest.mark.parametrize("stage", ["data", "train", "evaluate", "version-written", "before-champion"])
+@pytest.mark.parametrize("stage", ["data", "train", "evaluate", "version-written"])
 def test_a_kill_before_the_commit_leaves_the_champion_and_a_consistent_registry(first, tmp_path, stage):
-    d = _copy(first, tmp_path)
+    d = copy_folder(first, tmp_path)
     history = (d / "reg" / "history.jsonl").read_bytes()
-    r = _retrain(d / SECOND, env=dict(os.environ, DPIPE_KILL_AT=stage))
+    r = run_retrain(d / SECOND, env=dict(os.environ, DPIPE_KILL_AT=stage))
     assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr)
     reg = Registry(d / "reg")
     assert reg.champion() == "v0001" and reg.versions() == ["v0001"]
     assert (d / "reg" / "history.jsonl").read_bytes() == history
-    _consistent(reg)
+    assert_consistent(reg)
     # the next run repairs what the killed one left and decides as an undisturbed run does
-    r = _retrain(d / SECOND)
+    r = run_retrain(d / SECOND)
     assert r.returncode == 0, r.stderr
     assert reg.champion() == "v0002" and reg.versions() == ["v0001", "v0002"]
     assert not [p for p in (d / "reg" / "versions").iterdir() if p.name.startswith(".tmp-")]
-    _consistent(reg)
+    assert_consistent(reg)
 
 
-def test_a_kill_after_the_champion_rename_is_a_committed_promotion(first, tmp_path):
-    """Killed between the rename of champion.json (the commit) and the history append: readers already see the
-    promotion (champion.json carries its record) and the next writer appends the missing line."""
-    d = _copy(first, tmp_path)
-    r = _retrain(d / SECOND, env=dict(os.environ, DPIPE_KILL_AT="after-champion"))
+@pytest.mark.parametrize("stage", ["committed", "after-champion"])
+def test_a_kill_after_the_commit_is_a_committed_promotion(first, tmp_path, stage):
+    """Killed after the rename of the version folder (the commit: its decision record is inside), before or after
+    champion.json: readers already see the promotion (they read the records) and the next writer completes the
+    pointer and the history line."""
+    d = copy_folder(first, tmp_path)
+    r = run_retrain(d / SECOND, env=dict(os.environ, DPIPE_KILL_AT=stage))
     assert r.returncode == -signal.SIGKILL
     reg = Registry(d / "reg")
     assert reg.champion() == "v0002" and reg.history()[-1]["action"] == "promoted"
     assert len((d / "reg" / "history.jsonl").read_text().splitlines()) == 1  # the line is not written yet
-    _consistent(reg)
-    again = _retrain(d / SECOND)  # decided already: reads, writes nothing
+    pointer = json.loads((d / "reg" / "champion.json").read_text())["version"]
+    assert pointer == ("v0001" if stage == "committed" else "v0002")
+    assert_consistent(reg)
+    again = run_retrain(d / SECOND)  # decided already: reads, writes nothing
     assert again.returncode == 0 and "already decided" in again.stdout
     reg.rollback("the next writer")
     actions = [json.loads(x)["action"] for x in (d / "reg" / "history.jsonl").read_text().splitlines()]
     assert actions == ["promoted", "promoted", "rollback"]  # the missing line appended under the writer's lock, first
     assert reg.champion() == "v0001"
-    _consistent(reg)
+    assert_consistent(reg)
 
 
 def test_a_torn_history_line_is_cut_by_the_next_writer(first, tmp_path):
-    d = _copy(first, tmp_path)
+    d = copy_folder(first, tmp_path)
     with open(d / "reg" / "history.jsonl", "a") as f:
         f.write('{"action": "promoted", "id": "torn", "vers')  # what a kill inside the append leaves
     reg = Registry(d / "reg")
     assert [r["id"] for r in reg.history()] == [r["id"] for r in Registry(first / "reg").history()]  # readers skip it
-    r = _retrain(d / SECOND)
+    r = run_retrain(d / SECOND)
     assert r.returncode == 0, r.stderr
     lines = (d / "reg" / "history.jsonl").read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(x)["id"] != "torn" for x in lines)
 
 
 def test_registry_list_show_promote_and_rollback(first, tmp_path):
-    d = _copy(first, tmp_path)
-    assert _retrain(d / SECOND).returncode == 0
+    d = copy_folder(first, tmp_path)
+    assert run_retrain(d / SECOND).returncode == 0
 
     def registry(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "dpipe", "registry", *args], capture_output=True, text=True, timeout=120)
@@ -204,14 +163,54 @@ def test_registry_list_show_promote_and_rollback(first, tmp_path):
     assert r.returncode == 0 and reg.champion() == "v0002"
     r = registry("promote", str(d / "reg"), "v0009")
     assert r.returncode == 1 and "no version 'v0009'" in r.stderr
-    _consistent(reg)
+    assert_consistent(reg)
 
 
 def test_a_config_error_names_the_file_and_field(first, tmp_path):
-    d = _copy(first, tmp_path)
+    d = copy_folder(first, tmp_path)
     (d / "bad.yaml").write_text("registry: reg\ndata: {train: w2.zarr, holdout: hold.zarr}\npromote: {metric: auc}\n")
-    r = _retrain(d / "bad.yaml")
+    r = run_retrain(d / "bad.yaml")
     assert r.returncode == 1 and f"{d / 'bad.yaml'}: promote.metric must be one of" in r.stderr
     (d / "bad.yaml").write_text("registry: reg\ndata: {train: w2.zarr}\n")
-    r = _retrain(d / "bad.yaml")
+    r = run_retrain(d / "bad.yaml")
     assert r.returncode == 1 and "data" in r.stderr and "holdout" in r.stderr and "Traceback" not in r.stderr
+
+
+def _svmlight(path: Path, rows: int, seed: int) -> str:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(rows, 4))
+    y = np.where(X[:, 0] - X[:, 1] > 0, 1, -1)
+    path.write_text("".join(f"{label} " + " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(x)) + "\n" for x, label in zip(X, y)))
+    return str(path)
+
+
+def test_the_data_cache_is_keyed_by_the_source_and_the_ingest_options(tmp_path):
+    from dpipe.registry._retrain import _as_store
+
+    src = _svmlight(tmp_path / "week.svm", 300, 1)
+    reg = Registry(tmp_path / "reg", create=True)
+    four = _as_store(src, reg, {"n_features": 4}, True)
+    six = _as_store(src, reg, {"n_features": 6}, True)
+    assert four != six  # other options: ingested again, not the cached store
+    assert dpipe.open_store(four).manifest.n_features == 4 and dpipe.open_store(six).manifest.n_features == 6
+    stamp = os.stat(os.path.join(four, "manifest.json")).st_mtime_ns
+    assert _as_store(src, reg, {"n_features": 4}, True) == four  # the same source and options: the cache
+    assert os.stat(os.path.join(four, "manifest.json")).st_mtime_ns == stamp
+    assert _as_store(src, reg, {"n_features": 4}, False) not in (four, six)  # a pool of the same file is another store
+    with open(src, "a") as f:  # new content, same name
+        f.write("1 1:0.5\n")
+    assert _as_store(src, reg, {"n_features": 4}, True) not in (four, six)
+
+
+def test_an_unknown_ingest_option_fails_before_any_work(tmp_path):
+    src = _svmlight(tmp_path / "week.svm", 200, 2)
+    _svmlight(tmp_path / "hold.svm", 200, 3)
+    (tmp_path / "typo.yaml").write_text(f"registry: reg\ndata: {{train: {src}, holdout: hold.svm, ingest: {{n_feature: 4}}}}\n")
+    r = run_retrain(tmp_path / "typo.yaml")
+    assert r.returncode == 1
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("dpipe retrain: error:")]
+    assert f"{tmp_path / 'typo.yaml'}: data.ingest.n_feature: not an ingest option" in line
+    assert not (tmp_path / "reg").exists()  # nothing ingested, no registry made
+    (tmp_path / "set.yaml").write_text("registry: reg\ndata: {train: week.svm, holdout: hold.svm, ingest: {unlabeled: true}}\n")
+    r = run_retrain(tmp_path / "set.yaml")
+    assert r.returncode == 1 and "data.ingest.unlabeled: set by the retrain itself" in r.stderr
