@@ -147,9 +147,12 @@ def test_calibrated_probabilities(data):
 @pytest.mark.parametrize("objective", ["auc-moment", "auc-smooth"])
 def test_dask_array_matches_numpy(data, objective):
     X, y = data
-    ref = DPipeClassifier(objective).fit(X, y)
+    # tol 1e-4: a gradient every BLAS kernel reaches (the default 1e-6 is at this problem's rounding floor, where L-BFGS's
+    # line search may end ABNORMAL on one kernel and not another); what is checked is that both routes give the same fit
+    params = {"tol": 1e-4} if objective == "auc-smooth" else {}
+    ref = DPipeClassifier(objective, **params).fit(X, y)
     # default (threaded) scheduler; blocks that do not align with the estimator's shards
-    lazy = DPipeClassifier(objective).fit(da.from_array(X, chunks=(250, 4)), da.from_array(y, chunks=170))
+    lazy = DPipeClassifier(objective, **params).fit(da.from_array(X, chunks=(250, 4)), da.from_array(y, chunks=170))
     np.testing.assert_allclose(lazy.coef_, ref.coef_, rtol=1e-12, atol=0)
     np.testing.assert_allclose(lazy.intercept_, ref.intercept_, rtol=1e-12, atol=0)
     scores = lazy.decision_function(da.from_array(X, chunks=(250, 6)))

@@ -28,7 +28,8 @@ class Calibrated:
     threshold : float
         What was subtracted from the fit's intercept.
     table : list of dict
-        Every candidate's label, modelled error, training error and threshold.
+        Every candidate's label, modelled error, training error, threshold (the shift of the
+        candidate's own intercept) and the intercept it ends with.
     """
 
     coef: object
@@ -60,7 +61,8 @@ def calibrate(outcome: FitOutcome, summarise: Callable[[object, float], RankSumm
         summary = summarise(cand.coef, cand.intercept)
         t, errors = summary.best_threshold()
         total = float(summary.pos.sum() + summary.neg.sum())
-        table.append({"label": cand.label, "modelled_error": cand.modelled_error, "train_error": float(errors) / total, "threshold": t})
+        table.append({"label": cand.label, "modelled_error": cand.modelled_error, "train_error": float(errors) / total, "threshold": t,
+                      "intercept": cand.intercept - t})
         if best is None or errors < best[0]:
             best = (errors, cand, t, summary)
     assert best is not None

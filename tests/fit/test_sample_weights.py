@@ -270,7 +270,9 @@ def test_calibrated_intercept_equals_the_repeated_store(stores, objective):
     scale = float(np.max(np.abs(X.astype(np.float64) @ mr.coef))) + 1.0
     for a, b in zip(cw, cr):
         assert a["train_error"] == pytest.approx(b["train_error"], rel=1e-12)
-        assert abs(a["threshold"] - b["threshold"]) <= rtol * scale
+        # the calibrated intercept, not the shift: a moment candidate's own (modelled) intercept comes from the class
+        # variances, whose rounding differs between the two stores' moment merges by more than the scores' does
+        assert abs(a["intercept"] - b["intercept"]) <= rtol * scale
     assert abs(mw.intercept - mr.intercept) <= rtol * scale
     # the calibrated rule makes the fewest weighted errors among all thresholds of its scores
     Xr, yr = _repeated(X, y, v)

@@ -60,9 +60,11 @@ def test_workers_killed_while_they_merge_the_scores_fall_back_to_the_driver(stor
     assert "the driver merges the scores from now on" in caplog.text
     # The workers' route rounds differently (1e-10 relative per evaluation) before the kill, and 80 iterations short of the
     # minimum of an ill-conditioned problem amplify that along L-BFGS's path: undisturbed fits on the two routes end 8.7e-4
-    # apart (measured), this one 1.2e-3 from the driver's. The same run length and nearly the same objective value.
-    assert got.fit["nit"] == undisturbed.fit["nit"] == FIT["max_iter"]
+    # apart (measured), this one 1.2e-3 from the driver's. Nearly the same objective value and ranking; not the same iteration
+    # count, which rounding can move by one (tol 1e-14 is at the rounding floor: a line search may end a step early).
     assert got.fit["fun"] == pytest.approx(undisturbed.fit["fun"], rel=5e-3)
+    auc = [dpipe.evaluate(m, store, engine="local")["roc_auc"] for m in (got, undisturbed)]
+    assert auc[0] == pytest.approx(auc[1], abs=1e-3)
 
 
 class _Fit:
