@@ -16,4 +16,5 @@ SUITES = {
     "rate-scale": "rate_scale",
     "cost-model": "cost_model",
     "faults": "faults",
+    "verify-cost": "verify_cost",
 }

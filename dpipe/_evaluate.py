@@ -21,15 +21,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._modes import set_default_mode
-from ._output import PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, check_output_path, lock_temporary
+from ._output import METRICS_FORMAT, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, locked_output, write_error
 from ._ramp import ramp
 from .engine import open_dataset, rank_summary
-from .exceptions import ParameterError
-from .io import Store, open_store
+from .exceptions import DPipeError, ParameterError
+from .io import Store
+from .io._store import as_store
 from .model import LinearModel
 from .reduce import shard_scores_labels
 
-__all__ = ["evaluate", "predict", "evaluate_dataset", "group_rates", "constraint_values"]
+__all__ = ["evaluate", "predict", "write_metrics", "evaluate_dataset", "group_rates", "constraint_values"]
 
 
 def evaluate_dataset(
@@ -80,8 +81,8 @@ def constraint_values(datasets: dict[str, Any], coef: np.ndarray, intercept: flo
     """Each constraint's left-hand side minus right-hand side with exact rates of the model on ``datasets`` (alias -> opened
     dataset, ``"train"`` the evaluated store), and whether it holds (``<= 0``); one pass per dataset. With ``randomized``,
     expected rates of the randomized classifier."""
-    from .fit._rates import deployed_model
     from .fit._params import PARAMS
+    from .fit._rates import deployed_model
     from .rates._cells import DataInfo, compile_rows, plan_stores
     from .reduce._rates import cell_predictions
 
@@ -110,6 +111,7 @@ def evaluate(
     workers: int | None = None,
     memory_limit: str | int | None = None,
     cache: str | None = "stream",
+    verify: bool | None = None,
 ) -> dict[str, Any]:
     """Exact ROC-AUC, PRBEP, accuracy, precision, recall, F1, Prec@k and Rec@k of a model on a store.
 
@@ -138,6 +140,9 @@ def evaluate(
     engine, client, scheduler, workers, memory_limit, cache
         Where the scoring pass runs (see :func:`dpipe.train`; ``"auto"`` stays in this
         process for small stores); one pass, so shards are streamed by default.
+    verify : bool, optional
+        Re-hash every shard read against the store's checksums (see :func:`dpipe.train`):
+        ``None`` (default) the dask config key ``dpipe.verify`` (on); ``False`` opts out.
 
     Returns
     -------
@@ -146,8 +151,9 @@ def evaluate(
         (``threshold_rule="randomized"``) accuracy, precision, recall, F1, the group rates
         and the constraints are expected values, and ``"randomized"`` is True.
     """
-    model, st = _model_and_store(model, store)
+    model, st = _model_and_store(model, store, verify)
     st.require_labels("evaluate")
+    _check_threshold(threshold, "evaluate")
     if datasets and not constraints:
         raise ParameterError("The 'datasets' parameter of evaluate names the stores constraints use; no constraint is given.")
     intercept = model.intercept - threshold
@@ -159,19 +165,21 @@ def evaluate(
         if by_group:
             metrics["by_group"] = group_rates(ds, model.coef, intercept, model.randomized)
         if constraints:
-            others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other)[1], engine=engine, client=client, scheduler=scheduler,
+            others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other, verify)[1], engine=engine, client=client, scheduler=scheduler,
                                                                workers=workers, memory_limit=memory_limit, cache=cache))
                       for alias, other in (datasets or {}).items()}
             metrics["constraints"] = constraint_values({"train": ds, **others}, model.coef, intercept, constraints, model.randomized)
     return metrics
 
 
-def _model_and_store(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store) -> tuple[LinearModel, Store]:
-    """Load both and check that the store has the model's features, in order, stored with the model's transform."""
+def _model_and_store(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store,
+                     verify: bool | None = None, owner: str = "evaluate") -> tuple[LinearModel, Store]:
+    """Load both (the store read with ``verify``: :func:`~dpipe.io._store.as_store`) and check that the store has the
+    model's features, in order, stored with the model's transform."""
     from .io._transform import check_same_features
 
     model = model if isinstance(model, LinearModel) else LinearModel.load(model)
-    st = store if isinstance(store, Store) else open_store(store)
+    st = as_store(store, verify, owner)
     check_same_features(model.feature_names, model.encoding, st, "model")
     return model, st
 
@@ -190,6 +198,7 @@ def predict(
     workers: int | None = None,
     memory_limit: str | int | None = None,
     cache: str | None = "stream",
+    verify: bool | None = None,
 ) -> str:
     """Score every row of a store and write ``row, score, label, y`` to a Parquet file.
 
@@ -197,40 +206,85 @@ def predict(
     store's label (0 in an unlabelled store). Rows keep the store's order; one row group per shard. A randomized
     model's (``threshold_rule="randomized"``) labels are drawn, each row +1 with
     probability ``clip(1/2 + score - threshold, 0, 1)``, from ``seed`` (the same seed, the
-    same labels); ``seed`` is an error for a deterministic model.
+    same labels); ``seed`` is an error for a deterministic model. ``verify``: as in
+    :func:`evaluate` (default on; ``False`` opts out of re-hashing the shards read).
 
     Returns
     -------
     str
         The path written.
+
+    Raises
+    ------
+    OutputError
+        ``out`` cannot be written (checked before the pass: :func:`dpipe._output.check_output_path`;
+        never inside a store or a model registry), or an OS error while writing it (a full disk):
+        one line naming ``out``, nothing left behind.
+    DestinationBusyError
+        Another process is writing ``out`` (its lock is held from the check to the rename).
     """
-    out = check_output_path(out, overwrite=overwrite, what="predictions")  # before any pass
-    model, st = _model_and_store(model, store)
-    if seed is not None and not model.randomized:
-        raise ParameterError("The 'seed' parameter of predict draws a randomized model's labels (threshold_rule='randomized'); this model is deterministic.")
-    rng = np.random.default_rng(seed) if model.randomized else None
-    schema = pa.schema([("row", pa.int64()), ("score", pa.float64()), ("label", pa.int8()), ("y", pa.int8())],
-                       metadata={PREDICTIONS_FORMAT_KEY: PREDICTIONS_FORMAT})
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".tmp-", dir=os.path.dirname(out))
-    os.close(fd)
-    lock = None
-    try:
-        lock = lock_temporary(tmp)  # another run's stale-temporary sweep leaves it alone
+    with locked_output(out, overwrite=overwrite, what="predictions") as path:  # before any pass; one writer of out until the rename
+        model, st = _model_and_store(model, store, verify, "predict")
+        if seed is not None and not model.randomized:
+            raise ParameterError("The 'seed' parameter of predict draws a randomized model's labels (threshold_rule='randomized'); this model is deterministic.")
+        _check_threshold(threshold, "predict")
+        rng = np.random.default_rng(seed) if model.randomized else None
         with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
             parts = ds.map_gather(shard_scores_labels, model.coef, model.intercept)
+        _write_predictions(path, st.manifest.shard_bounds, parts, threshold, rng)
+    return path
+
+
+def _check_threshold(threshold: float, owner: str) -> None:
+    if not isinstance(threshold, (int, float, np.integer, np.floating)) or isinstance(threshold, bool) or not np.isfinite(threshold):
+        raise ParameterError(f"The 'threshold' parameter of {owner} must be a finite number. Got {threshold!r} instead.")
+
+
+def _write_predictions(out: str, bounds: list[list[int]], parts: list[tuple[np.ndarray, np.ndarray]], threshold: float,
+                       rng: np.random.Generator | None) -> None:
+    """Write the prediction file through a temporary sibling and a rename; an OS error names ``out``, nothing is left."""
+    schema = pa.schema([("row", pa.int64()), ("score", pa.float64()), ("label", pa.int8()), ("y", pa.int8())],
+                       metadata={PREDICTIONS_FORMAT_KEY: PREDICTIONS_FORMAT})
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".tmp-", dir=os.path.dirname(out))
+        os.close(fd)
         with pq.ParquetWriter(tmp, schema) as writer:
-            for (start, stop), (s, y) in zip(st.manifest.shard_bounds, parts):
+            for (start, stop), (s, y) in zip(bounds, parts):
                 positive = s > threshold if rng is None else rng.random(s.size) < ramp(s - threshold)
                 label = np.where(positive, 1, -1).astype(np.int8)
                 columns = [pa.array(np.arange(start, stop, dtype=np.int64)), pa.array(s), pa.array(label), pa.array(y)]
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))
         set_default_mode(tmp)  # mkstemp made it 0600: give it the user's umask
         os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as exc:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, DPipeError):  # pyarrow's error on a full disk is an OSError too
+            raise write_error(out, "predictions", exc) from exc
         raise
-    finally:
-        if lock is not None:
-            os.close(lock)
-    return out
+
+
+def write_metrics(path: str | os.PathLike, metrics: dict[str, Any], *, overwrite: bool) -> str:
+    """Write ``evaluate``'s metrics as a dpipe metrics file (``"format": "dpipe-metrics"``, what ``evaluate --json`` writes).
+
+    Checked and locked like every output (:func:`dpipe._output.locked_output`: re-entered
+    when the caller holds the lock from before its pass); written through a temporary
+    sibling and a rename. Returns the path.
+
+    Raises
+    ------
+    OutputError
+        ``path`` cannot be written (see :func:`dpipe._output.check_output_path`), or an OS
+        error while writing (a full disk): one line naming ``path``, nothing left.
+    """
+    from .io._manifest import write_json_atomic
+
+    with locked_output(path, overwrite=overwrite, what="metrics") as p:
+        try:
+            write_json_atomic(p, {"format": METRICS_FORMAT, **metrics})
+        except OSError as exc:
+            if isinstance(exc, DPipeError):
+                raise
+            raise write_error(p, "metrics", exc) from exc
+    return p

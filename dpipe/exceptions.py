@@ -13,6 +13,7 @@ __all__ = [
     "ShardValueError",
     "OutputError",
     "OutputExistsError",
+    "DestinationBusyError",
     "ParameterError",
     "ClusterError",
     "RegistryError",
@@ -93,6 +94,13 @@ class OutputError(DPipeError, OSError):
 
 class OutputExistsError(OutputError, FileExistsError):
     """An output path exists and replacing it was not asked for."""
+
+
+class DestinationBusyError(OutputError):
+    """Another dpipe process (or thread) is writing the same destination (it holds the destination's lock).
+
+    The message names the destination and the owner: its host, pid, start time and command.
+    """
 
 
 class ParameterError(DPipeError, ValueError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,10 +22,28 @@ def _pyplot():
 
 
 def _save(fig: Any, path: str | os.PathLike) -> str:
+    """Write ``fig`` as a PNG marked as dpipe's (text chunk ``dpipe.format = dpipe-plot``) through a temporary sibling
+    and a rename, holding the destination's lock (:func:`dpipe._output.destination_lock`); an OS error names ``path``."""
+    from ._modes import set_default_mode
+    from ._output import PLOT_FORMAT, destination_lock, write_error
+    from .exceptions import DPipeError
+
     path = os.fspath(path)
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    os.replace(tmp, path)
+    parent, name = os.path.split(os.path.abspath(path))
+    with destination_lock(path, "plot"):
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.tmp-", dir=parent)
+            os.close(fd)
+            fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight", metadata={"dpipe.format": PLOT_FORMAT})
+            set_default_mode(tmp)  # mkstemp made it 0600
+            os.replace(tmp, path)
+        except BaseException as exc:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
+            if isinstance(exc, OSError) and not isinstance(exc, DPipeError):
+                raise write_error(path, "plot", exc) from exc
+            raise
     return path
 
 

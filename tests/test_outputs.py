@@ -7,6 +7,7 @@ data pass run, the error would name that shard; it names the output path instead
 from __future__ import annotations
 
 import errno
+import json
 import os
 
 import numpy as np
@@ -16,6 +17,7 @@ import zarr
 import dpipe
 from dpipe.cli.main import main
 from dpipe.exceptions import OutputError, ShardValueError
+from dpipe.io import record_checksums
 from dpipe.model import LinearModel
 from dpipe.testing import one_error_line, write_store
 
@@ -32,14 +34,34 @@ def _data(seed: int = 0):
 
 
 def _poison(path: str, value: float = np.nan, array: str = "X") -> str:
-    """Overwrite one stored value through zarr (the store's chunk now decodes to ``value``)."""
+    """Overwrite one stored value through zarr (the store's chunk now decodes to ``value``), then record the checksums
+    again: a value that was already there when they were taken, which the re-hash on read cannot see and the passes'
+    own checks must (a value changed after them is refused by the re-hash first: tests/io/test_verify_default.py)."""
     root = zarr.open_group(path, mode="r+")
     row = SIZES[0] + BAD_ROW
     if array == "X":
         root["X"][row, 3] = value
     else:
         root[array][row] = value
+    _record_again(path)
     return path
+
+
+def _record_again(path: str) -> None:
+    """Drop the store's checksums (back to manifest schema 1) and let ``dpipe verify --record`` take them anew."""
+    def old(d: dict) -> dict:
+        d.pop("shards"), d.pop("checksum_algorithm")
+        return {**d, "schema_version": 1}
+    for fn, key in (("manifest.json", None), ("zarr.json", "dpipe_manifest")):
+        with open(os.path.join(path, fn)) as f:
+            d = json.load(f)
+        if key is None:
+            d = old(d)
+        else:
+            d["attributes"][key] = old(d["attributes"][key])
+        with open(os.path.join(path, fn), "w") as f:
+            json.dump(d, f)
+    record_checksums(path)
 
 
 @pytest.fixture(scope="module")

@@ -129,5 +129,5 @@ def test_cli_trains_prec_at_k_with_svm_perf_flags(data, tmp_path, capsys):
     assert "cutting plane: lower bound" in printed
     model = dpipe.LinearModel.load(out)
     assert model.params["lam"] == pytest.approx(1e-3) and model.fit["info"]["gap"] <= 0.01
-    assert main(["train", data["train"], "--objective", "f1", "--solver", "lbfgs", "--out", str(out), "--engine", "local"]) == 1
+    assert main(["train", data["train"], "--objective", "f1", "--solver", "lbfgs", "--out", str(tmp_path / "f1.json"), "--engine", "local"]) == 1
     assert "Valid pairs" in capsys.readouterr().err

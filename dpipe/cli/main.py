@@ -191,22 +191,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--features", type=int, default=40)
     p.add_argument("--data", help="your own training file instead of generated data")
     p.add_argument("--test-data", dest="test_data", help="test file for --data (default: a random 25%% split of --data)")
+    p.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier demo in --workdir (only files dpipe wrote)")
     _add_ingest_options(p)
     _add_cluster(p, engine_default="dask")
-    for name in ("train", "evaluate", "predict"):
-        sub.choices[name].add_argument("--verify", action="store_true", default=None,
-                                       help="re-hash every shard read and compare with the checksums recorded at write time (dask config dpipe.verify)")
     p = sub.add_parser("verify", help="read every shard of a store and check it against the checksums in its manifest (exit 0 ok, 1 damaged)")
     p.add_argument("store")
     p.add_argument("--record", action="store_true", help="compute and record checksums for a store written without them (dpipe <= 0.1)")
     _add_registry_parsers(sub)
+    for name in ("train", "evaluate", "predict", "demo", "split", "retrain"):  # every command that reads a store's shards
+        sub.choices[name].add_argument("--verify", action=argparse.BooleanOptionalAction, default=None,
+                                       help="re-hash every shard read and compare it with the checksums recorded at write time: the default "
+                                            "(dask config dpipe.verify: auto); --no-verify skips it; --verify also refuses a store written "
+                                            "without checksums, which the default reads with a warning")
     return parser
 
 
 def _with_verify(cmd: Any) -> Any:
-    """Run ``cmd`` with the dask config key ``dpipe.verify`` on when ``--verify`` was given (and ``dpipe.cluster`` set by ``--cluster``)."""
+    """Run ``cmd`` with the dask config key ``dpipe.verify`` set by ``--verify`` (true) or ``--no-verify`` (false), and
+    ``dpipe.cluster`` by ``--cluster``; neither given: the config as it is (``dpipe.verify`` default ``auto``)."""
     def run(a: argparse.Namespace) -> None:
-        settings = {"dpipe.verify": True} if getattr(a, "verify", None) else {}
+        verify = getattr(a, "verify", None)
+        settings: dict[str, Any] = {} if verify is None else {"dpipe.verify": bool(verify)}
         if getattr(a, "cluster", None):  # read where the cluster starts (cluster_client, resolve_engine)
             settings["dpipe.cluster"] = a.cluster
         if not settings:
@@ -306,13 +311,15 @@ def _cmd_info(a: argparse.Namespace) -> None:
 
 
 def _cmd_train(a: argparse.Namespace) -> None:
+    from .._output import locked_output
     from ..fit import PARAMS, train
 
     given = {name: getattr(a, name) for name in PARAMS if getattr(a, name) is not None}
     if a.constraints_file:
         given["constraints"] = [*given.get("constraints", []), *_read_constraints_file(a.constraints_file)]
-    model = train(a.store, a.objective, validation=a.validation, datasets=_parse_datasets(a.datasets), out=a.out, overwrite=a.overwrite,
-                  train_metrics=a.train_metrics, **given, **_cluster_kwargs(a))
+    with locked_output(a.out, overwrite=a.overwrite, what="model") if a.out else contextlib.nullcontext():  # one writer of --out, fit included
+        model = train(a.store, a.objective, validation=a.validation, datasets=_parse_datasets(a.datasets), out=a.out, overwrite=a.overwrite,
+                      train_metrics=a.train_metrics, **given, **_cluster_kwargs(a))
     fit = model.fit
     for c in fit.get("info", {}).get("constraints", []):
         print(f"constraint {c['text']}: {'holds' if c['satisfied'] else 'NOT satisfied'} on the training data "
@@ -357,20 +364,19 @@ def _read_constraints_file(path: str) -> list[str]:
 
 
 def _cmd_evaluate(a: argparse.Namespace) -> None:
-    from .._evaluate import evaluate
-    from .._output import METRICS_FORMAT, check_output_path
-    from ..io._manifest import write_json_atomic
+    from .._evaluate import evaluate, write_metrics
+    from .._output import locked_output
 
     k: float | None = a.k
     if k is not None and float(k).is_integer():
         k = int(k)
-    if a.json_out:  # before the pass
-        check_output_path(a.json_out, overwrite=a.overwrite, what="metrics")
-    metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, by_group=a.by_group, constraints=a.constraints,
-                       datasets=_parse_datasets(a.datasets), **_cluster_kwargs(a))
-    _print_metrics(metrics)
-    if a.json_out:
-        write_json_atomic(a.json_out, {"format": METRICS_FORMAT, **metrics})
+    # --json: checked before the pass, one writer of it until the rename
+    with locked_output(a.json_out, overwrite=a.overwrite, what="metrics") if a.json_out else contextlib.nullcontext():
+        metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, by_group=a.by_group, constraints=a.constraints,
+                           datasets=_parse_datasets(a.datasets), **_cluster_kwargs(a))
+        _print_metrics(metrics)
+        if a.json_out:
+            write_metrics(a.json_out, metrics, overwrite=a.overwrite)
 
 
 def _cmd_predict(a: argparse.Namespace) -> None:
@@ -438,7 +444,7 @@ def _cmd_demo(a: argparse.Namespace) -> None:
 
 _COMMANDS = {
     "ingest": _cmd_ingest,
-    "split": _cmd_split,
+    "split": _with_verify(_cmd_split),
     "info": _cmd_info,
     "make-data": _cmd_make_data,
     "train": _with_verify(_cmd_train),
@@ -447,6 +453,7 @@ _COMMANDS = {
     "verify": _cmd_verify,
     "demo": _with_verify(_cmd_demo),
     **_REGISTRY_COMMANDS,
+    "retrain": _with_verify(_REGISTRY_COMMANDS["retrain"]),
 }
 
 

@@ -248,7 +248,8 @@ def cluster_client(
     dashboard = _dashboard_address()
     # Closed by default: TLS with temporary credentials, every listener on loopback only.
     security = Security.temporary()
-    with dask.config.set({**EMBEDDED_WORKER_MEMORY, **worker_environ_config()}):  # the nannies keep this config for every (re)start of their worker
+    # the nannies keep this config for every (re)start of their worker; the preload shows a dpipe error once (dpipe._worker_logs)
+    with dask.config.set({**EMBEDDED_WORKER_MEMORY, **worker_environ_config(), "distributed.worker.preload": ["dpipe._worker_logs"]}):
         cluster = LocalCluster(
             n_workers=n,
             threads_per_worker=threads,

@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 
 from .._evaluate import evaluate_dataset
-from .._output import check_output_path
+from .._output import check_output_path, locked_output
 from ..engine import cluster_client, open_dataset, rank_summary, resolve_engine
 from ..exceptions import ParameterError
-from ..io import Store, open_store
+from ..io import Store
+from ..io._store import as_store
 from ..io._transform import check_same_features
 from ..model import LinearModel
 from ._calibrate import calibrate
@@ -101,6 +102,7 @@ def train(
     workers: int | None = None,
     memory_limit: str | int | None = None,
     cache: str | None = None,
+    verify: bool | None = None,
     out: str | os.PathLike | None = None,
     overwrite: bool = False,
     train_metrics: bool = True,
@@ -124,7 +126,7 @@ def train(
         if not isinstance(overwrite, (bool, np.bool_)):
             raise ParameterError(f"The 'overwrite' parameter of train must be a bool. Got {overwrite!r} instead.")
         check_output_path(out, overwrite=bool(overwrite), what="model")
-    st = store if isinstance(store, Store) else open_store(store)
+    st = as_store(store, verify, "train")
     st.require_labels("training")
     m = st.manifest
     engine = resolve_engine(engine, st, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit)
@@ -133,11 +135,11 @@ def train(
         ds = stack.enter_context(open_dataset(st, engine=engine, client=c, cache=cache))
         validate = None
         if validation is not None:
-            vst = validation if isinstance(validation, Store) else open_store(validation)
+            vst = as_store(validation, verify, "train")
             vst.require_labels("validation")
             check_same_features(m.feature_names, m.encoding, vst, "training store")
             validate = _validator(stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream")))
-        others = {alias: other if isinstance(other, Store) else open_store(other) for alias, other in (datasets or {}).items()}
+        others = {alias: as_store(other, verify, "train") for alias, other in (datasets or {}).items()}
         for other in others.values():
             check_same_features(m.feature_names, m.encoding, other, "training store")
         extra = {alias: stack.enter_context(open_dataset(other, engine=engine, client=c, cache=cache)) for alias, other in others.items()}
@@ -166,8 +168,8 @@ def train(
         metrics=metrics,
     )
     if out is not None:
-        check_output_path(out, overwrite=bool(overwrite), what="model")  # again: the fit took a while
-        model.save(out)
+        with locked_output(out, overwrite=bool(overwrite), what="model"):  # again (the fit took a while), then one writer of out to the rename
+            model.save(out)
         log.info("model written to %s", out)
     return model
 
@@ -196,6 +198,12 @@ client, scheduler, workers, memory_limit : optional
     Cluster selection, see :func:`dpipe.engine.cluster_client`.
 cache : {"auto", "memory", "stream"}, optional
     Keep shards in worker memory or stream them on every pass.
+verify : bool, optional
+    Re-hash every shard read (each pass's, when streamed) and compare it with the checksums
+    recorded at write time; a mismatch is a :class:`~dpipe.exceptions.StoreError` naming the
+    store and the shard. ``None`` (default): the dask config key ``dpipe.verify`` (``auto``:
+    on; see :class:`dpipe.Store`); ``False`` opts out; ``True`` also refuses a store written
+    without checksums. Applies to every store named here.
 out : path, optional
     Save the model there (JSON; written to a temporary sibling, then renamed). Never
     a file inside a store.

@@ -77,7 +77,6 @@ from ._labels import LabelCounter, LabelRule, Where, class_absent_message
 from ._manifest import Manifest
 from ._store import open_store
 from ._svmlight import MAX_INDEX, looks_like_svmlight, parse_block
-from ._transform import check_log1p, ingest_transformed, stored_transform
 from ._tabular import (
     MISSING_VALUES,
     Column,
@@ -92,7 +91,8 @@ from ._tabular import (
     resolve_column,
     split_csv_line,
 )
-from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows_for
+from ._transform import check_log1p, ingest_transformed, stored_transform
+from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows_for, store_lock
 
 __all__ = ["ingest", "SOURCE_FORMATS", "detect_source_format"]
 
@@ -975,93 +975,94 @@ def ingest(
                              "drop log1p= and scale= (a transform is fitted on the training store and re-applied by like=).")
     if like_manifest is not None and like_manifest.encoding.get("transform") is not None:
         transform = stored_transform(like_manifest, os.fspath(like))
-    prepare_destination(dest, overwrite)
-    if log1p is not None or scale != "none":
-        raw_args = dict(format=format, source_format=source_format, label=label, positive=positive, negative=negative, n_features=n_features,
-                        zero_based=zero_based, header=header, skip_rows=skip_rows, group_col=group_col, weight_col=weight_col, like=like,
-                        unseen=unseen, unlabeled=unlabeled, shard_rows=shard_rows, read_rows=read_rows)
+    with store_lock(dest):  # one writer of dest from the check to the rename (the ShardWriter re-enters it)
+        prepare_destination(dest, overwrite)
+        if log1p is not None or scale != "none":
+            raw_args = dict(format=format, source_format=source_format, label=label, positive=positive, negative=negative, n_features=n_features,
+                            zero_based=zero_based, header=header, skip_rows=skip_rows, group_col=group_col, weight_col=weight_col, like=like,
+                            unseen=unseen, unlabeled=unlabeled, shard_rows=shard_rows, read_rows=read_rows)
 
-        def source_of(raw: Manifest) -> dict[str, Any]:
-            return {**raw.source, "options": {**raw.source["options"], "log1p": log1p, "scale": scale, "overwrite": overwrite}}
+            def source_of(raw: Manifest) -> dict[str, Any]:
+                return {**raw.source, "options": {**raw.source["options"], "log1p": log1p, "scale": scale, "overwrite": overwrite}}
 
-        return ingest_transformed(lambda path: ingest(src, path, **raw_args), dest, overwrite, log1p, scale, source_of,
-                                  fitted_on=paths[0] if len(paths) == 1 else ", ".join(paths))
+            return ingest_transformed(lambda path: ingest(src, path, **raw_args), dest, overwrite, log1p, scale, source_of,
+                                      fitted_on=paths[0] if len(paths) == 1 else ", ".join(paths))
 
-    kinds = [source_format or detect_source_format(p, skip_rows) for p in paths]
-    if len(set(kinds)) > 1:
-        raise InputError(f"sources of different formats ({', '.join(sorted(set(kinds)))}); ingest them separately", path=paths[0])
-    kind = kinds[0]
-    for p in paths:
-        if os.path.isdir(p) and kind != "parquet":
-            raise InputError(f"is a directory, but source_format={kind!r}", path=p)
-    if like_manifest is not None:
-        want = "svmlight" if kind == "svmlight" else "tabular"
-        if like_manifest.encoding["kind"] != want:
-            raise ParameterError(f"The 'like' parameter of {OWNER} names a store ingested from a {like_manifest.encoding['kind']} source; this source is {kind}.")
+        kinds = [source_format or detect_source_format(p, skip_rows) for p in paths]
+        if len(set(kinds)) > 1:
+            raise InputError(f"sources of different formats ({', '.join(sorted(set(kinds)))}); ingest them separately", path=paths[0])
+        kind = kinds[0]
+        for p in paths:
+            if os.path.isdir(p) and kind != "parquet":
+                raise InputError(f"is a directory, but source_format={kind!r}", path=p)
+        if like_manifest is not None:
+            want = "svmlight" if kind == "svmlight" else "tabular"
+            if like_manifest.encoding["kind"] != want:
+                raise ParameterError(f"The 'like' parameter of {OWNER} names a store ingested from a {like_manifest.encoding['kind']} source; this source is {kind}.")
 
-    files: list[_File] = []
-    for i, p in enumerate(paths):
-        for fp in parquet_files(p) if kind == "parquet" else [p]:
-            files.append(_File(fp, len(files), i))
+        files: list[_File] = []
+        for i, p in enumerate(paths):
+            for fp in parquet_files(p) if kind == "parquet" else [p]:
+                files.append(_File(fp, len(files), i))
 
-    if kind == "svmlight":
-        for value, name in ((label, "label"), (group_col, "group_col"), (weight_col, "weight_col")):
-            if value is not None:
-                raise ParameterError(f"The {name!r} parameter of {OWNER} applies to CSV and Parquet sources, not to svmlight.")
-        if header is True:
-            raise ParameterError(f"The 'header' parameter of {OWNER} applies to CSV sources; svmlight files have no header.")
-        job: _SvmlightJob | _TabularJob = _SvmlightJob(files, read_rows, rule, n_features, zero_based, like_manifest, unlabeled)
-    else:
-        if n_features is not None:
-            raise ParameterError(f"The 'n_features' parameter of {OWNER} applies to svmlight sources; tabular sources get their features from the columns.")
-        if zero_based != "auto":
-            raise ParameterError(f"The 'zero_based' parameter of {OWNER} applies to svmlight sources only.")
-        if kind == "parquet" and (header is True or skip_rows):
-            raise ParameterError(f"The 'header' and 'skip_rows' parameters of {OWNER} apply to text sources, not to Parquet.")
-        job = _TabularJob(files, kind, read_rows, rule, label, group_col, weight_col, header, skip_rows, unseen, like_manifest, unlabeled)
+        if kind == "svmlight":
+            for value, name in ((label, "label"), (group_col, "group_col"), (weight_col, "weight_col")):
+                if value is not None:
+                    raise ParameterError(f"The {name!r} parameter of {OWNER} applies to CSV and Parquet sources, not to svmlight.")
+            if header is True:
+                raise ParameterError(f"The 'header' parameter of {OWNER} applies to CSV sources; svmlight files have no header.")
+            job: _SvmlightJob | _TabularJob = _SvmlightJob(files, read_rows, rule, n_features, zero_based, like_manifest, unlabeled)
+        else:
+            if n_features is not None:
+                raise ParameterError(f"The 'n_features' parameter of {OWNER} applies to svmlight sources; tabular sources get their features from the columns.")
+            if zero_based != "auto":
+                raise ParameterError(f"The 'zero_based' parameter of {OWNER} applies to svmlight sources only.")
+            if kind == "parquet" and (header is True or skip_rows):
+                raise ParameterError(f"The 'header' and 'skip_rows' parameters of {OWNER} apply to text sources, not to Parquet.")
+            job = _TabularJob(files, kind, read_rows, rule, label, group_col, weight_col, header, skip_rows, unseen, like_manifest, unlabeled)
 
-    with Progress(f"ingest: reading {', '.join(paths)} (pass 1 of 2)", total_bytes=sum(f.stamp[0] for f in files), bytes_label="read"):
-        job.scan()
-    pa.default_memory_pool().release_unused()  # give back what pass 1's Arrow buffers held
-    for msg in job.warnings:
-        warnings.warn(msg, DataWarning, stacklevel=2)
+        with Progress(f"ingest: reading {', '.join(paths)} (pass 1 of 2)", total_bytes=sum(f.stamp[0] for f in files), bytes_label="read"):
+            job.scan()
+        pa.default_memory_pool().release_unused()  # give back what pass 1's Arrow buffers held
+        for msg in job.warnings:
+            warnings.warn(msg, DataWarning, stacklevel=2)
 
-    d = job.n_features
-    # a source smaller than one default shard becomes one shard of exactly its rows
-    rows_per_shard = shard_rows or shard_rows_for(job.n_rows, d)
-    groups = getattr(job, "groups", None)
-    with_group = groups is not None
-    options = {
-        "format": format,
-        "source_format": source_format,
-        "label": label,
-        "positive": None if positive is None else list(LabelRule.from_args(positive, None).values),
-        "negative": None if negative is None else list(LabelRule.from_args(None, negative).values),
-        "n_features": n_features,
-        "zero_based": zero_based,
-        "header": header,
-        "skip_rows": skip_rows,
-        "group_col": group_col,
-        "weight_col": weight_col,
-        "like": None if like is None else os.path.abspath(os.fspath(like)),
-        "unseen": unseen,
-        "unlabeled": unlabeled,
-        "log1p": None,
-        "scale": "none",
-        "shard_rows": rows_per_shard,
-        "read_rows": read_rows,
-        "overwrite": overwrite,
-    }
-    source = _source_dict(paths, files, kind, options, isinstance(src, (str, os.PathLike)))
-    with ShardWriter(dest, d, job.feature_names, rows_per_shard, format=format, with_group=with_group, with_weight=getattr(job, "has_weight", False),
-                     overwrite=overwrite, labelled=not unlabeled) as writer:
-        with Progress(f"ingest: writing {dest} (pass 2 of 2)", total_rows=job.n_rows, bytes_label="of features"):
-            written = _write_shards(job, writer, rows_per_shard, d, transform, ", ".join(paths))
-        if written != job.n_rows:
-            raise InputError(f"pass 2 read {written} rows, pass 1 counted {job.n_rows} (did the file change?)", path=files[0].path)
-        encoding = job.encoding if transform is None else {**job.encoding, "transform": like_manifest.encoding["transform"]}
-        manifest = writer.commit(source=source, encoding=encoding, groups=groups, group_column=getattr(job, "group_column", None))
-    return manifest
+        d = job.n_features
+        # a source smaller than one default shard becomes one shard of exactly its rows
+        rows_per_shard = shard_rows or shard_rows_for(job.n_rows, d)
+        groups = getattr(job, "groups", None)
+        with_group = groups is not None
+        options = {
+            "format": format,
+            "source_format": source_format,
+            "label": label,
+            "positive": None if positive is None else list(LabelRule.from_args(positive, None).values),
+            "negative": None if negative is None else list(LabelRule.from_args(None, negative).values),
+            "n_features": n_features,
+            "zero_based": zero_based,
+            "header": header,
+            "skip_rows": skip_rows,
+            "group_col": group_col,
+            "weight_col": weight_col,
+            "like": None if like is None else os.path.abspath(os.fspath(like)),
+            "unseen": unseen,
+            "unlabeled": unlabeled,
+            "log1p": None,
+            "scale": "none",
+            "shard_rows": rows_per_shard,
+            "read_rows": read_rows,
+            "overwrite": overwrite,
+        }
+        source = _source_dict(paths, files, kind, options, isinstance(src, (str, os.PathLike)))
+        with ShardWriter(dest, d, job.feature_names, rows_per_shard, format=format, with_group=with_group, with_weight=getattr(job, "has_weight", False),
+                         overwrite=overwrite, labelled=not unlabeled) as writer:
+            with Progress(f"ingest: writing {dest} (pass 2 of 2)", total_rows=job.n_rows, bytes_label="of features"):
+                written = _write_shards(job, writer, rows_per_shard, d, transform, ", ".join(paths))
+            if written != job.n_rows:
+                raise InputError(f"pass 2 read {written} rows, pass 1 counted {job.n_rows} (did the file change?)", path=files[0].path)
+            encoding = job.encoding if transform is None else {**job.encoding, "transform": like_manifest.encoding["transform"]}
+            manifest = writer.commit(source=source, encoding=encoding, groups=groups, group_column=getattr(job, "group_column", None))
+        return manifest
 
 
 def _write_shards(job: _SvmlightJob | _TabularJob, writer: ShardWriter, shard_rows: int, d: int,

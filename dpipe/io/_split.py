@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 
@@ -12,7 +13,7 @@ from ..exceptions import InputError, ParameterError
 from ._manifest import Manifest
 from ._store import Store, open_store
 from ._transform import check_log1p, fit_on_store, stored_transform
-from ._writer import ShardWriter, shard_rows_for
+from ._writer import ShardWriter, prepare_destination, shard_rows_for, store_lock
 
 __all__ = ["split_store", "SPLIT_METHODS"]
 
@@ -73,7 +74,8 @@ def split_store(
         A feature transform (see :func:`dpipe.ingest`) fitted on the training part only and
         applied to both parts; kept in both manifests. Costs one more read of ``store``.
     overwrite : bool
-        Replace existing destinations.
+        Replace existing destinations (only dpipe stores). Both destinations are checked and
+        locked (:func:`dpipe._output.destination_lock`) before the first pass over ``store``.
 
     Returns
     -------
@@ -90,47 +92,51 @@ def split_store(
     if len(set(paths)) < 3:
         what = "the training and test stores are one path" if paths[1] == paths[2] else "a destination is the source store itself"
         raise ParameterError(f"{OWNER}: {what} ({paths[1] if paths[1] == paths[2] else st.path}); give three different paths")
-    if method == "permutation":
-        in_train = np.zeros(m.n_rows, dtype=bool)
-        in_train[train_rows(m.n_rows, train_fraction, seed)] = True
+    with contextlib.ExitStack() as held:  # one writer of each destination, from the checks before the first pass to the renames
+        for dest in (train_dest, test_dest):
+            held.enter_context(store_lock(dest))
+            prepare_destination(os.fspath(dest), overwrite)
+        if method == "permutation":
+            in_train = np.zeros(m.n_rows, dtype=bool)
+            in_train[train_rows(m.n_rows, train_fraction, seed)] = True
 
-        def train_mask(start: int, n: int) -> np.ndarray:
-            return in_train[start:start + n]
-        n_train = int(in_train.sum())
-        sizes = (n_train, m.n_rows - n_train)
-    else:
-        def train_mask(start: int, n: int) -> np.ndarray:
-            return _uniforms(seed, start, n) < train_fraction
-        # shard sizes from the expected part sizes plus six standard deviations (no stray tail shard)
-        slack = 6.0 * (m.n_rows * train_fraction * (1.0 - train_fraction)) ** 0.5 + 1.0
-        sizes = (int(train_fraction * m.n_rows + slack), int((1.0 - train_fraction) * m.n_rows + slack))
+            def train_mask(start: int, n: int) -> np.ndarray:
+                return in_train[start:start + n]
+            n_train = int(in_train.sum())
+            sizes = (n_train, m.n_rows - n_train)
+        else:
+            def train_mask(start: int, n: int) -> np.ndarray:
+                return _uniforms(seed, start, n) < train_fraction
+            # shard sizes from the expected part sizes plus six standard deviations (no stray tail shard)
+            slack = 6.0 * (m.n_rows * train_fraction * (1.0 - train_fraction)) ** 0.5 + 1.0
+            sizes = (int(train_fraction * m.n_rows + slack), int((1.0 - train_fraction) * m.n_rows + slack))
 
-    transform, encoding = None, m.encoding
-    if log1p is not None or scale != "none":
-        if stored_transform(m, st.path) is not None:
-            raise ParameterError(f"{st.path}: already transformed (its manifest has encoding['transform']); split the raw store")
-        transform, record = fit_on_store(st, log1p=log1p, scale=scale, owner=OWNER, rows=train_mask, where=f"{st.path} (training part)",
-                                         fitted_on={"path": os.path.abspath(os.fspath(train_dest)), "split_of": st.path})
-        encoding = {**m.encoding, "transform": record}
+        transform, encoding = None, m.encoding
+        if log1p is not None or scale != "none":
+            if stored_transform(m, st.path) is not None:
+                raise ParameterError(f"{st.path}: already transformed (its manifest has encoding['transform']); split the raw store")
+            transform, record = fit_on_store(st, log1p=log1p, scale=scale, owner=OWNER, rows=train_mask, where=f"{st.path} (training part)",
+                                             fitted_on={"path": os.path.abspath(os.fspath(train_dest)), "split_of": st.path})
+            encoding = {**m.encoding, "transform": record}
 
-    kw = dict(n_features=m.n_features, feature_names=m.feature_names, format=m.format, with_group=m.groups is not None,
-              with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled)
-    balance = method == "permutation"  # exact part sizes: equal shards
-    rows = [shard_rows_for(max(1, min(m.n_rows, s)), m.n_features, balance=balance) for s in sizes]
-    with ShardWriter(os.fspath(train_dest), shard_rows=rows[0], **kw) as tr, ShardWriter(os.fspath(test_dest), shard_rows=rows[1], **kw) as te:
-        start = 0
-        for i, shard in enumerate(st.iter_shards()):
-            to_train = train_mask(start, shard.n_rows)
-            X = shard.X
-            if transform is not None:
-                try:
-                    X = transform.apply(X, first_row=start, where=f"{st.path}, shard {i}")
-                except ValueError as exc:
-                    raise InputError(f"{exc} (a row of the store, counted from 0; the transform was fitted on the training part)") from None
-            for writer, mask in ((tr, to_train), (te, ~to_train)):
-                writer.append(X[mask], shard.y[mask], group=None if shard.group is None else shard.group[mask],
-                              weight=None if shard.weight is None else shard.weight[mask])
-            start += shard.n_rows
-        fields = dict(groups=m.groups, group_column=m.group_column, encoding=encoding)
-        src = dict(m.source, split={"of": st.path, "train_fraction": train_fraction, "seed": seed, "method": method, "log1p": log1p, "scale": scale})
-        return (tr.commit(source=dict(src, part="train"), **fields), te.commit(source=dict(src, part="test"), **fields))
+        kw = dict(n_features=m.n_features, feature_names=m.feature_names, format=m.format, with_group=m.groups is not None,
+                  with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled)
+        balance = method == "permutation"  # exact part sizes: equal shards
+        rows = [shard_rows_for(max(1, min(m.n_rows, s)), m.n_features, balance=balance) for s in sizes]
+        with ShardWriter(os.fspath(train_dest), shard_rows=rows[0], **kw) as tr, ShardWriter(os.fspath(test_dest), shard_rows=rows[1], **kw) as te:
+            start = 0
+            for i, shard in enumerate(st.iter_shards()):
+                to_train = train_mask(start, shard.n_rows)
+                X = shard.X
+                if transform is not None:
+                    try:
+                        X = transform.apply(X, first_row=start, where=f"{st.path}, shard {i}")
+                    except ValueError as exc:
+                        raise InputError(f"{exc} (a row of the store, counted from 0; the transform was fitted on the training part)") from None
+                for writer, mask in ((tr, to_train), (te, ~to_train)):
+                    writer.append(X[mask], shard.y[mask], group=None if shard.group is None else shard.group[mask],
+                                  weight=None if shard.weight is None else shard.weight[mask])
+                start += shard.n_rows
+            fields = dict(groups=m.groups, group_column=m.group_column, encoding=encoding)
+            src = dict(m.source, split={"of": st.path, "train_fraction": train_fraction, "seed": seed, "method": method, "log1p": log1p, "scale": scale})
+            return (tr.commit(source=dict(src, part="train"), **fields), te.commit(source=dict(src, part="test"), **fields))

@@ -23,16 +23,19 @@ are non-empty (the writer writes every chunk, so a missing one is damage rather
 than zeros); a Parquet part holds the rows of its own position (its ``dpipe.shard``
 metadata); the row count; the class counts of ``y`` equal the manifest's.
 
-In verify mode (``verify=True``, ``dpipe verify``, ``--verify``, the dask config key
-``dpipe.verify``): every array of the shard is re-hashed and compared with the
-checksum recorded at write time (:mod:`dpipe.io._checksum`).
+By default, and in verify mode (``verify=True``, ``dpipe verify``, ``--verify``, the
+dask config key ``dpipe.verify``): every array of the shard is re-hashed and compared
+with the checksum recorded at write time (:mod:`dpipe.io._checksum`). Opting out:
+``verify=False``, ``--no-verify``, ``dpipe.verify: false``.
 
-A store written before checksums (manifest schema 1) is read with a
-:class:`~dpipe.exceptions.DataWarning` (see :class:`Store`); verify mode refuses it.
+A store written before checksums (manifest schema 1) is read unverified with a
+:class:`~dpipe.exceptions.DataWarning` when verification is the default (``auto``), and
+refused when it was asked for explicitly (see :class:`Store`).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import json
@@ -49,7 +52,7 @@ from ..exceptions import DataWarning, ParameterError, StoreError
 from ._checksum import shard_digests
 from ._manifest import MANIFEST_NAME, Manifest, canonical_json, decode_manifest, read_manifest_raw
 
-__all__ = ["Shard", "ShardCheck", "Store", "open_store", "read_shard", "ZARR_MANIFEST_KEY", "OLD_STORE_MESSAGE"]
+__all__ = ["Shard", "ShardCheck", "Store", "as_store", "open_store", "read_shard", "resolve_verify", "ZARR_MANIFEST_KEY", "OLD_STORE_MESSAGE"]
 
 #: key of the manifest in the Zarr group's attributes
 ZARR_MANIFEST_KEY = "dpipe_manifest"
@@ -58,6 +61,42 @@ ZARR_MANIFEST_KEY = "dpipe_manifest"
 OLD_STORE_MESSAGE = "{path}: written by dpipe <= 0.1 without checksums; re-ingest it, or run `dpipe verify --record {path}` to add them"
 
 _PART = re.compile(r"part-(\d{5,})\.parquet$")
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def resolve_verify(verify: bool | str | None = None, owner: str = "open_store") -> bool | str:
+    """The verify mode: ``True`` (asked for), ``False`` (opted out) or ``"auto"`` (the default).
+
+    ``verify`` if given (a bool, or ``"auto"``), else the dask config key ``dpipe.verify``
+    (default ``auto``, as is ``null``; also ``true`` / ``false``, or their spellings in an
+    environment variable such as ``DASK_DPIPE__VERIFY=false``).
+
+    Raises
+    ------
+    ParameterError
+        One line naming the parameter or the setting, for any other value.
+    """
+    if verify is not None:
+        if isinstance(verify, (bool, np.bool_)):
+            return bool(verify)
+        if isinstance(verify, str) and verify.strip().lower() == "auto":
+            return "auto"
+        raise ParameterError(f"The 'verify' parameter of {owner} must be True, False, 'auto' or None. Got {verify!r} instead.")
+    value = get_setting("verify")
+    if value is None:  # null in a config file: the default
+        return "auto"
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    text = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if text == "auto":
+        return "auto"
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ParameterError(f"The dpipe.verify setting must be true, false or auto. Got {value!r} instead.")
 
 
 @dataclasses.dataclass
@@ -325,31 +364,45 @@ class Store:
     ----------
     path : str
         Directory of the store.
-    verify : bool, optional
-        Re-hash every shard on read and compare with the recorded checksums;
-        default the dask config key ``dpipe.verify`` (false).
+    verify : bool or "auto", optional
+        Whether every shard read is re-hashed and compared with the checksums recorded
+        at write time. ``None`` (default): the dask config key ``dpipe.verify``, whose
+        default is ``auto``. See Notes.
 
     Attributes
     ----------
     path : str
     manifest : Manifest
     verify : bool
+        Whether shard reads are re-hashed (what :meth:`shard_args` sends to the workers).
+    verify_mode : bool or "auto"
+        What was asked: ``True`` (``verify=True``, ``--verify``, ``dpipe.verify: true``),
+        ``False`` (``verify=False``, ``--no-verify``, ``dpipe.verify: false``) or ``"auto"``
+        (nothing said: the default).
 
     Notes
     -----
-    A store without checksums (schema 1, written by dpipe <= 0.1) opens with a
-    :class:`~dpipe.exceptions.DataWarning` saying how to add them, and is read with
-    the checks that need no checksum. A warning, not an error: nothing says such a
-    store is damaged, and refusing it would stop every job on existing data at the
-    upgrade; the message says how to fix it. With ``verify`` it is an error, since
-    what was asked cannot be done.
+    Verification is on unless the user opts out: in the default mode (``"auto"``) and with
+    ``True`` every shard read is re-hashed, in whichever process reads it (a dask worker
+    gets the flag with :meth:`shard_args`), on every read (a streamed pass re-hashes each
+    shard on every pass; a persisted one once, when it is loaded).
+
+    The two modes differ only for a store without checksums (schema 1, written by dpipe
+    <= 0.1): with ``"auto"`` and ``False`` it opens with a
+    :class:`~dpipe.exceptions.DataWarning` saying how to add them, and is read with the
+    checks that need no checksum. A warning, not an error: nothing says such a store is
+    damaged, and refusing it by default would stop every job on existing data at the
+    upgrade. With ``True`` it is refused (:class:`~dpipe.exceptions.StoreError`), since
+    what was explicitly asked cannot be done. The default is a third value rather than
+    ``true`` so that ``dpipe.verify: true`` set in a config file or an environment
+    variable still counts as asked.
     """
 
-    def __init__(self, path: str, verify: bool | None = None, *, _recording: bool = False) -> None:
+    def __init__(self, path: str, verify: bool | str | None = None, *, _recording: bool = False) -> None:
         self.path = os.path.abspath(os.fspath(path))
+        mode = resolve_verify(verify, "Store")
         raw = read_manifest_raw(self.path)
         self.manifest: Manifest = decode_manifest(raw, where=self.path)
-        self.verify = bool(get_setting("verify", verify))
         m = self.manifest
         if m.format == "zarr":
             try:
@@ -376,10 +429,32 @@ class Store:
                 raise StoreError(f"{self.path}: {extra[0]} is not in the manifest ({m.n_shards} shards): a shard was dropped from the manifest")
         else:  # pragma: no cover - the schema allows only the two
             raise StoreError(f"{self.path}: unknown store format {m.format!r}")
+        self._set_verify(mode, _recording)
         if not m.has_checksums and not _recording:
-            if self.verify:
-                raise StoreError(OLD_STORE_MESSAGE.format(path=self.path) + " (verification was asked for)")
             warnings.warn(OLD_STORE_MESSAGE.format(path=self.path), DataWarning, stacklevel=2)
+
+    def _set_verify(self, mode: bool | str, recording: bool = False) -> None:
+        """Set :attr:`verify_mode` and :attr:`verify`; refuse a store without checksums when verification was asked for."""
+        has = self.manifest.has_checksums
+        if mode is True and not has and not recording:
+            raise StoreError(OLD_STORE_MESSAGE.format(path=self.path) + " (verification was asked for: --verify, verify=True or dpipe.verify: true; "
+                             "--no-verify reads it unverified)")
+        self.verify_mode = mode
+        self.verify = bool(has) and mode is not False
+
+    def with_verify(self, verify: bool | str | None) -> Store:
+        """This store read with ``verify`` (see :class:`Store`); ``None``: this store as it was opened.
+
+        A copy sharing the manifest when the mode differs (the store is not opened again).
+        """
+        if verify is None:
+            return self
+        mode = resolve_verify(verify, "Store.with_verify")
+        if mode == self.verify_mode:
+            return self
+        other = copy.copy(self)
+        other._set_verify(mode)
+        return other
 
     def __repr__(self) -> str:
         m = self.manifest
@@ -444,17 +519,30 @@ class Store:
         return m.n_rows * per_row
 
 
-def open_store(path: str | os.PathLike, verify: bool | None = None) -> Store:
+def open_store(path: str | os.PathLike, verify: bool | str | None = None) -> Store:
     """Open the dataset store at ``path`` (Zarr or Parquet, told by its manifest).
 
     Parameters
     ----------
-    verify : bool, optional
-        Re-hash every shard read (default: dask config ``dpipe.verify``).
+    path : str or path-like
+        Directory of the store.
+    verify : bool or "auto", optional
+        Re-hash every shard read and compare with the recorded checksums; ``False`` opts
+        out. Default: the dask config key ``dpipe.verify`` (``auto``: on; see :class:`Store`).
 
     Raises
     ------
     StoreError
-        The path is not a store, its manifest is malformed, or its arrays disagree with its manifest.
+        The path is not a store, its manifest is malformed, or its arrays disagree with its
+        manifest; or ``verify=True`` and the store has no checksums.
     """
-    return Store(os.fspath(path), verify=verify)
+    return Store(os.fspath(path), verify=None if verify is None else resolve_verify(verify, "open_store"))
+
+
+def as_store(store: str | os.PathLike | Store, verify: bool | str | None = None, owner: str = "open_store") -> Store:
+    """``store`` opened (:func:`open_store`), or an open :class:`Store` read with ``verify`` (:meth:`Store.with_verify`).
+
+    ``owner`` names the function whose ``verify`` parameter a bad value is reported against.
+    """
+    mode = None if verify is None else resolve_verify(verify, owner)
+    return store.with_verify(mode) if isinstance(store, Store) else Store(os.fspath(store), verify=mode)

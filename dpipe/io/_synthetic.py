@@ -58,7 +58,7 @@ from .._progress import Progress
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import ParameterError
 from ._manifest import Manifest
-from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows_for
+from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows_for, store_lock
 
 __all__ = ["make_data"]
 
@@ -379,7 +379,12 @@ def make_data(
     ParameterError
         A parameter is invalid.
     StoreError
-        ``dest`` exists and ``overwrite`` is false, or its parent is missing.
+        ``dest`` exists and ``overwrite`` is false, or its parent is missing; or an OS
+        error while writing (a full disk), naming ``dest``.
+    OutputError
+        ``dest`` lies inside a dpipe store or a dpipe model registry.
+    DestinationBusyError
+        Another process is writing ``dest`` (the lock is held from the check to the rename).
     """
     dest = os.fspath(dest)
     rows = check_int(rows, "rows", _OWNER, low=1)
@@ -402,36 +407,37 @@ def make_data(
     chunk_rows = check_int(chunk_rows, "chunk_rows", _OWNER, low=1)
     if not isinstance(overwrite, (bool, np.bool_)):
         raise ParameterError(f"The 'overwrite' parameter of {_OWNER} must be a bool. Got {overwrite!r} instead.")
-    prepare_destination(dest, bool(overwrite))
+    with store_lock(dest):  # one writer of dest, from the check to the rename (ShardWriter re-enters it)
+        prepare_destination(dest, bool(overwrite))
 
-    model = _cached_model(features, n_groups, positive_rate, label_noise, model_seed)
-    options: dict[str, Any] = {
-        "rows": rows,
-        "features": features,
-        "positive_rate": positive_rate,
-        "seed": seed,
-        "model_seed": model_seed,
-        "label_noise": label_noise,
-        "n_groups": n_groups,
-        "shard_rows": shard_rows,
-        "format": format,
-        "chunk_rows": chunk_rows,
-    }
-    names = [f"x{j}" for j in range(features)]
-    step = max(1, -(-chunk_rows // _BLOCK))
-    n_blocks = -(-rows // _BLOCK)
-    with ShardWriter(dest, features, names, shard_rows, format=format, with_group=n_groups > 0, overwrite=bool(overwrite)) as writer, \
-            Progress(f"make-data {dest}", total_rows=rows, bytes_label="of features") as progress:
-        for b in range(0, n_blocks, step):
-            nb = min(step, n_blocks - b)
-            X, y, group = _rows(model, seed, b, nb)
-            keep = min(X.shape[0], rows - b * _BLOCK)
-            writer.append(X[:keep], y[:keep], group[:keep] if n_groups else None)
-            del X, y, group
-            progress.advance(rows=keep, nbytes=4 * keep * features)
-        return writer.commit(
-            groups=[f"g{i}" for i in range(n_groups)] if n_groups else None,
-            group_column="group" if n_groups else None,
-            source={"format": "synthetic", "options": options},
-            encoding={"kind": "synthetic"},
-        )
+        model = _cached_model(features, n_groups, positive_rate, label_noise, model_seed)
+        options: dict[str, Any] = {
+            "rows": rows,
+            "features": features,
+            "positive_rate": positive_rate,
+            "seed": seed,
+            "model_seed": model_seed,
+            "label_noise": label_noise,
+            "n_groups": n_groups,
+            "shard_rows": shard_rows,
+            "format": format,
+            "chunk_rows": chunk_rows,
+        }
+        names = [f"x{j}" for j in range(features)]
+        step = max(1, -(-chunk_rows // _BLOCK))
+        n_blocks = -(-rows // _BLOCK)
+        with ShardWriter(dest, features, names, shard_rows, format=format, with_group=n_groups > 0, overwrite=bool(overwrite)) as writer, \
+                Progress(f"make-data {dest}", total_rows=rows, bytes_label="of features") as progress:
+            for b in range(0, n_blocks, step):
+                nb = min(step, n_blocks - b)
+                X, y, group = _rows(model, seed, b, nb)
+                keep = min(X.shape[0], rows - b * _BLOCK)
+                writer.append(X[:keep], y[:keep], group[:keep] if n_groups else None)
+                del X, y, group
+                progress.advance(rows=keep, nbytes=4 * keep * features)
+            return writer.commit(
+                groups=[f"g{i}" for i in range(n_groups)] if n_groups else None,
+                group_column="group" if n_groups else None,
+                source={"format": "synthetic", "options": options},
+                encoding={"kind": "synthetic"},
+            )

@@ -371,6 +371,8 @@ def transform_store(
         raise ParameterError(f"{st.path}: transform_store writes a new store; dest is the source itself")
     if stored_transform(m, st.path) is not None:
         raise ParameterError(f"{st.path}: already transformed (its manifest has encoding['transform']); transform the raw store")
+    from ._writer import prepare_destination, store_lock
+
     if like is not None:
         if log1p is not None or scale != "none":
             raise ParameterError(f"The 'log1p' and 'scale' parameters of {owner} fit a transform; like= reuses the like= store's, so give one or the other.")
@@ -380,11 +382,14 @@ def transform_store(
             raise ParameterError(f"The 'like' parameter of {owner} names {os.fspath(like)}, which has no transform.")
         if list(lm.feature_names) != list(m.feature_names):
             raise ParameterError(f"The 'like' parameter of {owner} names {os.fspath(like)}, whose features differ from {st.path}'s.")
-        record = dict(lm.encoding["transform"])
-    else:
-        fitted_on = {"path": st.path, "manifest_sha256": m.digest()} if _fitted_on is None else {"path": _fitted_on}
-        t, record = fit_on_store(st, log1p=log1p, scale=scale, owner=owner, fitted_on=fitted_on)
-    return _write_transformed(st, dest, t, record, overwrite, _source)
+    with store_lock(dest):  # one writer of dest, from the check before the fitting pass to the rename
+        prepare_destination(dest, overwrite)
+        if like is not None:
+            record = dict(lm.encoding["transform"])
+        else:
+            fitted_on = {"path": st.path, "manifest_sha256": m.digest()} if _fitted_on is None else {"path": _fitted_on}
+            t, record = fit_on_store(st, log1p=log1p, scale=scale, owner=owner, fitted_on=fitted_on)
+        return _write_transformed(st, dest, t, record, overwrite, _source)
 
 
 def _write_transformed(st: Store, dest: str, t: FeatureTransform, record: dict[str, Any], overwrite: bool,
@@ -407,23 +412,27 @@ def _write_transformed(st: Store, dest: str, t: FeatureTransform, record: dict[s
 
 
 def ingest_transformed(ingest_raw, dest: str, overwrite: bool, log1p, scale: str, source_of, fitted_on: str) -> Manifest:
-    """Ingest into a locked temporary sibling of ``dest``, fit the transform there and write ``dest``.
+    """Ingest into a temporary sibling of ``dest``, fit the transform there and write ``dest``.
 
     ``ingest_raw(path)`` writes the raw store at ``path`` and returns its manifest;
     ``source_of(manifest)`` gives the new store's ``source`` record; ``fitted_on`` names the
-    source in the transform record. A kill leaves only a ``.DEST.tmp-*`` sibling, which the
-    next write to ``dest`` removes. Costs one more read and write of the store (the
-    statistics need every row before the first transformed row can be written).
+    source in the transform record. The destination's lock is held throughout
+    (:func:`dpipe._output.destination_lock`; re-entered when the caller holds it), so no other
+    run removes the temporary; a kill leaves only a ``.DEST.tmp-*`` sibling, which the next
+    writer of ``dest`` removes. Costs one more read and write of the store (the statistics
+    need every row before the first transformed row can be written).
     """
-    from .._output import lock_temporary
+    from ._writer import store_lock
 
     parent, name = os.path.split(os.path.abspath(dest))
-    tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
-    lock = lock_temporary(tmp)
-    try:
-        raw = ingest_raw(os.path.join(tmp, "raw.zarr"))
-        st = open_store(os.path.join(tmp, "raw.zarr"))
-        return transform_store(st, dest, log1p=log1p, scale=scale, overwrite=overwrite, _source=source_of(raw), _fitted_on=fitted_on)
-    finally:
-        os.close(lock)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with store_lock(dest):
+        try:
+            tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
+        except OSError as exc:
+            raise StoreError(f"{os.path.abspath(dest)}: cannot write the store: {exc.strerror or exc}") from None
+        try:
+            raw = ingest_raw(os.path.join(tmp, "raw.zarr"))
+            st = open_store(os.path.join(tmp, "raw.zarr"))
+            return transform_store(st, dest, log1p=log1p, scale=scale, overwrite=overwrite, _source=source_of(raw), _fitted_on=fitted_on)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)

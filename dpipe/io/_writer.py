@@ -2,7 +2,9 @@
 
 The store is written into a temporary sibling of its destination and renamed into
 place by :meth:`ShardWriter.commit`; a failure at any point removes the temporary
-directory, so a half-written store is never left behind.
+directory, so a half-written store is never left behind. The writer holds the
+destination's lock (:func:`dpipe._output.destination_lock`) throughout: one writer per
+destination, and only a holder removes what a killed writer left.
 
 Every shard's row count, class counts and a content hash of each array's decoded
 values (:mod:`dpipe.io._checksum`) go into the manifest (schema 2). Zarr arrays are
@@ -14,10 +16,12 @@ copied over another is caught without hashing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -26,11 +30,13 @@ import pyarrow.parquet as pq
 import zarr
 
 from .._config import get_setting
-from ..exceptions import ParameterError, StoreError
+from .._output import check_not_inside, destination_lock, is_dpipe_store
+from ..exceptions import DPipeError, ParameterError, StoreError
 from ._checksum import CHECKSUM_ALGORITHM, shard_digests
 from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, write_manifest
 
-__all__ = ["ShardWriter", "STORE_FORMATS", "STORE_CODECS", "choose_codec", "default_shard_rows", "shard_rows_for", "prepare_destination"]
+__all__ = ["ShardWriter", "STORE_FORMATS", "STORE_CODECS", "choose_codec", "default_shard_rows", "shard_rows_for", "prepare_destination",
+           "store_lock"]
 
 STORE_FORMATS = ("zarr", "parquet")
 
@@ -88,23 +94,37 @@ def choose_codec(X: np.ndarray, setting: str) -> str:
     return "zstd" if len(sample) >= CODEC_MIN_RATIO * len(Zstd(level=0).encode(sample)) else "none"
 
 
-def prepare_destination(dest: str, overwrite: bool) -> None:
-    """Refuse an existing destination unless ``overwrite`` and it is a dpipe store; check the parent exists.
+def store_lock(dest: str | os.PathLike) -> contextlib.AbstractContextManager[str]:
+    """:func:`dpipe._output.destination_lock` on the store ``dest`` (a missing parent directory is a :class:`StoreError`;
+    a ``dest`` inside a dpipe store or a dpipe model registry is refused before anything is created).
 
-    Also removes the ``.DEST.tmp-*`` / ``.DEST.old-*`` siblings a killed run left behind.
+    Hold it from :func:`prepare_destination` to :meth:`ShardWriter.commit`; a :class:`ShardWriter`
+    created inside re-enters it.
     """
-    from .._output import is_dpipe_store, remove_stale_siblings
-
-    dest = os.path.abspath(dest)
+    dest = os.path.abspath(os.fspath(dest))
     parent = os.path.dirname(dest)
     if not os.path.isdir(parent):
         raise StoreError(f"{dest}: parent directory {parent} does not exist")
-    if os.path.lexists(dest):
-        if not overwrite:
-            raise StoreError(f"{dest}: destination exists; pass overwrite=True (--overwrite) to replace it")
-        if not is_dpipe_store(dest):
-            raise StoreError(f"{dest}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with --overwrite")
-    remove_stale_siblings(dest)
+    check_not_inside(dest, "store")  # before the lock file is created next to dest
+    return destination_lock(dest, "store")
+
+
+def prepare_destination(dest: str, overwrite: bool) -> None:
+    """Refuse an existing destination unless ``overwrite`` and it is a dpipe store; check the parent exists and
+    that ``dest`` lies neither inside a dpipe store nor inside a dpipe model registry.
+
+    Takes :func:`dpipe._output.destination_lock` on ``dest`` for a moment unless this thread
+    holds it (a writer holds it from this check to its final rename), which removes the
+    ``.DEST.tmp-*`` / ``.DEST.old-*`` siblings a killed run left behind and fails at once
+    when another process is writing ``dest``.
+    """
+    dest = os.path.abspath(dest)
+    with store_lock(dest):  # the parent exists, dest is inside no store and no registry
+        if os.path.lexists(dest):
+            if not overwrite:
+                raise StoreError(f"{dest}: destination exists; pass overwrite=True (--overwrite) to replace it")
+            if not is_dpipe_store(dest):
+                raise StoreError(f"{dest}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with --overwrite")
 
 
 class ShardWriter:
@@ -132,6 +152,11 @@ class ShardWriter:
     Notes
     -----
     Use as a context manager; leaving the block with an exception discards everything.
+    The writer holds :func:`dpipe._output.destination_lock` on ``dest`` from its creation
+    (before :func:`prepare_destination`) until :meth:`commit` has renamed the store into
+    place or :meth:`abort` has removed the temporary: a second writer of ``dest`` fails at
+    once. An OS error while writing (a full disk, a file-size limit) is a
+    :class:`~dpipe.exceptions.StoreError` naming ``dest``, the temporary removed.
     """
 
     def __init__(
@@ -151,28 +176,29 @@ class ShardWriter:
         if shard_rows < 1:
             raise ParameterError(f"The 'shard_rows' parameter of ShardWriter must be an int in the range [1, inf]. Got {shard_rows!r} instead.")
         self.dest = os.path.abspath(dest)
-        prepare_destination(self.dest, overwrite)
-        self.overwrite = overwrite
-        self.format = format
-        self.n_features = int(n_features)
-        self.feature_names = list(feature_names)
-        self.shard_rows = int(shard_rows)
-        self.with_group = with_group
-        self.with_weight = with_weight
-        self.labelled = bool(labelled)
-        parent = os.path.dirname(self.dest)
-        self.tmp = tempfile.mkdtemp(prefix="." + os.path.basename(self.dest) + ".tmp-", dir=parent)
-        self._lock: int | None = None
+        self.tmp: str | None = None
+        self._lock = contextlib.ExitStack()
+        self._done = False
         try:
-            self._start(format, with_group, with_weight)
+            self._lock.enter_context(store_lock(self.dest))  # free when the caller holds it already
+            prepare_destination(self.dest, overwrite)
+            self.overwrite = overwrite
+            self.format = format
+            self.n_features = int(n_features)
+            self.feature_names = list(feature_names)
+            self.shard_rows = int(shard_rows)
+            self.with_group = with_group
+            self.with_weight = with_weight
+            self.labelled = bool(labelled)
+            parent = os.path.dirname(self.dest)
+            with self._writing():
+                self.tmp = tempfile.mkdtemp(prefix="." + os.path.basename(self.dest) + ".tmp-", dir=parent)
+                self._start(format, with_group, with_weight)
         except BaseException:  # an interruption before the ``with`` block: nothing left behind
             self.abort()
             raise
 
     def _start(self, format: str, with_group: bool, with_weight: bool) -> None:
-        from .._output import lock_temporary
-
-        self._lock = lock_temporary(self.tmp)  # another run's stale-temporary sweep leaves it alone
         self._buf: list[tuple[np.ndarray, ...]] = []
         self._buf_rows = 0
         self.n_rows = 0
@@ -180,7 +206,6 @@ class ShardWriter:
         self.class_counts: list[list[int]] = []
         self.group_counts: list[np.ndarray] = []
         self.shard_records: list[ShardRecord] = []
-        self._done = False
         if format == "zarr":
             root = zarr.open_group(self.tmp, mode="w")
             chunks = (self.shard_rows, max(1, self.n_features))
@@ -201,17 +226,29 @@ class ShardWriter:
             self.abort()
 
     def abort(self) -> None:
-        """Remove the temporary directory; nothing is left at ``dest``."""
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        if os.path.lexists(self.tmp):  # a file was still being added: once more
-            shutil.rmtree(self.tmp, ignore_errors=True)
-        self._unlock()
-        self._done = True
+        """Remove the temporary directory and release ``dest``; nothing is left at ``dest``."""
+        try:
+            if self.tmp is not None:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+                if os.path.lexists(self.tmp):  # a file was still being added: once more
+                    shutil.rmtree(self.tmp, ignore_errors=True)
+        finally:
+            self._done = True
+            self._unlock()
 
     def _unlock(self) -> None:
-        if self._lock is not None:
-            os.close(self._lock)
-            self._lock = None
+        self._lock.close()  # idempotent
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """An OS error while writing (a full disk, a file-size limit, an I/O error): the temporary removed, one line naming ``dest``."""
+        try:
+            yield
+        except OSError as exc:
+            if isinstance(exc, DPipeError):
+                raise
+            self.abort()
+            raise StoreError(f"{self.dest}: cannot write the store: {exc.strerror or exc or type(exc).__name__}") from exc
 
     def _create_x(self, X: np.ndarray) -> None:
         """Create the zarr ``X`` array with the codec the first non-empty shard's features choose (at commit: no rows)."""
@@ -251,6 +288,10 @@ class ShardWriter:
 
     def write_shard(self, X: np.ndarray, y: np.ndarray, group: np.ndarray | None = None, weight: np.ndarray | None = None) -> None:
         """Write exactly one shard (it may be empty or of any size)."""
+        with self._writing():
+            self._write_shard(X, y, group, weight)
+
+    def _write_shard(self, X: np.ndarray, y: np.ndarray, group: np.ndarray | None, weight: np.ndarray | None) -> None:
         X = np.ascontiguousarray(X, dtype=np.float32)
         y = np.asarray(y, dtype=np.int8)
         bad = ~np.isin(y, (-1, 1)) if self.labelled else y != 0
@@ -303,6 +344,10 @@ class ShardWriter:
         Keyword arguments become manifest fields (``source``, ``encoding``,
         ``groups``, ``group_column``).
         """
+        with self._writing():
+            return self._commit(manifest_fields)
+
+    def _commit(self, manifest_fields: dict[str, Any]) -> Manifest:
         from .. import __version__
 
         if self._buf_rows:
@@ -344,8 +389,6 @@ class ShardWriter:
     def _replace_destination(self) -> None:
         """Rename the temporary into place; an existing ``dest`` must be a dpipe store (renamed to
         ``.DEST.old-*`` and removed; a symlink is removed, never what it points to)."""
-        from .._output import is_dpipe_store
-
         old = None
         try:
             if os.path.lexists(self.dest):

@@ -1,7 +1,7 @@
 """The model artifact: a versioned JSON file that loading and scoring read with numpy alone.
 
 This module imports nothing from dask, zarr or pyarrow, so a serving process needs
-only ``numpy`` (and this file) to load a model and score rows.
+only ``numpy`` and dpipe's standard-library modules to load a model and score rows.
 """
 
 from __future__ import annotations
@@ -17,22 +17,37 @@ from typing import Any
 
 import numpy as np
 
+from .._formats import MODEL_FORMAT
+from .._modes import current_umask as _umask
+from .._output import destination_lock
 from .._ramp import ramp
 from .._transform import FeatureTransform
+from ..exceptions import OutputError, ParameterError
 
-try:  # both are stdlib-only; a copy of this file alone falls back to ValueError and mkstemp's 0600
-    from .._modes import current_umask as _umask
-    from ..exceptions import ParameterError
-except ImportError:  # pragma: no cover
-    ParameterError = ValueError  # type: ignore[misc,assignment]
+__all__ = ["LinearModel", "MODEL_FORMAT", "MODEL_FORMAT_VERSION", "MAX_COEF_L1", "MAX_INTERCEPT"]
 
-    def _umask() -> int:
-        return 0o077
-
-__all__ = ["LinearModel", "MODEL_FORMAT", "MODEL_FORMAT_VERSION"]
-
-MODEL_FORMAT = "dpipe-linear-model"
 MODEL_FORMAT_VERSION = 1
+
+#: Largest sum of ``|coef|`` a model may have: every feature a store holds is a finite float32
+#: (``|x| <= 3.4e38``), so every partial sum of ``x . coef`` is at most ``sum |coef| * 3.4e38 <=
+#: 1.8e308 / 4``, and with ``|intercept| <= 1.8e308 / 4`` a score computed in float64 is at most
+#: half of float64's range: it cannot overflow, whatever the store, and neither can the difference
+#: of two scores (about 1.3e269; any fitted model is far below).
+MAX_COEF_L1 = float(np.finfo(np.float64).max) / (4.0 * float(np.finfo(np.float32).max))
+#: Largest ``|intercept|`` (see :data:`MAX_COEF_L1`).
+MAX_INTERCEPT = float(np.finfo(np.float64).max) / 4.0
+
+
+def _weights_problem(coef: np.ndarray, intercept: float) -> tuple[str, str] | None:
+    """(field, problem) when the weights let a score of float32 features overflow float64 (:data:`MAX_COEF_L1`), else None."""
+    with np.errstate(over="ignore"):
+        l1 = float(np.abs(coef).sum())
+    if not l1 <= MAX_COEF_L1:
+        return "coef", (f"the weights are too large: the sum of |coef| is {l1:.4g}, above {MAX_COEF_L1:.4g}, so the score of a "
+                        "row of float32 features can overflow float64")
+    if not abs(intercept) <= MAX_INTERCEPT:
+        return "intercept", f"{intercept!r} is too large (|intercept| above {MAX_INTERCEPT:.4g}): scores can overflow float64"
+    return None
 
 _MAPPING_FIELDS = ("params", "encoding", "training", "fit", "metrics")
 _STRING_FIELDS = ("objective", "created", "dpipe_version")
@@ -91,6 +106,9 @@ def _check_document(d: Any, where: str) -> None:
         raise bad("intercept", f"expected a number, got {_kind(intercept)}")
     if not math.isfinite(intercept):
         raise bad("intercept", f"expected a finite number, got {intercept!r}")
+    problem = _weights_problem(np.asarray(coef, dtype=np.float64), float(intercept))
+    if problem is not None:
+        raise bad(*problem)
     names = d.get("feature_names")
     if names is not None:
         if not isinstance(names, list):
@@ -158,6 +176,11 @@ class LinearModel:
             raise ValueError(f"LinearModel: {len(self.feature_names)} feature names for {self.coef.size} weights")
         if not (np.all(np.isfinite(self.coef)) and math.isfinite(self.intercept)):
             raise ValueError("LinearModel: weights and intercept must be finite")
+        problem = _weights_problem(self.coef, self.intercept)
+        if problem is not None:
+            raise ValueError(f"LinearModel: {problem[0]}: {problem[1]}")
+        #: the file the model was loaded from (:meth:`load`), named by errors; None for a model built in memory
+        self.path: str | None = None
         self.objective = objective
         self.params = dict(params or {})
         self.encoding = dict(encoding or {})
@@ -204,13 +227,38 @@ class LinearModel:
         raw : bool
             Apply the training store's transform first; the scores are then identical to
             those of the same rows ingested ``--like`` the training store.
+
+        Raises
+        ------
+        ValueError
+            A score is not finite (a NaN or infinite feature, or float64 features so large
+            that the score overflows): one line naming the model (its file when loaded) and
+            the row. Rows of float32 features never overflow: the weights are bounded
+            (:data:`MAX_COEF_L1`, checked when a model is built or loaded).
         """
         if raw:
             X = self.transform_rows(X)
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ValueError(f"LinearModel: X has shape {X.shape}; expected (n, {self.n_features})")
-        return X @ self.coef + self.intercept
+        if X.dtype.kind not in "fc":
+            X = X.astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):  # float64 arithmetic (float32 rows are widened); checked below
+            s = X @ self.coef + self.intercept
+        if not np.isfinite(s).all():  # O(n); the row is looked for only when a score is not finite
+            raise ValueError(self._non_finite(X, s))
+        return s
+
+    def _non_finite(self, X: np.ndarray, s: np.ndarray) -> str:
+        """One line naming the model and the first row whose score is not finite, and why."""
+        r = int(np.argmax(~np.isfinite(s)))
+        where = f"{self.path or 'LinearModel'}: row {r}"
+        bad = np.flatnonzero(~np.isfinite(X[r]))
+        if bad.size:
+            j = int(bad[0])
+            return f"{where}: feature {j} ({self.feature_names[j]}) is {float(X[r, j])!r}; scores need finite features"
+        return (f"{where}: the score is {float(s[r])!r}: it overflows float64 (features up to {float(np.abs(X[r]).max()):.4g} "
+                f"with weights whose |coef| sum to {float(np.abs(self.coef).sum()):.4g})")
 
     @property
     def randomized(self) -> bool:
@@ -340,23 +388,38 @@ class LinearModel:
         )
 
     def save(self, path: str | os.PathLike) -> str:
-        """Write the model as JSON (to a temporary name, then renamed). Returns the path."""
+        """Write the model as JSON (to a temporary name, then renamed). Returns the path.
+
+        Replaces an existing ``path``: the callers that take a user's path check it first
+        (:func:`dpipe.train`'s ``out=``: never a file inside a store or a registry, an existing
+        one only with ``overwrite``). Holds the destination's lock while writing
+        (:func:`dpipe._output.destination_lock`: one writer of ``path`` at a time).
+
+        Raises
+        ------
+        OutputError
+            The file cannot be written (a full disk, a file-size limit, a read-only
+            directory): one line naming ``path``; no temporary is left.
+        DestinationBusyError
+            Another process is writing ``path``.
+        """
         path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-", dir=directory)
-        try:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another run's stale-temporary sweep leaves it alone
-            os.fchmod(fd, 0o666 & ~_umask())  # what open() would give: mkstemp makes it 0600
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.to_dict(), f, indent=1, allow_nan=False)
-                f.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with destination_lock(path, "model"):
+            tmp = None
+            try:
+                fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-", dir=directory)
+                os.fchmod(fd, 0o666 & ~_umask())  # what open() would give: mkstemp makes it 0600
+                with os.fdopen(fd, "w") as f:
+                    json.dump(self.to_dict(), f, indent=1, allow_nan=False)
+                    f.write("\n")
+                os.replace(tmp, path)
+            except BaseException as exc:
+                if tmp is not None and os.path.exists(tmp):
+                    os.unlink(tmp)
+                if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+                    raise OutputError(f"{path}: cannot write the model: {exc.strerror or exc}") from exc
+                raise
         return path
 
     @classmethod
@@ -383,7 +446,9 @@ class LinearModel:
             raise ParameterError(f"{path}: model file is not valid JSON ({exc})") from None
         except RecursionError:
             raise ParameterError(f"{path}: model file is not valid JSON (nested too deeply)") from None
-        return cls.from_dict(d, where=path)
+        model = cls.from_dict(d, where=path)
+        model.path = path
+        return model
 
     def digest(self) -> str:
         """sha256 of the weights and intercept (identifies a model in logs and workflows)."""

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._faults import kill_point
+from .._formats import REGISTRY_FORMAT
 from .._modes import set_default_mode
 from ..exceptions import RegistryError
 from ..io._manifest import write_json_atomic
@@ -59,7 +60,6 @@ __all__ = ["Registry", "REGISTRY_FORMAT", "CHAMPION_ACTIONS"]
 
 log = logging.getLogger("dpipe.registry")
 
-REGISTRY_FORMAT = "dpipe-registry"
 #: 1: decisions committed by their history line (dpipe 0.1.0 up to per-version records); 2: by their record files
 REGISTRY_FORMAT_VERSION = 2
 #: seconds a writer waits for another writer's lock before it gives up

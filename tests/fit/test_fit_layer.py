@@ -14,7 +14,7 @@ import dpipe
 from dpipe.cli.main import build_parser
 from dpipe.exceptions import ParameterError
 from dpipe.fit import OBJECTIVES, PARAMS, RECORDS, applicable, resolve
-from dpipe.testing import classification_data, write_store
+from dpipe.testing import write_store
 
 PACKAGE = pathlib.Path(dpipe.__file__).parent
 
@@ -93,7 +93,7 @@ def test_the_cycle_finder_finds_a_cycle():
 def test_train_estimator_and_cli_agree_with_the_declaration():
     declared = set(PARAMS)
     train_params = set(inspect.signature(dpipe.train).parameters)
-    run_options = {"store", "objective", "validation", "datasets", "engine", "client", "scheduler", "workers", "memory_limit", "cache", "out", "overwrite", "train_metrics"}
+    run_options = {"store", "objective", "validation", "datasets", "engine", "client", "scheduler", "workers", "memory_limit", "cache", "verify", "out", "overwrite", "train_metrics"}
     assert train_params == declared | run_options
     estimator_params = set(dpipe.DPipeClassifier().get_params())
     assert estimator_params == declared | {"objective"}

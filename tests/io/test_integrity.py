@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from dpipe.cli.main import main
-from dpipe.exceptions import DataWarning, StoreError
-from dpipe.io import open_store, read_shard, record_checksums, verify_store
+from dpipe.exceptions import DataWarning, ParameterError, StoreError
+from dpipe.io import open_store, read_shard, verify_store
 from dpipe.io._checksum import array_digest
 from dpipe.testing import classification_data, write_store
 
@@ -73,6 +73,44 @@ def delete_x_chunk(store):
 
 def swap_x_chunks(store):
     _swap(os.path.join(store, "X", "c", "1", "0"), os.path.join(store, "X", "c", "2", "0"))
+    return "shard 1"
+
+
+def _raw_x_chunk(store, shard: int) -> str:
+    fn = os.path.join(store, "X", "c", str(shard), "0")
+    assert os.path.getsize(fn) == 50 * 6 * 4, "the damage below needs an uncompressed chunk"  # dpipe.store-codec auto keeps dense data raw
+    return fn
+
+
+def zero_x_chunk(store):
+    """Zeros of the same size: the chunk decodes, the labels are untouched."""
+    fn = _raw_x_chunk(store, 2)
+    with open(fn, "r+b") as f:
+        f.write(bytes(os.path.getsize(fn)))
+    return "shard 2"
+
+
+def flip_x_byte(store):
+    """One byte of one value (the low byte of a float32: finite, a little off)."""
+    fn = _raw_x_chunk(store, 3)
+    with open(fn, "r+b") as f:
+        f.seek(4 * 37)
+        b = f.read(1)
+        f.seek(4 * 37)
+        f.write(bytes([b[0] ^ 0xFF]))
+    return "shard 3"
+
+
+def zero_x_part(store):
+    """A Parquet part rewritten with its own position metadata and labels, features all zero."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fn = os.path.join(store, "part-00001.parquet")
+    t = pq.read_table(fn)
+    x = t.column("X").combine_chunks()
+    zeros = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(len(x.values), np.float32)), x.type.list_size)
+    pq.write_table(t.set_column(t.column_names.index("X"), "X", zeros), fn)
     return "shard 1"
 
 
@@ -151,10 +189,13 @@ def copy_part(store):
     return "shard 2"
 
 
-#: (format, damage, needs --verify)
+#: (format, damage, only the re-hash sees it: --no-verify trains on it)
 DAMAGE = [
     ("zarr", delete_x_chunk, False),
     ("zarr", swap_x_chunks, True),
+    ("zarr", zero_x_chunk, True),
+    ("zarr", flip_x_byte, True),
+    ("parquet", zero_x_part, True),
     ("zarr", drop_middle_shard, False),
     ("parquet", drop_middle_shard, False),
     ("parquet", drop_last_shard, False),
@@ -182,20 +223,39 @@ def _one_error_line(capsys, store: str, also: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("fmt, damage, needs_verify", DAMAGE, ids=IDS)
-def test_train_refuses_damaged_store(tmp_path, data, capsys, fmt, damage, needs_verify):
+@pytest.mark.parametrize("fmt, damage, hash_only", DAMAGE, ids=IDS)
+def test_train_refuses_damaged_store(tmp_path, data, capsys, fmt, damage, hash_only):
+    """By default: no flag, no setting."""
     store = _store(tmp_path, data, fmt)
     also = damage(store)
     out = tmp_path / "model.json"
-    argv = ["train", store, "--objective", "auc-moment", "--out", str(out), "--engine", "local"] + (["--verify"] if needs_verify else [])
-    assert main(argv) == 1
+    assert main(["train", store, "--objective", "auc-moment", "--out", str(out), "--engine", "local"]) == 1
     line = _one_error_line(capsys, store, also)
     assert line.startswith("dpipe train: error: ")
+    if hash_only:
+        assert "content hash of X differs" in line
     assert not out.exists()
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(store)]  # no temporary left either
 
 
-@pytest.mark.parametrize("fmt, damage, needs_verify", DAMAGE, ids=IDS)
-def test_verify_command_fails_on_damaged_store(tmp_path, data, capsys, fmt, damage, needs_verify):
+@pytest.mark.parametrize("fmt, damage, hash_only", DAMAGE, ids=IDS)
+def test_no_verify_skips_only_the_rehash(tmp_path, data, capsys, fmt, damage, hash_only):
+    """--no-verify trains past what only a re-hash sees; the cheap checks still refuse the rest."""
+    store = _store(tmp_path, data, fmt)
+    also = damage(store)
+    out = tmp_path / "model.json"
+    code = main(["train", store, "--objective", "auc-moment", "--out", str(out), "--engine", "local", "--no-verify"])
+    if hash_only:
+        assert code == 0, capsys.readouterr().err
+        assert _load(out)["format"] == "dpipe-linear-model"
+    else:
+        assert code == 1
+        _one_error_line(capsys, store, also)
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt, damage, hash_only", DAMAGE, ids=IDS)
+def test_verify_command_fails_on_damaged_store(tmp_path, data, capsys, fmt, damage, hash_only):
     store = _store(tmp_path, data, fmt)
     also = damage(store)
     assert main(["verify", store]) == 1
@@ -212,19 +272,35 @@ def test_verify_command_passes_on_undamaged_store(tmp_path, data, capsys, fmt):
 
 
 def test_swapped_chunks_are_only_visible_to_hashing(tmp_path, data, capsys):
-    """Same labels, other features: the cheap checks cannot see it; --verify and dpipe.verify can."""
+    """Same labels, other features: the cheap checks cannot see it; the re-hash (on by default) can."""
     store = _store(tmp_path, data)
     swap_x_chunks(store)
-    assert main(["train", store, "--objective", "auc-moment", "--out", str(tmp_path / "m.json"), "--engine", "local"]) == 0
-    capsys.readouterr()
+    st = open_store(store)
+    assert st.verify and st.verify_mode == "auto"
+    with pytest.raises(StoreError, match=r"shard 1 \(rows 50..100\): content hash of X differs"):
+        st.read_shard(1)
+    for setting in (False, "false", "no"):  # a config file, or an environment variable: DASK_DPIPE__VERIFY=false
+        with dask.config.set({"dpipe.verify": setting}):
+            st = open_store(store)
+            assert not st.verify and st.verify_mode is False
+            assert st.read_shard(1).n_rows == 50
     with dask.config.set({"dpipe.verify": True}):
-        st = open_store(store)
-        assert st.verify
-        with pytest.raises(StoreError, match=r"shard 1 \(rows 50..100\): content hash of X differs"):
-            st.read_shard(1)
-    assert not open_store(store).verify
+        assert open_store(store).verify_mode is True
+    assert not open_store(store, verify=False).verify
     with pytest.raises(StoreError, match="content hash of X"):
-        read_shard(*open_store(store, verify=True).shard_args(2))
+        read_shard(*open_store(store, verify=False).shard_args(2, verify=True))
+    with pytest.raises(StoreError, match="content hash of X"):  # an open store switched back on
+        open_store(store, verify=False).with_verify(True).read_shard(2)
+    assert main(["train", store, "--objective", "auc-moment", "--out", str(tmp_path / "m.json"), "--engine", "local", "--no-verify"]) == 0
+
+
+@pytest.mark.parametrize("value", ["sometimes", 2])
+def test_a_bad_verify_setting_is_one_error(tmp_path, data, value):
+    store = _store(tmp_path, data)
+    with dask.config.set({"dpipe.verify": value}), pytest.raises(ParameterError, match=r"^The dpipe.verify setting must be true, false or auto\. Got"):
+        open_store(store)
+    with pytest.raises(ParameterError, match=r"^The 'verify' parameter of open_store must be True, False, 'auto' or None\. Got"):
+        open_store(store, verify=value)
 
 
 def test_verify_on_evaluate_and_predict(tmp_path, data, capsys):
@@ -233,12 +309,15 @@ def test_verify_on_evaluate_and_predict(tmp_path, data, capsys):
     assert main(["train", store, "--objective", "auc-moment", "--out", str(model), "--engine", "local", "--verify"]) == 0
     swap_x_chunks(store)
     capsys.readouterr()
-    assert main(["evaluate", str(model), store, "--engine", "local", "--verify"]) == 1
-    _one_error_line(capsys, store, "shard 1")
-    out = tmp_path / "p.parquet"
-    assert main(["predict", str(model), store, "--out", str(out), "--engine", "local", "--verify"]) == 1
-    _one_error_line(capsys, store, "shard 1")
-    assert not out.exists()
+    for flag in ([], ["--verify"]):
+        assert main(["evaluate", str(model), store, "--engine", "local", *flag]) == 1
+        _one_error_line(capsys, store, "shard 1")
+        out = tmp_path / "p.parquet"
+        assert main(["predict", str(model), store, "--out", str(out), "--engine", "local", *flag]) == 1
+        _one_error_line(capsys, store, "shard 1")
+        assert not out.exists()
+    assert main(["evaluate", str(model), store, "--engine", "local", "--no-verify"]) == 0
+    assert "roc_auc" in capsys.readouterr().out
 
 
 # -- the manifest schema ------------------------------------------------------------------------------
@@ -342,6 +421,45 @@ def test_old_store_warns_and_verify_record_adds_checksums(tmp_path, data, capsys
     assert recorded == fresh  # the same checksums as a store written with them
     assert main(["verify", "--record", store]) == 1  # already recorded
     assert "already has checksums" in capsys.readouterr().err
+
+
+def test_old_store_is_refused_only_when_verification_was_asked(tmp_path, data, capsys):
+    """Verification on by default must not refuse every store written before checksums: only an explicit ask does."""
+    import dpipe
+
+    store = _store(tmp_path, data)
+    _make_schema1(store)
+    out = tmp_path / "m.json"
+    for asked in (["--verify"], ["--no-verify"], []):  # default and --no-verify: read unverified, with the warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", DataWarning)  # as outside pytest: the command prints it
+            code = main(["train", store, "--objective", "auc-moment", "--out", str(out), "--engine", "local", "--overwrite", *asked])
+        err = capsys.readouterr().err
+        if asked == ["--verify"]:
+            assert code == 1 and not out.exists()
+            line = _one_error_line_of(err, store, "without checksums")
+            assert line.endswith("(verification was asked for: --verify, verify=True or dpipe.verify: true; --no-verify reads it unverified)")
+        else:
+            assert code == 0 and out.exists(), err
+            assert "dpipe: warning: " + store + ": written by dpipe <= 0.1" in err
+    with pytest.warns(DataWarning, match="without checksums"):
+        st = open_store(store)
+    assert st.verify_mode == "auto" and not st.verify  # nothing to re-hash against
+    with pytest.raises(StoreError, match="verification was asked for"):
+        st.with_verify(True)
+    with dask.config.set({"dpipe.verify": True}), pytest.raises(StoreError, match="verification was asked for"):
+        open_store(store)  # set explicitly in the config (a file, DASK_DPIPE__VERIFY=true): asked
+    with pytest.raises(StoreError, match="verification was asked for"):
+        dpipe.train(store, engine="local", verify=True)
+    with pytest.warns(DataWarning, match="without checksums"):
+        assert dpipe.train(store, engine="local", verify=False).coef.shape == (6,)
+
+
+def _one_error_line_of(err: str, store: str, also: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert store in lines[0] and also in lines[0], lines[0]
+    return lines[0]
 
 
 def test_verify_record_refuses_a_damaged_old_store(tmp_path, data, capsys):

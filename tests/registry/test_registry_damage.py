@@ -182,3 +182,26 @@ def test_a_registry_of_format_1_is_upgraded_by_repair(busy, tmp_path):
     assert [r["action"] for r in upgraded.history()] == ["promoted", "promoted", "kept", "failed", "rollback", "promote"]
     assert (reg / "history.jsonl").read_bytes() == history  # the same lines, now with their sequence numbers
     assert_consistent(upgraded)
+
+
+def test_plot_and_train_never_write_over_a_file_or_into_the_registry(first, tmp_path):
+    d = copy_folder(first, tmp_path)
+    reg = d / "reg"
+    before = _files(reg)
+    notes = d / "notes.txt"
+    notes.write_text("a user's notes\n")
+    r = _registry("plot", str(reg), "--out", str(notes))
+    assert r.returncode == 1 and "exists; pass overwrite=True (--overwrite)" in r.stderr
+    r = _registry("plot", str(reg), "--out", str(notes), "--overwrite")  # not a plot dpipe wrote: never replaced
+    assert r.returncode == 1 and "is not a dpipe plot" in r.stderr, r.stderr
+    assert notes.read_text() == "a user's notes\n"
+    for target in (reg / "history.jsonl", reg / "versions" / "v0001" / "model.json", reg / "new.png"):
+        r = _registry("plot", str(reg), "--out", str(target), "--overwrite")
+        assert r.returncode == 1 and f"is inside the dpipe model registry {reg}" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "dpipe", "train", str(d / "w2.zarr"), "--objective", "auc-moment", "--out",
+                        str(reg / "versions" / "v0001" / "model.json"), "--overwrite"], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 1 and "is inside the dpipe model registry" in r.stderr
+    assert _files(reg) == before  # not a byte changed
+    png = d / "h.png"
+    assert _registry("plot", str(reg), "--out", str(png)).returncode == 0
+    assert _registry("plot", str(reg), "--out", str(png), "--overwrite").returncode == 0  # its own plot: replaced on request
