@@ -28,6 +28,7 @@ import numpy as np
 from .._runs import MergedScores, merge_class_runs, merge_runs, scatter_runs
 from ._ranges import RangeExchange, resolve_exchange
 from ..metrics import RankSummary
+from ..reduce._sorted import direction_pass, product_pass
 from ..reduce import ClassMoments, class_moments_of_shard, class_totals_of_shard, class_scores, column_moments_of_shard, gradient_pass, merge_column_moments, merge_moments, score_pass, shard_sorted_scores
 
 __all__ = ["MergedScores", "RankPasses", "ClassTotals", "class_moments", "class_totals", "column_scales", "rank_summary"]
@@ -97,18 +98,52 @@ class RankPasses:
         self.last = {"seconds_score": t1 - t0, "seconds_merge": t2 - t1, "bytes_moved": (16 if weighted else 8) * n + 8 * w.size * len(parts)}
         return merged
 
-    def gradient(self, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:
-        """``X^T g`` for per-example weights aligned with the last remembered :meth:`scores` (one pass)."""
+    def gradient(self, g_pos: np.ndarray, g_neg: np.ndarray, *, keep: bool = False) -> np.ndarray:
+        """``X^T g`` for per-example weights aligned with the last remembered :meth:`scores` (one pass).
+
+        ``keep``: the scores' order stays with the workers (and this object) for the
+        Hessian-vector products at the same ``w`` (:meth:`direction`, :meth:`product`).
+        """
         if self._pending is None:
             raise RuntimeError("RankPasses.gradient needs a preceding scores(w, remember=True)")
         t0 = time.perf_counter()
-        pend, w = self._pending, self._w
-        self._pending = None
-        per_shard = list(zip(scatter_runs(np.asarray(g_pos, dtype=np.float64), *pend.pos), scatter_runs(np.asarray(g_neg, dtype=np.float64), *pend.neg)))
-        grad = np.asarray(self.ds.map_reduce_each(gradient_pass, np.add, per_shard, w, pend.key), dtype=np.float64)
+        grad = self._row_sum(g_pos, g_neg, keep)
+        if not keep:
+            self._pending = None
         self.last["seconds_gradient"] = time.perf_counter() - t0
-        self.last["bytes_moved"] += 8 * (g_pos.size + g_neg.size) + 16 * w.size * len(per_shard)  # w out, a d-vector back per shard
         return grad
+
+    def _row_sum(self, g_pos: np.ndarray, g_neg: np.ndarray, keep: bool) -> np.ndarray:
+        pend, w = self._pending, self._w
+        per_shard = list(zip(scatter_runs(np.asarray(g_pos, dtype=np.float64), *pend.pos), scatter_runs(np.asarray(g_neg, dtype=np.float64), *pend.neg)))
+        grad = np.asarray(self.ds.map_reduce_each(product_pass if keep else gradient_pass, np.add, per_shard, w, pend.key), dtype=np.float64)
+        self.last["bytes_moved"] = self.last.get("bytes_moved", 0) + 8 * (g_pos.size + g_neg.size) + 16 * w.size * len(per_shard)  # w out, a d-vector back per shard
+        return grad
+
+    @property
+    def kept(self) -> np.ndarray | None:
+        """The ``w`` whose scores' order the workers keep (:meth:`gradient` with ``keep``), or None."""
+        return None if self._pending is None else self._w
+
+    def direction(self, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``X d`` of every positive and negative row in the merged order of the kept scores (one pass, no sort).
+
+        Moves 8 bytes per row to the driver and ``d`` to every shard.
+        """
+        if self._pending is None:
+            raise RuntimeError("RankPasses.direction needs the order kept by gradient(..., keep=True)")
+        pend = self._pending
+        parts = self.ds.map_gather(direction_pass, self._w, pend.key, np.asarray(d, dtype=np.float64))
+        u_pos = np.concatenate([p[0] for p in parts])[pend.pos[0]] if parts else np.zeros(0)
+        u_neg = np.concatenate([p[1] for p in parts])[pend.neg[0]] if parts else np.zeros(0)
+        self.last = {"bytes_moved": 8 * (u_pos.size + u_neg.size) + 8 * self.n_features * len(parts)}
+        return u_pos, u_neg
+
+    def product(self, m_pos: np.ndarray, m_neg: np.ndarray) -> np.ndarray:
+        """``X^T m`` for per-row values in the merged order of the kept scores (one pass; the order stays kept)."""
+        if self._pending is None:
+            raise RuntimeError("RankPasses.product needs the order kept by gradient(..., keep=True)")
+        return self._row_sum(m_pos, m_neg, True)
 
 
 def class_moments(dataset: Any) -> ClassMoments:

@@ -28,7 +28,7 @@ from .._runs import stable_argsort
 from ._finite import check_scores, check_weights
 from ._linalg import matvec, rmatvec
 
-__all__ = ["ShardScores", "ClassRuns", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "gradient_pass"]
+__all__ = ["ShardScores", "ClassRuns", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "gradient_pass", "product_pass", "direction_pass"]
 
 
 class ClassRuns(NamedTuple):
@@ -108,10 +108,23 @@ def _remember(key: str, shard_index: int, rows: tuple[np.ndarray, np.ndarray]) -
             _MEMO.popitem(last=False)
 
 
-def _recall(key: str, shard_index: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _recall(key: str, shard_index: int, keep: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """The row order of score pass ``key`` on this shard (None: forgotten); ``keep`` leaves it for more passes at the same scores."""
     with _MEMO_LOCK:
-        entry = _MEMO.get(key.rsplit("-", 1)[0], {}).pop(shard_index, None)
+        fit = _MEMO.get(key.rsplit("-", 1)[0], {})
+        entry = fit.get(shard_index) if keep else fit.pop(shard_index, None)
     return entry[1] if entry is not None and entry[0] == key else None
+
+
+def _order(shard, w: np.ndarray, key: str, keep: bool) -> tuple[np.ndarray, np.ndarray]:
+    rows = _recall(key, shard.index, keep)
+    if rows is None:  # forgotten (a restarted worker, a task run elsewhere): the order of w again
+        sc = score_shard(shard, w)
+        rows = (sc.pos_rows, sc.neg_rows)
+        if keep:
+            small = np.int32 if shard.n_rows < 2**31 else np.int64
+            _remember(key, shard.index, (rows[0].astype(small), rows[1].astype(small)))
+    return rows
 
 
 def _runs(shard, sc: ShardScores) -> ClassRuns:
@@ -136,9 +149,18 @@ def class_scores(shard, w: np.ndarray) -> ClassRuns:
 
 
 def gradient_pass(shard, w: np.ndarray, key: str, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:
-    """``X^T g`` for the weights of the score pass ``key`` (recomputed from ``w`` if forgotten)."""
-    rows = _recall(key, shard.index)
-    if rows is None:
-        sc = score_shard(shard, w)
-        rows = (sc.pos_rows, sc.neg_rows)
-    return weighted_row_sum(shard, *rows, g_pos, g_neg)
+    """``X^T g`` for the weights of the score pass ``key`` (the order recomputed from ``w`` if forgotten); the order is then dropped."""
+    return weighted_row_sum(shard, *_order(shard, w, key, False), g_pos, g_neg)
+
+
+def product_pass(shard, w: np.ndarray, key: str, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:
+    """:func:`gradient_pass` that keeps the order: for the gradient and the Hessian-vector products at one Newton iterate
+    (with :func:`direction_pass`), until the fit's next score pass replaces it."""
+    return weighted_row_sum(shard, *_order(shard, w, key, True), g_pos, g_neg)
+
+
+def direction_pass(shard, w: np.ndarray, key: str, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``X d`` of the shard's positive and negative rows, in the sorted order of score pass ``key`` (no sort; kept)."""
+    pos_rows, neg_rows = _order(shard, w, key, True)
+    u = matvec(shard.X, d) if shard.n_rows else np.zeros(0)
+    return u[pos_rows], u[neg_rows]

@@ -1,0 +1,113 @@
+"""TRON (trust-region Newton-CG) against scipy's trust-region Newton methods on small problems."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from dpipe.engine import LocalDataset, RankPasses
+from dpipe.exceptions import ConvergenceWarning
+from dpipe.fit._newton import PairwiseNewtonObjective
+from dpipe.io import Shard
+from dpipe.objectives._pairwise_l2 import SquaredPairwiseHinge
+from dpipe.solvers._tron import minimize_tron
+
+
+class _Quadratic:
+    """``1/2 w.A w - b.w`` (plus a smooth quartic term): value, gradient, Hessian products."""
+
+    def __init__(self, A: np.ndarray, b: np.ndarray, quartic: float = 0.0) -> None:
+        self.A, self.b, self.q = A, b, quartic
+        self.point = None
+
+    def fun(self, w):
+        return 0.5 * w @ self.A @ w - self.b @ w + 0.25 * self.q * float((w**4).sum())
+
+    def grad(self, w):
+        return self.A @ w - self.b + self.q * w**3
+
+    def hess(self, w):
+        return self.A + np.diag(3.0 * self.q * w**2)
+
+    def value(self, w):
+        return self.fun(w)
+
+    def value_and_grad(self, w):
+        self.point = np.array(w)
+        return self.fun(w), self.grad(w)
+
+    def hess_vec(self, d):
+        return self.hess(self.point) @ d
+
+
+@pytest.mark.parametrize("method", ["trust-ncg", "trust-krylov"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_tron_finds_scipys_minimum(seed, method):
+    rng = np.random.default_rng(seed)
+    Q = rng.normal(size=(8, 8))
+    problem = _Quadratic(Q @ Q.T + 0.1 * np.eye(8), rng.normal(size=8), quartic=0.5)
+    ours = minimize_tron(problem, np.zeros(8), eps=1e-7, max_iter=200)
+    ref = scipy.optimize.minimize(problem.fun, np.zeros(8), jac=problem.grad, hess=problem.hess, method=method, options={"gtol": 1e-12})
+    assert ours.success and ours.status == 0
+    assert ours.fun == pytest.approx(ref.fun, rel=1e-12, abs=1e-12)
+    # ||x - x*|| <= ||g|| / (smallest eigenvalue 0.1): eps 1e-7 of ||g(0)|| ~ 2 is 2e-7 / 0.1
+    np.testing.assert_allclose(ours.x, ref.x, rtol=0, atol=3e-6)
+
+
+def test_tron_on_the_squared_pairwise_hinge_matches_trust_ncg():
+    rng = np.random.default_rng(4)
+    n, d = 250, 6
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = np.where(X @ rng.normal(size=d) + rng.normal(size=n) > 0, 1, -1).astype(np.int8)
+    ds = LocalDataset([Shard(X=X[:120], y=y[:120], index=0), Shard(X=X[120:], y=y[120:], index=1)])
+    lam = 1e-3
+    obj = PairwiseNewtonObjective(RankPasses(ds), SquaredPairwiseHinge(), lam)
+    ours = minimize_tron(obj, np.zeros(d), eps=1e-7)
+    Xd, P, N = X.astype(np.float64), np.flatnonzero(y > 0), np.flatnonzero(y < 0)
+    scale = 1.0 / (P.size * N.size)
+
+    def fun(w):
+        s = Xd @ w
+        return 0.5 * lam * w @ w + scale * float((np.maximum(0.0, 1.0 - s[P][:, None] + s[N][None, :]) ** 2).sum())
+
+    def grad(w):
+        s = Xd @ w
+        m = np.maximum(0.0, 1.0 - s[P][:, None] + s[N][None, :])
+        gs = np.zeros(n)
+        gs[P], gs[N] = -2.0 * scale * m.sum(axis=1), 2.0 * scale * m.sum(axis=0)
+        return lam * w + Xd.T @ gs
+
+    def hessp(w, p):
+        s, u = Xd @ w, Xd @ p
+        act = 2.0 * scale * (1.0 - s[P][:, None] + s[N][None, :] > 0)
+        mu = np.zeros(n)
+        mu[P] = act.sum(axis=1) * u[P] - act @ u[N]
+        mu[N] = act.sum(axis=0) * u[N] - act.T @ u[P]
+        return lam * p + Xd.T @ mu
+
+    ref = scipy.optimize.minimize(fun, np.zeros(d), jac=grad, hessp=hessp, method="trust-ncg", options={"gtol": 1e-11})
+    assert ours.status == 0 and ours.nit <= 20
+    assert ours.fun == pytest.approx(ref.fun, rel=1e-11)
+    np.testing.assert_allclose(ours.x, ref.x, rtol=0, atol=1e-5)
+    assert ours.info["cg_steps"] == obj.hess_products  # one Hessian-vector product per CG step
+    assert ours.nfev >= ours.nit + 1  # one evaluation per trial point, and the start
+
+
+def test_the_iteration_limit_warns_and_says_what_to_do():
+    rng = np.random.default_rng(2)
+    Q = rng.normal(size=(6, 6))
+    problem = _Quadratic(Q @ Q.T + 1e-3 * np.eye(6), rng.normal(size=6), quartic=2.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = minimize_tron(problem, 10.0 * np.ones(6), eps=1e-14, max_iter=2)
+    assert result.status == 1 and not result.success
+    assert any(issubclass(w.category, ConvergenceWarning) and "raise max_iter" in str(w.message) for w in caught)
+
+
+def test_already_converged_start_stops_at_once():
+    problem = _Quadratic(np.eye(3), np.zeros(3))
+    result = minimize_tron(problem, np.zeros(3))
+    assert result.nit == 0 and result.nfev == 1 and result.success
