@@ -26,6 +26,7 @@ from scipy.optimize import minimize_scalar
 from .._runs import MergedScores, RangeInput
 from ..exceptions import DPipeError
 from ._auc_ranges import auc_gamma_range
+from ._curvature import Curvature
 from ._prbep_dual import DualScale, SortedClass, dual_breakpoints, dual_sums, dual_weights, exact_breakpoints, exact_sums
 from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact, sorted_auc
 
@@ -111,6 +112,21 @@ class SmoothedAUCRisk:
         """The factor turning the ranges' summed shares into the risk: ``1 / (W+ W-)``."""
         wp, wn = _check_classes(self.name, class_weights)
         return 1.0 / (wp * wn)
+
+    def curvature(self, s: MergedScores) -> Curvature:
+        """The generalized Hessian in the scores at ``s`` (:class:`~dpipe.objectives._pairwise_l2.Curvature`), for Newton-CG.
+
+        ``h_t'' = 1/t`` on the margins ``0 < 1 - s_i + s_j < t`` and 0 elsewhere: a positive's
+        pairs in the quadratic piece are the negatives with ``s_i - 1 < s_j < s_i - 1 + t``, a
+        negative's the positives with ``s_j + 1 - t < s_i < s_j + 1`` (four binary searches).
+        """
+        wp, wn = _check_classes(self.name, s)
+        return Curvature.of_runs(
+            s,
+            np.searchsorted(s.neg, s.pos - 1.0, side="right"), np.searchsorted(s.neg, s.pos - 1.0 + self.t, side="left"),
+            np.searchsorted(s.pos, s.neg + 1.0 - self.t, side="right"), np.searchsorted(s.pos, s.neg + 1.0, side="left"),
+            1.0 / (self.t * wp * wn),
+        )
 
 
 class SmoothedPRBEPRisk:

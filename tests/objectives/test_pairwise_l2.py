@@ -148,3 +148,33 @@ def test_products_after_a_forgotten_order_are_recomputed_not_wrong():
     before = obj.hess_vec(d)
     _sorted._MEMO.clear()
     np.testing.assert_array_equal(obj.hess_vec(d), before)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("t", [0.05, 0.5])
+def test_the_huber_hinges_hessian_matches_brute_force_and_its_gradient(weighted, t):
+    """auc-smooth's risk: M u from the pairs in the quadratic piece (0 < margin < t), against O(n^2), and the generalized
+    Hessian as the derivative of the kernel's gradient where no pair sits at a kink."""
+    from dpipe.objectives import SmoothedAUCRisk
+
+    rng = np.random.default_rng(5)  # no pair at a kink: there the two sides of a comparison may round apart
+    s = MergedScores(np.sort(rng.normal(size=60)), np.sort(rng.normal(size=80) - 0.4),
+                     rng.integers(0, 4, 60).astype(float) if weighted else None, rng.integers(0, 4, 80).astype(float) if weighted else None)
+    vp = np.ones(s.pos.size) if s.pos_weight is None else s.pos_weight
+    vn = np.ones(s.neg.size) if s.neg_weight is None else s.neg_weight
+    margin = 1.0 - s.pos[:, None] + s.neg[None, :]
+    quad = (margin > 0) & (margin < t)
+    c = quad * vp[:, None] * vn[None, :] / (t * vp.sum() * vn.sum())
+    rng = np.random.default_rng(6)
+    u_pos, u_neg = rng.normal(size=s.pos.size), rng.normal(size=s.neg.size)
+    risk = SmoothedAUCRisk(t)
+    m_pos, m_neg = risk.curvature(s).apply(u_pos, u_neg)
+    np.testing.assert_allclose(m_pos, c.sum(axis=1) * u_pos - c @ u_neg, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(m_neg, c.sum(axis=0) * u_neg - c.T @ u_pos, rtol=1e-12, atol=1e-14)
+    h = 1e-7  # a step that moves no margin across 0 or t (checked): the gradient is linear there
+    moved = 1.0 - (s.pos + h * u_pos)[:, None] + (s.neg + h * u_neg)[None, :]
+    assert np.array_equal(moved > 0, margin > 0) and np.array_equal(moved < t, margin < t)
+    ahead = risk.at(MergedScores(s.pos + h * u_pos, s.neg + h * u_neg, s.pos_weight, s.neg_weight))
+    behind = risk.at(MergedScores(s.pos - h * u_pos, s.neg - h * u_neg, s.pos_weight, s.neg_weight))
+    np.testing.assert_allclose((ahead.g_pos - behind.g_pos) / (2 * h), m_pos, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose((ahead.g_neg - behind.g_neg) / (2 * h), m_neg, rtol=1e-5, atol=1e-8)
