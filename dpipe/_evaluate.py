@@ -17,8 +17,6 @@ import tempfile
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ._modes import set_default_mode
 from ._output import METRICS_FORMAT, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, locked_output, write_error
@@ -243,6 +241,9 @@ def _check_threshold(threshold: float, owner: str) -> None:
 def _write_predictions(out: str, bounds: list[list[int]], parts: list[tuple[np.ndarray, np.ndarray]], threshold: float,
                        rng: np.random.Generator | None) -> None:
     """Write the prediction file through a temporary sibling and a rename; an OS error names ``out``, nothing is left."""
+    import pyarrow as pa  # here: evaluate and the fits import this module, only predict writes Parquet
+    import pyarrow.parquet as pq
+
     schema = pa.schema([("row", pa.int64()), ("score", pa.float64()), ("label", pa.int8()), ("y", pa.int8())],
                        metadata={PREDICTIONS_FORMAT_KEY: PREDICTIONS_FORMAT})
     tmp = None

@@ -1,9 +1,13 @@
-"""The ``dpipe`` command: ingest | split | info | make-data | train | evaluate | predict | verify | demo."""
+"""The ``dpipe`` command: ingest | split | info | make-data | train | evaluate | predict | verify | demo.
+
+Building the parser imports only the declarations it lists (:mod:`dpipe.fit._registry`,
+:mod:`dpipe.fit._params`): ``dpipe --version`` and ``dpipe --help`` load neither dask nor
+scipy nor numba. Each command imports what it runs inside its own function.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import logging
@@ -17,7 +21,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._log import level_for
-from .._progress import BarAwareHandler, terminal_bar
 from ..exceptions import DPipeError, ParameterError
 from ._registry_commands import COMMANDS as _REGISTRY_COMMANDS
 from ._registry_commands import add_parsers as _add_registry_parsers
@@ -98,17 +101,47 @@ def _ingest_kwargs(a: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+def _add_global_options(p: argparse.ArgumentParser) -> None:
+    """``-v`` and ``-q``: accepted before the command and after it (:class:`_Parser`)."""
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="more log lines and tracebacks (-v: details such as the dashboard link; -vv: debug, incl. bytes moved per pass); "
+                        "before or after COMMAND")
+    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only; before or after COMMAND")
+
+
+def _global_options_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dpipe", add_help=False)
+    _add_global_options(p)
+    return p
+
+
+class _Parser(argparse.ArgumentParser):
+    """The ``dpipe`` parser: the global options (``-v``, ``-q``) may also follow the command, as users type them
+    (``dpipe train STORE --out m.json -q``).
+
+    The sub-commands' parsers leave an option they do not know among the extras; this parser
+    reads ``-v`` / ``-q`` from those, counting each ``-v`` wherever it is, and leaves the rest
+    to be reported as unrecognized. The sub-commands do not declare the options themselves
+    (their defaults would overwrite what was given before the command).
+    """
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            namespace, extras = _global_options_parser().parse_known_args(extras, namespace)
+        return namespace, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``dpipe`` command."""
     from .. import __version__
-    from ..fit import OBJECTIVES
     from ..fit._params import add_arguments
+    from ..fit._registry import OBJECTIVES
 
-    parser = argparse.ArgumentParser(prog="dpipe", description="Train linear classifiers that optimize the measure you care about, on sharded data, with dask.")
+    parser = _Parser(prog="dpipe", description="Train linear classifiers that optimize the measure you care about, on sharded data, with dask.")
     parser.add_argument("--version", action="version", version=f"dpipe {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log lines and tracebacks (-v: details such as the dashboard link; -vv: debug, incl. bytes moved per pass)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_global_options(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=argparse.ArgumentParser)
 
     p = sub.add_parser("ingest", help="write a source file (svmlight, CSV, Parquet) into a sharded store")
     p.add_argument("src", help="source file (plain, .gz or .bz2) or Parquet file/folder")
@@ -203,6 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        help="re-hash every shard read and compare it with the checksums recorded at write time: the default "
                                             "(dask config dpipe.verify: auto); --no-verify skips it; --verify also refuses a store written "
                                             "without checksums, which the default reads with a warning")
+    for p in sub.choices.values():
+        p.epilog = "-v / -q (more or fewer log lines) may be given after the command too."
     return parser
 
 
@@ -247,6 +282,8 @@ def _cmd_verify(a: argparse.Namespace) -> None:
 def _setup_logging(verbose: int, quiet: bool) -> Callable[[], None]:
     """Send dpipe's log to this stderr at the chosen level; returns what puts the loggers back as they were (``main``
     may run inside a longer-lived process: a notebook, a test, a workflow)."""
+    from .._progress import BarAwareHandler
+
     level = level_for(verbose, quiet)
     handler = BarAwareHandler(sys.stderr)  # clears a progress bar before a log line
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s", "%H:%M:%S"))
@@ -497,6 +534,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage)."""
     parser = build_parser()
     a = parser.parse_args(argv)
+    import asyncio  # past the parser, as every import a command needs: --help and --version stay light
+
+    from .._progress import terminal_bar
+
     restore_logging = _setup_logging(a.verbose, a.quiet)
 
     def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001

@@ -1,30 +1,35 @@
-"""Cluster resolution, shard-aligned datasets and the data passes every fit is made of."""
+"""Cluster resolution, shard-aligned datasets and the data passes every fit is made of.
 
-from ._client import cluster_client, describe_client, explicit_scheduler
-from ._dataset import CACHE_MODES, HostsLost, LocalDataset, ShardedDataset, choose_cache
-from ._open import ENGINES, open_dataset, resolve_engine
-from ._ranges import EXCHANGE_MODES, RangeExchange
-from ._passes import ClassTotals, MergedScores, RankPasses, class_moments, class_totals, column_scales, rank_summary
+The names are imported from their modules on first use: the local engine
+(:class:`LocalDataset`, ``engine="local"``) never imports ``distributed``; only
+:func:`cluster_client`, :class:`ShardedDataset` and what runs on a cluster do.
+"""
 
-__all__ = [
-    "cluster_client",
-    "describe_client",
-    "explicit_scheduler",
-    "ShardedDataset",
-    "LocalDataset",
-    "HostsLost",
-    "EXCHANGE_MODES",
-    "RangeExchange",
-    "CACHE_MODES",
-    "choose_cache",
-    "ENGINES",
-    "open_dataset",
-    "resolve_engine",
-    "MergedScores",
-    "ClassTotals",
-    "RankPasses",
-    "class_moments",
-    "class_totals",
-    "column_scales",
-    "rank_summary",
-]
+from .._lazy import attach
+
+#: exported name -> the private module that defines it
+_LAZY = {
+    "cluster_client": "._client",
+    "describe_client": "._client",
+    "explicit_scheduler": "._scheduler",
+    "ShardedDataset": "._dataset",
+    "LocalDataset": "._dataset",
+    "HostsLost": "._dataset",
+    "EXCHANGE_MODES": "._ranges",
+    "RangeExchange": "._ranges",
+    "CACHE_MODES": "._dataset",
+    "choose_cache": "._dataset",
+    "ENGINES": "._open",
+    "open_dataset": "._open",
+    "resolve_engine": "._open",
+    "MergedScores": "._passes",
+    "ClassTotals": "._passes",
+    "RankPasses": "._passes",
+    "class_moments": "._passes",
+    "class_totals": "._passes",
+    "column_scales": "._passes",
+    "rank_summary": "._passes",
+}
+
+__all__ = [*_LAZY]
+__getattr__, __dir__ = attach(__name__, _LAZY)

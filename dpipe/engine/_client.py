@@ -57,6 +57,7 @@ from .._validation import check_int
 from ..exceptions import ClusterError, ParameterError
 from ._jobqueue import cluster_kind, slurm_client
 from ._memory import EMBEDDED_WORKER_MEMORY, worker_environ_config
+from ._scheduler import explicit_scheduler
 from ._waits import connect_timeout
 
 __all__ = ["cluster_client", "describe_client", "explicit_scheduler"]
@@ -181,11 +182,6 @@ def _dashboard_address() -> str | None:
 def _has_dashboard() -> bool:
     """Whether the embedded scheduler serves a dashboard (only when bokeh is installed)."""
     return importlib.util.find_spec("bokeh") is not None
-
-
-def explicit_scheduler(scheduler: str | None = None) -> str | None:
-    """The scheduler named by the argument, ``DPIPE_SCHEDULER`` or ``dpipe.scheduler``, in that order (None: none)."""
-    return scheduler or os.environ.get("DPIPE_SCHEDULER") or get_setting("scheduler")
 
 
 @contextlib.contextmanager

@@ -50,12 +50,10 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dask.sizeof import sizeof
 from dask.utils import funcname
-from distributed import Client
-from distributed.comm.core import CommClosedError
 
 from .._config import get_setting
 from .._validation import check_choice, check_int
@@ -66,6 +64,9 @@ from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check
 from ._ranges import RangeHost, StaleScores, exchange_may_run
 from ._tree import pairwise
 from ._waits import gather_bounded, killed_workers_as_cluster_errors, result_bounded
+
+if TYPE_CHECKING:  # distributed is imported by the cluster's code paths only: LocalDataset never loads it
+    from distributed import Client
 
 __all__ = ["ShardedDataset", "ShardHost", "HostsLost", "LocalDataset", "CACHE_MODES", "choose_cache"]
 
@@ -163,8 +164,11 @@ class ShardHost(RangeHost):
 #: seconds to wait before deciding that an error from a host call was not its worker leaving
 HOST_CHECK_SECONDS = 0.5
 
-#: Errors that mean a host's worker (or the connection to it) is gone.
-_HOST_LOST = (CommClosedError, OSError)
+def _host_lost() -> tuple[type[BaseException], ...]:
+    """Errors that mean a host's worker (or the connection to it) is gone."""
+    from distributed.comm.core import CommClosedError
+
+    return (CommClosedError, OSError)
 
 
 class ShardedDataset:
@@ -310,7 +314,7 @@ class ShardedDataset:
                 hosts.append((positions, result_bounded(fut, self._what("starting a shard host"), self.client, alive=alive), fut))
         except ClusterError:
             raise
-        except (*_HOST_LOST, RuntimeError) as error:  # its worker left meanwhile ("Worker holding Actor was lost"): tasks for now, hosts again later
+        except (*_host_lost(), RuntimeError) as error:  # its worker left meanwhile ("Worker holding Actor was lost"): tasks for now, hosts again later
             self._rehost = True
             log.warning("a shard host could not start (%s: %s); continuing with one task per shard", type(error).__name__, error)
             hosts = []
@@ -324,7 +328,7 @@ class ShardedDataset:
                 calls = [host.range_peers(actors, i) for i, host in enumerate(actors)]
             for call in calls:
                 result_bounded(call, self._what("introducing the shard hosts"), self.client, alive=self._hosts_finished)
-        except (*_HOST_LOST, RuntimeError) as error:
+        except (*_host_lost(), RuntimeError) as error:
             self._rehost = True
             log.warning("the shard hosts could not be introduced to each other (%s: %s); continuing with one task per shard", type(error).__name__, error)
             for _, _, fut in started:
@@ -343,7 +347,7 @@ class ShardedDataset:
                     call.result(timeout=10 * HOST_CHECK_SECONDS)
                 except Exception as error:  # noqa: BLE001 - best effort: a lost host holds nothing anyway
                     log.debug("a shard host did not drop its peers: %s", error)
-        except (*_HOST_LOST, RuntimeError) as error:
+        except (*_host_lost(), RuntimeError) as error:
             log.debug("the shard hosts could not be asked to drop their peers: %s", error)
 
     def _drop_hosts(self, error: BaseException) -> None:
@@ -424,10 +428,10 @@ class ShardedDataset:
                 with self.client.as_current():
                     calls = [getattr(host, method)(*args) for (_, host, _), args in zip(self._hosts, per_host)]
                 return [result_bounded(call, self._what(method), self.client, alive=self._hosts_finished) for call in calls]
-            except (*_HOST_LOST, RuntimeError) as error:
+            except (*_host_lost(), RuntimeError) as error:
                 if isinstance(error, StaleScores):
                     raise
-                if isinstance(error, RuntimeError) and not isinstance(error, _HOST_LOST):
+                if isinstance(error, RuntimeError) and not isinstance(error, _host_lost()):
                     time.sleep(HOST_CHECK_SECONDS)  # "Worker holding Actor was lost" may come before the scheduler marks the host's future
                     if self._hosts_finished():
                         raise
@@ -440,7 +444,7 @@ class ShardedDataset:
                 with self.client.as_current():  # actor proxies bind to the current client
                     calls = [(positions, host.map(fn, args)) for positions, host, _ in self._hosts]
                 return self._host_results(fn, calls)
-            except _HOST_LOST as e:
+            except _host_lost() as e:
                 self._drop_hosts(e)
         return self._gather(self._submit_map(fn, args), fn)
 
@@ -475,7 +479,7 @@ class ShardedDataset:
                 with self.client.as_current():
                     calls = [(positions, host.map_each(fn, [per_shard[p] for p in positions], args)) for positions, host, _ in self._hosts]
                 return pairwise(self._host_results(fn, calls), combine)
-            except _HOST_LOST as e:
+            except _host_lost() as e:
                 self._drop_hosts(e)
         if self.cache == "memory":
             futures = [self.client.submit(single_blas_thread, fn, s, *args, *a, key=_task_key(fn)) for s, a in zip(self._shards, per_shard)]
@@ -521,7 +525,7 @@ class ShardedDataset:
         if futures:
             try:
                 self.client.cancel(futures)
-            except (*_HOST_LOST, RuntimeError) as error:  # the cluster may already be gone; nothing left to free then
+            except (*_host_lost(), RuntimeError) as error:  # the cluster may already be gone; nothing left to free then
                 log.debug("cancelling the dataset's futures: %s", error)
             for f in futures:
                 f.release()

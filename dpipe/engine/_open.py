@@ -11,8 +11,8 @@ from .._config import get_setting
 from .._validation import check_choice
 from ..exceptions import ParameterError
 from ..io import Store, open_store
-from ._client import cluster_client, explicit_scheduler
 from ._dataset import LocalDataset, ShardedDataset
+from ._scheduler import explicit_scheduler
 
 __all__ = ["ENGINES", "open_dataset", "resolve_engine"]
 
@@ -72,6 +72,9 @@ def open_dataset(
         with LocalDataset(st, cache=cache) as ds:
             yield ds
         return
+    # here, not at the top: the local engine never imports distributed
+    from ._client import cluster_client
+
     with cluster_client(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit) as c:
         with ShardedDataset(st, c, cache=cache) as ds:
             yield ds

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
-
-from distributed import Client, wait
-from distributed.scheduler import KilledWorker
+from typing import TYPE_CHECKING, Any
 
 from .._config import seconds_setting
 from ..exceptions import ClusterError
+
+if TYPE_CHECKING:  # imported where a cluster is waited on: the local engine reads pass_timeout and never loads distributed
+    from distributed import Client
 
 __all__ = ["pass_timeout", "connect_timeout", "wait_for_progress", "gather_bounded", "result_bounded", "killed_workers_as_cluster_errors"]
 
@@ -68,6 +69,8 @@ def wait_for_progress(client: Client, futures: Sequence[Any], what: str, watch: 
     ClusterError
         When none of ``watch`` finished for ``dpipe.timeout`` seconds.
     """
+    from distributed import wait
+
     bound = pass_timeout()
     watch = futures if watch is None else watch
     while True:
@@ -115,12 +118,21 @@ def result_bounded(future: Any, what: str, client: Client, alive: Callable[[], b
                 raise _stalled(client, what, bound) from None
 
 
+class _NotLoaded(Exception):
+    """Stands for distributed's KilledWorker while distributed is not imported (then nothing can raise it)."""
+
+
+def _killed_worker() -> type[BaseException]:
+    """:class:`distributed.scheduler.KilledWorker` once distributed is imported (looked up when an error is caught)."""
+    return sys.modules["distributed.scheduler"].KilledWorker if "distributed.scheduler" in sys.modules else _NotLoaded
+
+
 @contextlib.contextmanager
 def killed_workers_as_cluster_errors(what: str) -> Iterator[None]:
     """Re-raise :class:`distributed.scheduler.KilledWorker` as one :class:`ClusterError` line."""
     try:
         yield
-    except KilledWorker as error:
+    except _killed_worker() as error:
         raise ClusterError(
             f"{what}: a task killed every worker that ran it ({error.task}, last on {error.last_worker.address if error.last_worker else '?'}); "
             "the usual cause is a worker memory limit too small for a shard: raise --memory-limit or write smaller shards (--shard-rows)"

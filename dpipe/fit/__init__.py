@@ -11,28 +11,28 @@
   (for tests and benchmarks that time one evaluation).
 """
 
-from ._outcome import FitOutcome
-from ._params import PARAMS, RECORDS, Param, applicable, resolve
-from ._registry import FAMILIES, OBJECTIVES, Objective, get_objective
-from ._smooth import smoothed_objective
-from ._structural import StructuralRisk
-from ._train import finish_fit, fit_dataset, model_params, train
+from .._lazy import attach
 
-__all__ = [
-    "OBJECTIVES",
-    "FAMILIES",
-    "Objective",
-    "get_objective",
-    "PARAMS",
-    "Param",
-    "RECORDS",
-    "applicable",
-    "resolve",
-    "FitOutcome",
-    "fit_dataset",
-    "finish_fit",
-    "model_params",
-    "train",
-    "smoothed_objective",
-    "StructuralRisk",
-]
+#: exported name -> the private module that defines it, imported on first use: the CLI's parser
+#: reads OBJECTIVES and PARAMS without loading the engine, the solvers or numba
+_LAZY = {
+    "OBJECTIVES": "._registry",
+    "FAMILIES": "._registry",
+    "Objective": "._registry",
+    "get_objective": "._registry",
+    "PARAMS": "._params",
+    "Param": "._params",
+    "RECORDS": "._params",
+    "applicable": "._params",
+    "resolve": "._params",
+    "FitOutcome": "._outcome",
+    "fit_dataset": "._train",
+    "finish_fit": "._train",
+    "model_params": "._train",
+    "train": "._train",
+    "smoothed_objective": "._smooth",
+    "StructuralRisk": "._structural",
+}
+
+__all__ = [*_LAZY]
+__getattr__, __dir__ = attach(__name__, _LAZY)

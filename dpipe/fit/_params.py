@@ -24,8 +24,6 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import ParameterError
 from ._registry import FAMILIES, OBJECTIVES, Objective, get_objective
@@ -94,6 +92,8 @@ class Param:
 
     def check(self, value: Any, owner: str) -> Any:
         """``value`` validated and converted, or a :class:`ParameterError`."""
+        import numpy as np  # here, not at the top: the CLI's parser reads this module (dpipe --help stays light)
+
         if self.kind == "float":
             return check_number(value, self.name, owner, self.low, self.high, self.closed)
         if self.kind == "int":

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._evaluate import evaluate_dataset
 from .._output import check_output_path, locked_output
-from ..engine import cluster_client, open_dataset, rank_summary, resolve_engine
+from ..engine import open_dataset, rank_summary, resolve_engine
 from ..exceptions import ParameterError
 from ..io import Store
 from ..io._store import as_store
@@ -130,6 +130,8 @@ def train(
     st.require_labels("training")
     m = st.manifest
     engine = resolve_engine(engine, st, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit)
+    if engine != "local":  # here, not at the top: the local engine never imports distributed
+        from ..engine import cluster_client
     with contextlib.ExitStack() as stack:
         c = None if engine == "local" else stack.enter_context(cluster_client(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit))
         ds = stack.enter_context(open_dataset(st, engine=engine, client=c, cache=cache))

@@ -1,22 +1,29 @@
-"""Objectives: pure functions of class moments or of merged sorted scores; they never know about dask."""
+"""Objectives: pure functions of class moments or of merged sorted scores; they never know about dask.
 
-from ._moment import AUCMomentObjective, ErrorMomentObjective, StandardizedMoments, closed_form_auc_direction
-from ._smooth import PreconditionedObjective, RayMinimum, RiskAt, SmoothedAUCRisk, SmoothedPRBEPRisk, ray_minimum, train_auc
-from ._structural import STRUCTURAL_LOSSES, Plane, StructuralLoss
+The names are imported from their modules on first use (the moment objectives load
+scipy, the rank objectives numba). To export a new one, add one line to
+:data:`_LAZY`: ``"PairwiseL2Risk": "._pairwise_l2"``.
+"""
 
-__all__ = [
-    "StandardizedMoments",
-    "AUCMomentObjective",
-    "ErrorMomentObjective",
-    "closed_form_auc_direction",
-    "SmoothedAUCRisk",
-    "SmoothedPRBEPRisk",
-    "RiskAt",
-    "PreconditionedObjective",
-    "RayMinimum",
-    "ray_minimum",
-    "train_auc",
-    "StructuralLoss",
-    "Plane",
-    "STRUCTURAL_LOSSES",
-]
+from .._lazy import attach
+
+#: exported name -> the private module that defines it
+_LAZY = {
+    "StandardizedMoments": "._moment",
+    "AUCMomentObjective": "._moment",
+    "ErrorMomentObjective": "._moment",
+    "closed_form_auc_direction": "._moment",
+    "SmoothedAUCRisk": "._smooth",
+    "SmoothedPRBEPRisk": "._smooth",
+    "RiskAt": "._smooth",
+    "PreconditionedObjective": "._smooth",
+    "RayMinimum": "._smooth",
+    "ray_minimum": "._smooth",
+    "train_auc": "._smooth",
+    "StructuralLoss": "._structural",
+    "Plane": "._structural",
+    "STRUCTURAL_LOSSES": "._structural",
+}
+
+__all__ = [*_LAZY]
+__getattr__, __dir__ = attach(__name__, _LAZY)

@@ -1,36 +1,32 @@
-"""Worker-side reductions: pure functions of (shard, small parameters)."""
+"""Worker-side reductions: pure functions of (shard, small parameters).
 
-from ._moments import (
-    unit_scales,
-    ClassMoments,
-    ColumnMoments,
-    class_moments_of_shard,
-    column_moments_of_shard,
-    merge_column_moments,
-    merge_moments,
-    shard_moments,
-)
-from ._scores import class_totals_of_shard, shard_scores, shard_scores_labels, shard_sorted_scores
-from ._sorted import ClassRuns, ShardScores, class_scores, gradient_pass, score_pass, score_shard, weighted_row_sum
+The names are imported from their modules on first use.
+"""
 
-__all__ = [
-    "unit_scales",
-    "ClassMoments",
-    "ColumnMoments",
-    "column_moments_of_shard",
-    "merge_column_moments",
-    "shard_moments",
-    "class_moments_of_shard",
-    "merge_moments",
-    "shard_scores",
-    "class_totals_of_shard",
-    "shard_scores_labels",
-    "shard_sorted_scores",
-    "ShardScores",
-    "ClassRuns",
-    "score_shard",
-    "score_pass",
-    "class_scores",
-    "gradient_pass",
-    "weighted_row_sum",
-]
+from .._lazy import attach
+
+#: exported name -> the private module that defines it
+_LAZY = {
+    "unit_scales": "._moments",
+    "ClassMoments": "._moments",
+    "ColumnMoments": "._moments",
+    "column_moments_of_shard": "._moments",
+    "merge_column_moments": "._moments",
+    "shard_moments": "._moments",
+    "class_moments_of_shard": "._moments",
+    "merge_moments": "._moments",
+    "shard_scores": "._scores",
+    "class_totals_of_shard": "._scores",
+    "shard_scores_labels": "._scores",
+    "shard_sorted_scores": "._scores",
+    "ShardScores": "._sorted",
+    "ClassRuns": "._sorted",
+    "score_shard": "._sorted",
+    "score_pass": "._sorted",
+    "class_scores": "._sorted",
+    "gradient_pass": "._sorted",
+    "weighted_row_sum": "._sorted",
+}
+
+__all__ = [*_LAZY]
+__getattr__, __dir__ = attach(__name__, _LAZY)

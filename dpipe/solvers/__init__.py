@@ -1,12 +1,28 @@
-"""Solvers that run on the coordinator and return a :class:`FitResult`."""
+"""Solvers that run on the coordinator and return a :class:`FitResult`.
 
-from ._cutting_plane import fit_cutting_plane
-from ._lbfgs import minimize_lbfgs
-from ._master_qp import solve_simplex_qp
-from ._moment_fit import best_moment_intercept, fit_auc_moment, fit_error_moment
-from ._precondition import MOMENT_PRECONDITION_MAX_FEATURES, moment_preconditioner, pairwise_second_moment
-from ._result import Candidate, FitResult
-from ._smooth_fit import CONTINUATION_START, fit_smooth
+The names are imported from their modules on first use (scipy loads with the first
+solver, not with the package). To export a new solver, add one line to :data:`_LAZY`:
+``"fit_tron": "._tron"``.
+"""
 
-__all__ = ["FitResult", "Candidate", "minimize_lbfgs", "fit_auc_moment", "fit_error_moment", "best_moment_intercept", "fit_smooth", "CONTINUATION_START", "fit_cutting_plane", "solve_simplex_qp",
-           "moment_preconditioner", "pairwise_second_moment", "MOMENT_PRECONDITION_MAX_FEATURES"]
+from .._lazy import attach
+
+#: exported name -> the private module that defines it
+_LAZY = {
+    "FitResult": "._result",
+    "Candidate": "._result",
+    "minimize_lbfgs": "._lbfgs",
+    "fit_auc_moment": "._moment_fit",
+    "fit_error_moment": "._moment_fit",
+    "best_moment_intercept": "._moment_fit",
+    "fit_smooth": "._smooth_fit",
+    "CONTINUATION_START": "._smooth_fit",
+    "fit_cutting_plane": "._cutting_plane",
+    "solve_simplex_qp": "._master_qp",
+    "moment_preconditioner": "._precondition",
+    "pairwise_second_moment": "._precondition",
+    "MOMENT_PRECONDITION_MAX_FEATURES": "._precondition",
+}
+
+__all__ = [*_LAZY]
+__getattr__, __dir__ = attach(__name__, _LAZY)
