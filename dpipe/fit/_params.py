@@ -150,7 +150,12 @@ def _calibrate_default(objective: Objective) -> bool:
 
 
 #: the objectives with a cut-off k, and the structural losses whose bias feature sets the threshold (from the registry)
-_NOT_SMOOTHED = {"structural": "SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth", "moment": "the moment objectives are not smoothed"}
+_NOT_SMOOTHED = {"structural": "SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth", "moment": "the moment objectives are not smoothed",
+                 "auc-squared-hinge": "the squared hinge is smooth already (its generalized Hessian is what Newton uses)"}
+#: the smoothed family's options that do not apply to auc-squared-hinge (not smoothed), with either solver
+_SQUARED_BOTH = ("auc-squared-hinge/newton", "auc-squared-hinge/lbfgs")
+#: ... and those that are L-BFGS's only (its coordinates and start)
+_NEWTON = ("auc-squared-hinge/newton",)
 _TAKES_K = tuple(o.name for o in OBJECTIVES.values() if o.takes_k)
 _BIAS_FEATURE = tuple(o.name for o in OBJECTIVES.values() if o.family == "structural" and o.own_threshold)
 
@@ -159,11 +164,13 @@ PARAMS: dict[str, Param] = {
     p.name: p
     for p in (
         Param("solver", "choice", "Solver for the objective (default: the objective's first; see ``dpipe.fit.OBJECTIVES``).",
-              FAMILIES, choices=("closed-form", "lbfgs", "cutting-plane", "mm")),
+              FAMILIES, choices=("closed-form", "lbfgs", "newton", "cutting-plane", "mm")),
         Param("lam", "float", "Moment objectives: weight of the unit-norm penalty ``lam (1 - ||w||^2)^2`` (default 1e-3). Smoothed "
-              "objectives and SVM-perf's losses: the ridge ``lam/2 ||w||^2`` (default 1e-4, SVM-perf's C = 100). Rate objectives: "
+              "objectives and SVM-perf's losses: the ridge ``lam/2 ||w||^2`` (default 1e-4, SVM-perf's C = 100; auc-squared-hinge 1e-6, "
+              "liblinear-ranksvm's C = 1 / (lam n+ n-), chosen by test AUC on a9a and w8a). Rate objectives: "
               "the ridge ``lam/2 (||w||^2 + b^2)``, the bias as lightly as w (default 1 / n, the paper's).",
-              FAMILIES, {"moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "cutting-plane", "mm"), low=0.0, closed="left",
+              FAMILIES, {"auc-squared-hinge": 1e-6, "moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "newton", "cutting-plane", "mm"),
+              low=0.0, closed="left",
               instead="the closed form has no penalty: use solver='lbfgs'"),
         Param("constraints", "constraints", "Rate objectives: rate constraints, as strings (``\"recall >= 0.9\"``, "
               "``\"positive_rate(group=Female) >= 0.8 * positive_rate(group=Male)\"``) or :class:`dpipe.rates.Constraint` objects; "
@@ -185,15 +192,18 @@ PARAMS: dict[str, Param] = {
               choices=("exact", "ramp", "randomized"),
               instead="the other objectives set their threshold by calibrate"),
         Param("C", "float", "SVM-perf's ``-c`` instead of ``lam``: ``lam = 1 / (100 C)`` (SVM-perf's losses are in percent).",
-              ("smooth", "structural"), low=0.0, instead="use lam"),
+              ("smooth", "structural"), low=0.0, excludes=_SQUARED_BOTH,
+              instead={"auc-squared-hinge": "use lam: liblinear-ranksvm's -c C is lam = 1 / (C n+ n-)", "smooth": "use lam", "structural": "use lam",
+                       "moment": "use lam", "rate": "use lam"}),
         Param("ridge", "float", "Ridge added to the standardized covariance in the auc-moment direction "
               "``(S+ + S- + ridge I)^-1 (mu+ - mu-)``: auc-moment, error-moment's start, and the smoothed objectives' moment start "
-              "and preconditioner (default 1e-6).", ("moment", "smooth"), 1e-6, low=0.0, closed="left", excludes=("auc-moment/lbfgs",),
-              instead={"moment": "the L-BFGS route does not use the closed-form direction: use solver='closed-form'",
+              "and preconditioner (default 1e-6).", ("moment", "smooth"), 1e-6, low=0.0, closed="left", excludes=("auc-moment/lbfgs", *_NEWTON),
+              instead={"auc-squared-hinge": "Newton starts at w = 0 and needs no preconditioner: use solver='lbfgs' for the moment start",
+                       "moment": "the L-BFGS route does not use the closed-form direction: use solver='closed-form'",
                        "structural": "SVM-perf's losses do not use the auc-moment direction"}),
-        Param("max_iter", "int", "Iteration limit (default 500; 1000 cutting-plane iterations; rate objectives: 200 L-BFGS "
-              "iterations per inner problem).", FAMILIES,
-              {"moment": 500, "smooth": 500, "structural": 1000, "rate": 200}, solvers=("lbfgs", "cutting-plane", "mm"), low=1,
+        Param("max_iter", "int", "Iteration limit (default 500 L-BFGS or Newton iterations; 1000 cutting-plane iterations; rate "
+              "objectives: 200 L-BFGS iterations per inner problem).", FAMILIES,
+              {"moment": 500, "smooth": 500, "structural": 1000, "rate": 200}, solvers=("lbfgs", "newton", "cutting-plane", "mm"), low=1,
               instead="the closed form does not iterate: use solver='lbfgs'"),
         Param("tol", "float", "L-BFGS gradient tolerance (default 1e-4 for the moment objectives and the rate objectives' inner "
               "problems, 1e-6 for the smoothed ones).",
@@ -205,35 +215,44 @@ PARAMS: dict[str, Param] = {
         Param("smoothing", "float", "Huber width t (auc-smooth) or mu (prbep-smooth); default the paper's ``mu = epsilon / D`` "
               "times ``mu_scale``. Rate objectives: the Huber width of the inner problems' hinges, and of auc-rate's pairwise hinge "
               "(default 0.05; the ramp is 1 wide).",
-              ("smooth", "rate"), {"rate": 0.05}, low=0.0, instead=_NOT_SMOOTHED),
+              ("smooth", "rate"), {"rate": 0.05}, low=0.0, excludes=_SQUARED_BOTH, instead=_NOT_SMOOTHED),
         Param("epsilon", "float", "The paper's accuracy epsilon of the default smoothing ``mu = epsilon / D`` (default 1e-3).",
-              ("smooth",), 1e-3, low=0.0,
-              instead={"structural": "use eps, the cutting plane's tolerance", "moment": "the moment objectives are not smoothed"}),
+              ("smooth",), 1e-3, low=0.0, excludes=_SQUARED_BOTH,
+              instead={"auc-squared-hinge": "the squared hinge is not smoothed; Newton stops on eps",
+                       "structural": "use eps, the cutting plane's tolerance", "moment": "the moment objectives are not smoothed"}),
         Param("mu_scale", "float", "Factor on the default smoothing (the paper studies 1, 100 and 1000; default 1).",
-              ("smooth",), 1.0, low=0.0, instead=_NOT_SMOOTHED),
+              ("smooth",), 1.0, low=0.0, excludes=_SQUARED_BOTH, instead=_NOT_SMOOTHED),
         Param("continuation", "bool", "Start with a 1000 times wider smoothing and shrink it by ``continuation_factor`` per stage, "
-              "warm-starting.", ("smooth",), False, instead=_NOT_SMOOTHED),
+              "warm-starting.", ("smooth",), False, excludes=_SQUARED_BOTH, instead=_NOT_SMOOTHED),
         Param("continuation_factor", "float", "With ``continuation``: the factor the smoothing shrinks by per stage (default 10).",
-              ("smooth",), 10.0, low=1.0, instead=_NOT_SMOOTHED),
+              ("smooth",), 10.0, low=1.0, excludes=_SQUARED_BOTH, instead=_NOT_SMOOTHED),
         Param("standardize", "bool", "Fit on features scaled to unit standard deviation (one extra pass). The ridge then applies to "
               "the scaled weights, so the objective is not SVM-perf's on raw features; the model keeps raw-feature weights.",
-              ("smooth", "structural", "rate"), False, instead="the moment objectives are fitted in standardized coordinates already"),
+              ("smooth", "structural", "rate"), False, excludes=_NEWTON,
+              instead={"auc-squared-hinge": "Newton runs on raw features (solver='lbfgs' takes standardize)",
+                       "moment": "the moment objectives are fitted in standardized coordinates already"}),
         Param("precondition", "choice", "Smoothed objectives: keep the objective and its minimizer, change only the coordinates L-BFGS "
               "runs in. ``'moments'`` whitens the Hessian modelled from the class moments ``c M + lam diag(p)`` (one moments pass and "
               "one score pass, a d x d factorization on the driver, d <= 4096); ``'diagonal'`` (or True) scales each feature by its "
               "standard deviation (one extra pass; excludes ``standardize``); ``'none'`` (or False). Default ``'auto'``: "
               "``'moments'`` up to 4096 features, else ``'diagonal'`` (``'none'`` with ``standardize``).",
               ("smooth",), "auto", choices=("auto", "none", "diagonal", "moments"), aliases={True: "diagonal", False: "none"},
-              instead="the cutting plane's dual QP does not need it and the moment objectives are standardized already",
+              excludes=_NEWTON, instead={"auc-squared-hinge": "Newton's steps do not depend on the coordinates' scale",
+                                         "structural": "the cutting plane's dual QP does not need it",
+                                         "moment": "the moment objectives are standardized already", "rate": "the rate objectives do not precondition"},
               cli={"nargs": "?", "const": "diagonal"}),
         Param("init", "choice", "Smoothed objectives: L-BFGS's start. ``'zeros'``: w = 0; ``'auc-moment'``: the auc-moment direction "
               "scaled to the objective's minimum along it (one moments pass and one score pass, shared with "
               "``precondition='moments'``). Default ``'auto'``: ``'auc-moment'`` whenever the moments preconditioner is used, "
-              "else ``'zeros'``.", ("smooth",), "auto", choices=("auto", "zeros", "auc-moment"),
-              instead="the cutting plane starts from its planes; the moment objectives from their own starts"),
+              "else ``'zeros'``.", ("smooth",), "auto", choices=("auto", "zeros", "auc-moment"), excludes=_NEWTON,
+              instead={"auc-squared-hinge": "Newton starts at w = 0 (use solver='lbfgs' for the moment start)",
+                       "structural": "the cutting plane starts from its planes", "moment": "the moment objectives have their own starts",
+                       "rate": "the rate objectives start from their own fits"}),
         Param("eps", "float", "Cutting plane: stop when the best ``J`` is within ``eps`` of the lower bound (default 1e-3 = SVM-perf's "
               "default ``-e 0.1``, which is in percent). Rate objectives: the multipliers' cutting plane stops when its bounds on the "
-              "dual meet within ``eps`` (relative; default 1e-3).", ("structural", "rate"), {"structural": 1e-3, "rate": 1e-3}, low=0.0,
+              "dual meet within ``eps`` (relative; default 1e-3). Newton (auc-squared-hinge): stop when ``||g|| <= eps ||g(0)||`` "
+              "(LIBLINEAR's rule and default, 1e-3).", ("structural", "rate", "auc-squared-hinge"),
+              {"structural": 1e-3, "rate": 1e-3, "auc-squared-hinge": 1e-3}, low=0.0, excludes=("auc-squared-hinge/lbfgs",),
               instead="L-BFGS stops on tol"),
         Param("k", "float", "Prec@k / Rec@k: the number of rows predicted positive (counted in weight units with sample weights; a "
               "whole number unless some weight is fractional). "

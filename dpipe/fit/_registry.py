@@ -64,6 +64,8 @@ OBJECTIVES: dict[str, Objective] = {
         Objective("error-moment", "moment", ("lbfgs",), False, "expected 0-1 error of the normal model, with an intercept"),
         Objective("auc-smooth", "smooth", ("lbfgs",), False, "lam/2 ||w||^2 + Huber-smoothed pairwise hinge (Zhang et al.)"),
         Objective("prbep-smooth", "smooth", ("lbfgs",), False, "lam/2 ||w||^2 + smoothed PRBEP structural risk (Zhang et al.)"),
+        Objective("auc-squared-hinge", "smooth", ("newton", "lbfgs"), False,
+                  "lam/2 ||w||^2 + mean squared pairwise hinge (liblinear-ranksvm's L2-loss RankSVM), trust-region Newton"),
         *(
             Objective(loss, "structural", ("cutting-plane",), loss in ("error", "f1"), "lam/2 ||w||^2 + " + summary, takes_k=takes_k)
             for loss, (summary, takes_k) in _STRUCTURAL.items()

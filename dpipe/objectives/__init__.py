@@ -2,7 +2,7 @@
 
 The names are imported from their modules on first use (the moment objectives load
 scipy, the rank objectives numba). To export a new one, add one line to
-:data:`_LAZY`: ``"PairwiseL2Risk": "._pairwise_l2"``.
+:data:`_LAZY`: ``"SquaredPairwiseHinge": "._pairwise_l2"``.
 """
 
 from .._lazy import attach
@@ -20,6 +20,9 @@ _LAZY = {
     "RayMinimum": "._smooth",
     "ray_minimum": "._smooth",
     "train_auc": "._smooth",
+    "SquaredPairwiseHinge": "._pairwise_l2",
+    "liblinear_lam": "._pairwise_l2",
+    "Curvature": "._curvature",
     "StructuralLoss": "._structural",
     "Plane": "._structural",
     "STRUCTURAL_LOSSES": "._structural",

@@ -16,6 +16,8 @@ _LAZY = {
     "fit_error_moment": "._moment_fit",
     "best_moment_intercept": "._moment_fit",
     "fit_smooth": "._smooth_fit",
+    "minimize_tron": "._tron",
+    "NewtonObjective": "._tron",
     "CONTINUATION_START": "._smooth_fit",
     "fit_cutting_plane": "._cutting_plane",
     "solve_simplex_qp": "._master_qp",
