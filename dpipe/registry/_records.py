@@ -30,7 +30,7 @@ from ..io._manifest import write_json_atomic
 __all__ = [
     "RECORD_NAME", "DECISIONS_DIR", "HISTORY_NAME", "CHAMPION_NAME", "VERSION_NAME", "CHAMPION_ACTIONS", "VERSION_ACTIONS",
     "history_line", "history_bytes", "read_records", "read_history", "read_pointer", "write_pointer", "write_decision_file", "champion_stack",
-    "file_sha256", "RecordsOnDisk",
+    "file_digest", "file_sha256", "RecordsOnDisk",
 ]
 
 RECORD_NAME = "decision.json"
@@ -56,13 +56,17 @@ def history_bytes(records: list[dict[str, Any]]) -> bytes:
     return b"".join(history_line(r) for r in records)
 
 
+def file_digest(path: str, hasher: Any) -> str:
+    """The hex digest of a file's bytes by ``hasher`` (a fresh ``hashlib`` / ``xxhash`` object), read in 4 MB pieces."""
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
 def file_sha256(path: str) -> str:
     """sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
+    return file_digest(path, hashlib.sha256())
 
 
 def _load(path: str) -> dict[str, Any]:

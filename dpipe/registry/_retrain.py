@@ -42,6 +42,7 @@ from .._faults import kill_point
 from ..exceptions import ConvergenceWarning, ParameterError, RegistryError
 from ..io._manifest import canonical_json
 from ._config import RetrainConfig, load_config, resolved_ingest_options
+from ._records import file_digest
 from ._registry import Registry
 
 __all__ = ["retrain", "RetrainResult", "EXIT_CODES"]
@@ -86,13 +87,10 @@ class RetrainResult:
 
 
 def _file_digest(path: str) -> str:
+    """xxh3-128 of a source file's bytes (names its ingested store in the data cache)."""
     import xxhash
 
-    h = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
+    return file_digest(path, xxhash.xxh3_128())
 
 
 def _as_store(path: str, reg: Registry, ingest: dict[str, Any], labelled: bool) -> str:

@@ -25,6 +25,7 @@ from ._references import (
     rmatvec_reference,
     rocarea_argmax_reference,
     sorted_auc_reference,
+    squared_hinge_reference,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "auc_gamma_reference",
     "prbep_beta_reference",
     "sorted_auc_reference",
+    "squared_hinge_reference",
     "rocarea_argmax_reference",
     "error_rate_argmax_reference",
     "prbep_argmax_reference",

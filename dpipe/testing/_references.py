@@ -10,6 +10,8 @@ Algorithm 2 over all contingency tables).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,6 +39,7 @@ __all__ = [
     "rec_at_k_argmax_reference",
     "f1_argmax_reference",
     "contingency_argmax_reference",
+    "squared_hinge_reference",
     "TABLE_LOSSES",
 ]
 
@@ -555,3 +558,46 @@ def split_into_ranges(sp: np.ndarray, sn: np.ndarray, splitters: np.ndarray, t: 
             vp=None if vp is None else wp[p0:p1], vn=None if vn is None else wn[n0:n1],
         ))
     return out
+
+
+# ---------------------------------------------------------------------------
+# the squared pairwise hinge (dpipe.objectives._pairwise_l2), O(n^2)
+# ---------------------------------------------------------------------------
+class SquaredHingeReference(NamedTuple):
+    """``J(w) = lam/2 ||w||^2 + (1/P) sum_ij v_i v_j max(0, 1 - s_i + s_j)^2`` by the pairs: value, gradient, Hessian products."""
+
+    fun: Callable[[np.ndarray], float]
+    grad: Callable[[np.ndarray], np.ndarray]
+    hessp: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def squared_hinge_reference(X: np.ndarray, y: np.ndarray, lam: float, weight: np.ndarray | None = None) -> SquaredHingeReference:
+    """The squared pairwise hinge objective on dense ``X`` (float64), every positive-negative pair spelt out."""
+    X = np.asarray(X, dtype=np.float64)
+    v = np.ones(y.size) if weight is None else np.asarray(weight, dtype=np.float64)
+    P, N = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
+    pair = v[P][:, None] * v[N][None, :] / (v[P].sum() * v[N].sum())
+
+    def margins(w: np.ndarray) -> np.ndarray:
+        s = X @ w
+        return 1.0 - s[P][:, None] + s[N][None, :]
+
+    def fun(w: np.ndarray) -> float:
+        return 0.5 * lam * float(w @ w) + float((pair * np.maximum(0.0, margins(w)) ** 2).sum())
+
+    def grad(w: np.ndarray) -> np.ndarray:
+        m = pair * np.maximum(0.0, margins(w))
+        g = np.zeros(y.size)
+        g[P], g[N] = -2.0 * m.sum(axis=1), 2.0 * m.sum(axis=0)
+        return lam * w + X.T @ g
+
+    def hessp(w: np.ndarray, d: np.ndarray) -> np.ndarray:
+        act = 2.0 * pair * (margins(w) > 0)
+        u = X @ d
+        mu = np.zeros(y.size)
+        mu[P] = act.sum(axis=1) * u[P] - act @ u[N]
+        mu[N] = act.sum(axis=0) * u[N] - act.T @ u[P]
+        return lam * d + X.T @ mu
+
+    return SquaredHingeReference(fun, grad, hessp)
+

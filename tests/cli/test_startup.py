@@ -8,9 +8,7 @@ issue 26, measured with ``time.perf_counter`` around whole processes).
 
 from __future__ import annotations
 
-import ast
 import importlib
-import importlib.util
 import json
 import os
 import pathlib
@@ -198,74 +196,3 @@ def test_the_registry_lists_the_structural_losses_the_oracles_implement():
 
     declared = [(o.name, o.takes_k) for o in OBJECTIVES.values() if o.family == "structural"]
     assert declared == [(name, takes_k) for name, (_, takes_k) in STRUCTURAL_LOSSES.items()]
-
-
-def _module_name(path: pathlib.Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _lazy_exports(files: dict[str, pathlib.Path]) -> dict[str, dict[str, str]]:
-    """Package -> its ``_LAZY`` map (exported name -> absolute module name)."""
-    out = {}
-    for mod, path in files.items():
-        if path.name != "__init__.py":
-            continue
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets):
-                out[mod] = {k: importlib.util.resolve_name(v, mod) for k, v in ast.literal_eval(node.value).items()}
-    return out
-
-
-def _import_graph_with_lazy_exports() -> dict[str, set[str]]:
-    """Module -> the dpipe modules it imports (anywhere in the file), through the packages' lazy exports.
-
-    ``from dpipe.engine import LocalDataset`` imports :mod:`dpipe.engine._dataset` (when the name is
-    first used), so it is an edge to that module; a package's own edges are its eager imports.
-    """
-    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    lazy = _lazy_exports(files)
-    graph: dict[str, set[str]] = {m: set() for m in files}
-    for mod, path in files.items():
-        is_pkg = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text())):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = mod.split(".")
-                if node.level:
-                    base = base[: len(base) - node.level + (1 if is_pkg else 0)]
-                    name = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    name = node.module or ""
-                targets = [name] + [lazy.get(name, {}).get(a.name, f"{name}.{a.name}") for a in node.names]
-            graph[mod].update(t for t in targets if t in files and t != mod)
-    return graph
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
-    """Strongly connected components of more than one module (by mutual reachability; the graph is small)."""
-    reach = {}
-    for start in graph:
-        seen, todo = set(), [start]
-        while todo:
-            for w in graph[todo.pop()]:
-                if w not in seen:
-                    seen.add(w)
-                    todo.append(w)
-        reach[start] = seen
-    components = {frozenset({v} | {w for w in reach[v] if v in reach[w]}) for v in graph}
-    return [set(c) for c in components if len(c) > 1]
-
-
-def test_no_import_cycle_through_the_lazy_exports():
-    graph = _import_graph_with_lazy_exports()
-    # the walk sees the edges through the lazy exports: fit._train imports open_dataset from dpipe.engine
-    assert {"dpipe.engine", "dpipe.engine._open"} <= graph["dpipe.fit._train"]
-    assert "dpipe.engine._client" in graph["dpipe.fit._train"]  # imported in the function that starts a cluster
-    assert _cycles(graph) == []
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]

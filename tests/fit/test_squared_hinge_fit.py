@@ -9,7 +9,7 @@ import scipy.optimize
 
 import dpipe
 from dpipe.exceptions import ParameterError
-from dpipe.testing import classification_data, write_store
+from dpipe.testing import classification_data, squared_hinge_reference, write_store
 
 LAM = 1e-3
 
@@ -27,21 +27,8 @@ def data(tmp_path_factory):
 
 
 def _brute_minimum(X, y):
-    P, N = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
-    scale = 1.0 / (P.size * N.size)
-
-    def fun(w):
-        s = X @ w
-        return 0.5 * LAM * w @ w + scale * float((np.maximum(0.0, 1.0 - s[P][:, None] + s[N][None, :]) ** 2).sum())
-
-    def grad(w):
-        s = X @ w
-        m = np.maximum(0.0, 1.0 - s[P][:, None] + s[N][None, :])
-        g = np.zeros(y.size)
-        g[P], g[N] = -2.0 * scale * m.sum(axis=1), 2.0 * scale * m.sum(axis=0)
-        return LAM * w + X.T @ g
-
-    return scipy.optimize.minimize(fun, np.zeros(X.shape[1]), jac=grad, method="BFGS", options={"gtol": 1e-12})
+    ref = squared_hinge_reference(X, y, LAM)
+    return scipy.optimize.minimize(ref.fun, np.zeros(X.shape[1]), jac=ref.grad, method="BFGS", options={"gtol": 1e-12})
 
 
 def test_newton_reaches_the_brute_force_minimum_and_lbfgs_agrees(data):

@@ -13,6 +13,7 @@ from dpipe.exceptions import DPipeError
 from dpipe.fit._newton import PairwiseNewtonObjective
 from dpipe.io import Shard
 from dpipe.objectives._pairwise_l2 import SquaredPairwiseHinge, liblinear_lam
+from dpipe.testing import squared_hinge_reference
 
 
 def _pairs(sp, sn, vp, vn):
@@ -92,32 +93,12 @@ def _dataset(seed: int = 1, n: int = 300, d: int = 5):
     return LocalDataset(shards), X.astype(np.float64), y, v.astype(np.float64)
 
 
-def _brute(X, y, v, lam):
-    P, N = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
-    scale = 1.0 / (v[P].sum() * v[N].sum())
-
-    def value(w):
-        s = X @ w
-        m = np.maximum(0.0, 1.0 - s[P][:, None] + s[N][None, :])
-        return 0.5 * lam * w @ w + scale * float((v[P][:, None] * v[N][None, :] * m * m).sum())
-
-    def hessian(w):
-        s = X @ w
-        act = 2.0 * scale * (1.0 - s[P][:, None] + s[N][None, :] > 0) * v[P][:, None] * v[N][None, :]
-        M = np.zeros((y.size, y.size))
-        M[P, P] = act.sum(axis=1)
-        M[N, N] = act.sum(axis=0)
-        M[np.ix_(P, N)], M[np.ix_(N, P)] = -act, -act.T
-        return lam * np.eye(X.shape[1]) + X.T @ M @ X
-
-    return value, hessian
-
-
 def test_the_engine_objective_matches_brute_force_and_finite_differences():
     ds, X, y, v = _dataset()
     lam = 1e-2
     obj = PairwiseNewtonObjective(RankPasses(ds), SquaredPairwiseHinge(), lam)
-    value, hessian = _brute(X, y, v, lam)
+    brute = squared_hinge_reference(X, y, lam, v)
+    value = brute.fun
     rng = np.random.default_rng(7)
     w = 0.3 * rng.normal(size=X.shape[1])
     f, g = obj.value_and_grad(w)
@@ -126,14 +107,14 @@ def test_the_engine_objective_matches_brute_force_and_finite_differences():
     np.testing.assert_allclose(g, approx_fprime(w, value, 1e-7), rtol=1e-5, atol=1e-6)
     for _ in range(3):
         d = rng.normal(size=X.shape[1])
-        np.testing.assert_allclose(obj.hess_vec(d), hessian(w) @ d, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(obj.hess_vec(d), brute.hessp(w, d), rtol=1e-6, atol=1e-8)
     # a trial point scored in between (a rejected Newton step) does not change where the Hessian is taken
     obj.value(w + 1.0)
     d = rng.normal(size=X.shape[1])
-    np.testing.assert_allclose(obj.hess_vec(d), hessian(w) @ d, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(obj.hess_vec(d), brute.hessp(w, d), rtol=1e-6, atol=1e-8)
     # the generalized Hessian is the gradient's derivative wherever no pair sits at a kink
     fd = (obj.value_and_grad(w + 1e-6 * d)[1] - obj.value_and_grad(w - 1e-6 * d)[1]) / 2e-6
-    np.testing.assert_allclose(fd, hessian(w) @ d, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(fd, brute.hessp(w, d), rtol=1e-4, atol=1e-6)
 
 
 def test_products_after_a_forgotten_order_are_recomputed_not_wrong():

@@ -14,6 +14,7 @@ from dpipe.fit._newton import PairwiseNewtonObjective
 from dpipe.io import Shard
 from dpipe.objectives._pairwise_l2 import SquaredPairwiseHinge
 from dpipe.solvers._tron import minimize_tron
+from dpipe.testing import squared_hinge_reference
 
 
 class _Quadratic:
@@ -66,29 +67,8 @@ def test_tron_on_the_squared_pairwise_hinge_matches_trust_ncg():
     lam = 1e-3
     obj = PairwiseNewtonObjective(RankPasses(ds), SquaredPairwiseHinge(), lam)
     ours = minimize_tron(obj, np.zeros(d), eps=1e-7)
-    Xd, P, N = X.astype(np.float64), np.flatnonzero(y > 0), np.flatnonzero(y < 0)
-    scale = 1.0 / (P.size * N.size)
-
-    def fun(w):
-        s = Xd @ w
-        return 0.5 * lam * w @ w + scale * float((np.maximum(0.0, 1.0 - s[P][:, None] + s[N][None, :]) ** 2).sum())
-
-    def grad(w):
-        s = Xd @ w
-        m = np.maximum(0.0, 1.0 - s[P][:, None] + s[N][None, :])
-        gs = np.zeros(n)
-        gs[P], gs[N] = -2.0 * scale * m.sum(axis=1), 2.0 * scale * m.sum(axis=0)
-        return lam * w + Xd.T @ gs
-
-    def hessp(w, p):
-        s, u = Xd @ w, Xd @ p
-        act = 2.0 * scale * (1.0 - s[P][:, None] + s[N][None, :] > 0)
-        mu = np.zeros(n)
-        mu[P] = act.sum(axis=1) * u[P] - act @ u[N]
-        mu[N] = act.sum(axis=0) * u[N] - act.T @ u[P]
-        return lam * p + Xd.T @ mu
-
-    ref = scipy.optimize.minimize(fun, np.zeros(d), jac=grad, hessp=hessp, method="trust-ncg", options={"gtol": 1e-11})
+    brute = squared_hinge_reference(X, y, lam)
+    ref = scipy.optimize.minimize(brute.fun, np.zeros(d), jac=brute.grad, hessp=brute.hessp, method="trust-ncg", options={"gtol": 1e-11})
     assert ours.status == 0 and ours.nit <= 20
     assert ours.fun == pytest.approx(ref.fun, rel=1e-11)
     np.testing.assert_allclose(ours.x, ref.x, rtol=0, atol=1e-5)
