@@ -54,7 +54,7 @@ from ._records import (
     write_decision_file,
     write_pointer,
 )
-from ._repair import Findings, apply_repair, inspect_registry, upgrade_records
+from ._repair import Findings, apply_repair, inspect_registry, raise_unsettled, upgrade_records
 
 __all__ = ["Registry", "REGISTRY_FORMAT", "CHAMPION_ACTIONS"]
 
@@ -205,6 +205,10 @@ class Registry:
             if record.get("key") == key and record["action"] in VERSION_ACTIONS:
                 return dict(record)
         return None
+
+    def check_writable(self) -> None:
+        """Raise the one-line :class:`RegistryError` a writer would meet (what the files cannot settle), before any work."""
+        raise_unsettled(self.path, self._state())
 
     # -- writing ------------------------------------------------------------------
     @contextlib.contextmanager

@@ -48,7 +48,7 @@ from ._records import (
     write_pointer,
 )
 
-__all__ = ["Findings", "inspect_registry", "apply_repair", "upgrade_records"]
+__all__ = ["Findings", "inspect_registry", "apply_repair", "raise_unsettled", "upgrade_records"]
 
 log = logging.getLogger("dpipe.registry")
 
@@ -195,6 +195,13 @@ def _keep_aside(path: str) -> str:
     return aside
 
 
+def raise_unsettled(root: str, found: Findings) -> None:
+    """Raise one line for what the files cannot settle (:attr:`Findings.unsettled`), if anything."""
+    if found.unsettled:
+        more = f" (and {len(found.unsettled) - 1} more: `dpipe registry repair {root}` lists them)" if len(found.unsettled) > 1 else ""
+        raise RegistryError(f"{root}: {found.unsettled[0]}{more}")
+
+
 def apply_repair(root: str, found: Findings) -> None:
     """Make ``history.jsonl`` and ``champion.json`` agree with the records, write back restorable records,
     remove uncommitted temporaries (each logged). Call under the writers' lock.
@@ -204,9 +211,7 @@ def apply_repair(root: str, found: Findings) -> None:
     RegistryError
         Something cannot be settled from the files (:attr:`Findings.unsettled`); nothing was changed.
     """
-    if found.unsettled:
-        more = f" (and {len(found.unsettled) - 1} more: `dpipe registry repair {root}` lists them)" if len(found.unsettled) > 1 else ""
-        raise RegistryError(f"{root}: {found.unsettled[0]}{more}")
+    raise_unsettled(root, found)
     for path in found.temporaries:
         shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
         log.warning("%s: removed %s, a write that never committed", root, os.path.relpath(path, root))

@@ -174,6 +174,7 @@ def retrain(config: RetrainConfig | str | os.PathLike, *, force: bool = False, c
     """
     cfg = config if isinstance(config, RetrainConfig) else load_config(config)
     reg = Registry(cfg.registry, create=True)
+    reg.check_writable()  # damage the files cannot settle stops the run here, not after training
     champion = reg.champion()
     settings = {"dpipe.cluster": cfg.cluster.cluster} if cfg.cluster.cluster else {}
     try:
