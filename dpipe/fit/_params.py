@@ -238,8 +238,8 @@ PARAMS: dict[str, Param] = {
               "``'moments'`` up to 4096 features, else ``'diagonal'`` (``'none'`` with ``standardize``).",
               ("smooth",), "auto", choices=("auto", "none", "diagonal", "moments"), aliases={True: "diagonal", False: "none"},
               excludes=_NEWTON, instead={"auc-squared-hinge": "Newton's steps do not depend on the coordinates' scale",
-                                         "structural": "the cutting plane's dual QP does not need it",
-                                         "moment": "the moment objectives are standardized already", "rate": "the rate objectives do not precondition"},
+                                         **dict.fromkeys(FAMILIES, "the cutting plane's dual QP does not need it and the moment objectives are "
+                                                                   "standardized already")},
               cli={"nargs": "?", "const": "diagonal"}),
         Param("init", "choice", "Smoothed objectives: L-BFGS's start. ``'zeros'``: w = 0; ``'auc-moment'``: the auc-moment direction "
               "scaled to the objective's minimum along it (one moments pass and one score pass, shared with "

@@ -50,6 +50,7 @@ FIT = {
     "closed-form": ({}, 1e-9, (1e-9, 0.0)),
     "lbfgs": ({"tol": 1e-10, "max_iter": 2000}, 1e-6, (1e-10, 0.0)),
     "smooth": ({"lam": 1e-2, "epsilon": 0.25, "tol": 1e-9, "max_iter": 2000}, 1e-6, (1e-10, 0.0)),
+    "newton": ({"lam": 1e-2, "eps": 1e-8}, 1e-6, (1e-10, 0.0)),
     "structural": ({"eps": 1e-9, "max_iter": 2000}, 1e-6, (0.0, 1e-9)),
     "rate": ({"constraints": ["recall >= 0.9"], "tol": 1e-10, "max_iter": 2000, "mm_steps": 3}, 1e-6, (1e-10, 0.0)),
 }
@@ -90,7 +91,7 @@ def _family(name: str) -> str:
     spec = OBJECTIVES[name]
     if spec.family == "moment":
         return "closed-form" if spec.solvers[0] == "closed-form" else "lbfgs"
-    return spec.family
+    return "newton" if spec.solvers[0] == "newton" else spec.family
 
 
 def _options(name: str) -> dict:
