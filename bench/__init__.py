@@ -14,7 +14,12 @@ SUITES = {
     "churn": "churn",
     "rate-goals": "rate_goals",
     "rate-scale": "rate_scale",
+    "scale-race": "scale_race",
     "cost-model": "cost_model",
     "faults": "faults",
     "verify-cost": "verify_cost",
+    "race": "race",
+    "stopping": "stopping",
+    "spark": "spark",
+    "rate-speed": "rate_speed",
 }

@@ -36,14 +36,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", type=Path, default=default_data_dir(), help="folder of the bundled datasets (default ../shared/data)")
     ap.add_argument("--work", type=Path, default=HERE / "work", help="where ingested and generated stores are kept between runs")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default bench/results, or bench/results/quick with --quick)")
+    ap.add_argument("--tasks", default=None, help="race, stopping: a subset of their tasks; workers: of its objectives (comma-separated; default all)")
+    ap.add_argument("--before", type=Path, default=None,
+                    help="rate-speed: a checkout of dpipe before a change (e.g. git worktree add DIR HEAD), run as PYTHONPATH=DIR")
     a = ap.parse_args(argv)
     if a.repeats < 1:
         ap.error("--repeats must be at least 1")
     out = a.out or (HERE / "results" / "quick" if a.quick else HERE / "results")
-    cfg = Config(quick=a.quick, repeats=a.repeats, data_dir=a.data_dir, work=a.work, out_dir=out)
+    cfg = Config(quick=a.quick, repeats=a.repeats, data_dir=a.data_dir, work=a.work, out_dir=out,
+                 tasks=tuple(a.tasks.split(",")) if a.tasks else None, before=a.before)
     names = list(SUITES) if "all" in a.suites else list(dict.fromkeys(a.suites))
-    if any(n in ("convergence", "baselines") for n in names) and not cfg.data_dir.is_dir():
-        ap.error(f"--data-dir {cfg.data_dir} is not a folder: the convergence and baselines suites read the bundled datasets")
+    if any(n in ("convergence", "baselines", "race") for n in names) and not cfg.data_dir.is_dir():
+        ap.error(f"--data-dir {cfg.data_dir} is not a folder: the convergence, baselines and race suites read the bundled datasets")
     t_all = time.perf_counter()
     for name in names:
         module = importlib.import_module(f".suites.{SUITES[name]}", __package__)

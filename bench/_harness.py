@@ -33,6 +33,8 @@ class Config:
     data_dir: Path
     work: Path
     out_dir: Path
+    tasks: tuple[str, ...] | None = None  # race: a subset of its tasks (--tasks)
+    before: Path | None = None  # rate-speed: a checkout of dpipe before a change (--before)
 
 
 def spread(values: Sequence[float]) -> dict[str, Any]:

@@ -8,13 +8,14 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_consistent_length, check_is_fitted, column_or_1d, validate_data
 
 from ._config import get_setting
 from ._ramp import ramp
 from .engine import LocalDataset
 from .exceptions import ParameterError
-from .fit import OBJECTIVES, PARAMS, finish_fit, fit_dataset, model_params, resolve
+from .fit import DEFAULT_OBJECTIVE, OBJECTIVES, PARAMS, finish_fit, fit_dataset, model_params, resolve
+from .fit._early_stopping import make_validator
 from .fit._params import numpydoc, signature_parameters
 from .io import Shard
 from .model import LinearModel
@@ -64,9 +65,15 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     n_iter_ : int
         Solver iterations (1 for the closed form).
     fit_result_ : FitResult
+    best_iteration_ : int
+        With ``early_stopping_rounds``: the iteration whose model was kept (1-based, as
+        ``fit_result_.history``), the best on ``fit``'s ``eval_set``.
+    best_score_ : float
+        With ``early_stopping_rounds``: its validation metric
+        (``fit_result_.info["early_stopping"]["metric"]``).
     """
 
-    def __init__(self, objective: str = "auc-moment", **params: Any) -> None:
+    def __init__(self, objective: str = DEFAULT_OBJECTIVE, **params: Any) -> None:
         self.objective = objective
         for name in PARAMS:
             setattr(self, name, params.pop(name, None))
@@ -114,7 +121,29 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"groups has {names.size} distinct values; at most {np.iinfo(np.int16).max} are supported.")
         return codes.astype(np.int16), [str(v) for v in names]
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None, groups: Any = None) -> DPipeClassifier:
+    def _eval_dataset(self, eval_set: Any, classes: np.ndarray) -> LocalDataset:
+        """The one validation set of ``eval_set``, ``[(X_val, y_val)]``, checked as ``X`` and ``y`` are, as an in-memory dataset."""
+        pairs = list(eval_set) if isinstance(eval_set, (list, tuple)) else None
+        if pairs is None or len(pairs) != 1 or not isinstance(pairs[0], (list, tuple)) or len(pairs[0]) != 2:
+            got = f"{len(pairs)} sets" if pairs is not None and len(pairs) != 1 else f"{type(eval_set).__name__} {eval_set!r:.60}"
+            raise ParameterError(f"The 'eval_set' argument of DPipeClassifier.fit takes one validation set, [(X_val, y_val)]; got {got}.")
+        X_val, y_val = pairs[0]
+        if _is_dask(X_val) or _is_dask(y_val):
+            import dask
+
+            X_val, y_val = dask.compute(X_val, y_val)
+        X_val = validate_data(self, X_val, accept_sparse=("csr", "csc", "coo"), dtype=(np.float64, np.float32), reset=False)
+        y_val = column_or_1d(y_val)
+        check_consistent_length(X_val, y_val)
+        unknown = np.setdiff1d(np.unique(y_val), classes)
+        if unknown.size:
+            raise ValueError(f"eval_set's y has labels {unknown[:5].tolist()} that y does not have ({classes.tolist()}).")
+        if not all(np.any(y_val == c) for c in classes):
+            raise ValueError(f"eval_set's y needs both classes {classes.tolist()}: its metrics rank positives against negatives.")
+        y_pm = np.where(y_val == classes[1], 1, -1).astype(np.int8)
+        return LocalDataset(self._shards(X_val, y_pm, None))
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, groups: Any = None, eval_set: Any = None) -> DPipeClassifier:
         """Fit the objective on ``X`` and two-valued labels ``y``.
 
         Parameters
@@ -128,6 +157,11 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         groups : array-like of shape (n,), optional
             Rate objectives: each row's group (any values; the constraints name them as
             strings, ``"positive_rate(group=F) >= 0.8 * positive_rate(group=M)"``).
+        eval_set : list of one (X_val, y_val) pair, optional
+            Smoothed and structural objectives: a validation set (as xgboost's ``eval_set``,
+            but one), whose exact metrics join ``fit_result_.history`` after every
+            iteration; with ``early_stopping_rounds``, the set whose metric decides when to
+            stop (the model is then the best iterate, ``best_iteration_``).
 
         Returns
         -------
@@ -135,6 +169,13 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             ``self``, fitted.
         """
         p = resolve(self.objective, {name: getattr(self, name) for name in PARAMS}, "DPipeClassifier")
+        family = OBJECTIVES[self.objective].family
+        if eval_set is not None and family in ("moment", "rate"):
+            raise ParameterError(f"The 'eval_set' argument of DPipeClassifier.fit applies to the smoothed and structural objectives, not to "
+                                 f"{self.objective!r} ({'fitted from one moments pass' if family == 'moment' else 'its steps are not comparable by a validation metric'}).")
+        if getattr(p, "early_stopping_rounds", None) is not None and eval_set is None:
+            raise ParameterError("The 'early_stopping_rounds' parameter of DPipeClassifier needs the 'eval_set' argument of fit, "
+                                 "[(X_val, y_val)]: the set whose metric decides when to stop.")
         if _is_dask(X) or _is_dask(y) or _is_dask(sample_weight):
             import dask
 
@@ -156,9 +197,10 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"DPipeClassifier needs both classes with positive sample_weight; class {classes[present.index(False)]!r} "
                                  "has total weight 0.")
         y_pm = np.where(y == classes[1], 1, -1).astype(np.int8)
-        group, group_names = self._groups(groups, X.shape[0], OBJECTIVES[self.objective].family)
+        group, group_names = self._groups(groups, X.shape[0], family)
         ds = LocalDataset(self._shards(X, y_pm, weight, group), group_names=group_names)
-        outcome = fit_dataset(ds, p)
+        validate = None if eval_set is None else make_validator(self._eval_dataset(eval_set, classes), p)
+        outcome = fit_dataset(ds, p, validate)
         coef, intercept, _ = finish_fit(ds, outcome, p, train_metrics=False)
         self.coef_ = np.asarray(coef, dtype=np.float64).reshape(1, -1)
         self.intercept_ = np.array([float(intercept)])
@@ -166,6 +208,11 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         self.n_iter_ = max(1, int(outcome.result.nit))
         self.fit_result_ = outcome.result
         self.fit_params_ = model_params(p)
+        stopping = outcome.result.info.get("early_stopping")
+        for name in ("best_iteration_", "best_score_"):  # not kept from an earlier fit
+            self.__dict__.pop(name, None)
+        if stopping is not None:
+            self.best_iteration_, self.best_score_ = stopping["best_iteration"], stopping["best_score"]
         return self
 
     def decision_function(self, X: Any) -> Any:

@@ -83,7 +83,7 @@ def test_predict_writes_scores_in_row_order(stores, client, tmp_path):
 
 
 def test_invalid_objective_solver_pair_lists_valid_pairs(stores):
-    with pytest.raises(ParameterError, match="Valid pairs: auc-moment: closed-form, lbfgs; error-moment: lbfgs"):
+    with pytest.raises(ParameterError, match="Valid pairs: auc: newton, lbfgs; auc-moment: closed-form, lbfgs; error-moment: lbfgs"):
         dpipe.train(stores["train"], "error-moment", solver="closed-form", engine="local")
     with pytest.raises(ParameterError, match="'objective' parameter of train must be one of"):
         dpipe.train(stores["train"], "nope", engine="local")

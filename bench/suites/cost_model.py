@@ -30,6 +30,26 @@ the workers' route runs from 10^6 rows) and checked against every point; the wor
 suite's time per iteration is shown next to the prediction for one evaluation (an
 iteration takes one or a few evaluations: not a check). The predictions for 10^7 .. 10^9 rows on 1 .. 256
 workers assume a real cluster: ``e_W = 1`` and 10 GbE between the workers.
+
+*The Newton route* (``auc``: squared pairwise hinge, trust-region Newton-CG), from the
+``scale-race`` suite's results when present. A fit costs ``nfev`` score passes (sort and
+merge), one gradient pass per accepted step, and two passes per CG step (``X d`` in the
+kept order, then ``X^T m``; no sort)::
+
+    T_newton = nfev T_it(n, W) + cg T_cg(n, W)
+
+(every evaluation counted with its gradient pass: an upper bound by the rejected steps).
+Merged on the driver (the route measured), each part is ``a + n (s + p / (W e_W))``: ``s``
+the driver's serial seconds per row (merge or reorder, prefix sums, scatter, loopback
+transfer; on 10 GbE the 16 bytes a row would take 12.8 ns), ``p`` the workers' seconds
+per row (dpipe's worker functions timed in one process by scale-race); ``a`` and ``s`` a
+line through scale-race's 2-worker parts at 10^6 and 10^7 rows, checked against its
+1-worker parts. On the workers' range route (projected, not measured here: the CG step's prefix
+sums travel in the hosts' halos) a Newton iteration costs an auc-smooth evaluation on the
+workers (the same score, exchange and gradient passes) and a CG step
+``t0 + n (p_cg + c_prefix) / W``, the prefix sums' measured seconds per row ``c_prefix``
+moved onto the hosts. Counts per fit come from scale-race's 10^7-row fit (Newton) and
+:data:`EVALUATIONS` (L-BFGS).
 """
 
 from __future__ import annotations
@@ -169,9 +189,10 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
         f"evaluations (the convergence suite's auc-smooth fits with the defaults): {EVALUATIONS * grid['1000000000']['64']['driver'] / 3600:.1f} h "
         f"against {EVALUATIONS * grid['1000000000']['64']['workers'] / 60:.0f} min, plus one moments pass (O(n d^2), parallel).",
     ]
+    newton = _newton_section(cfg, c, lines)
     plot = _plot(c, cfg.out_dir / "cost-model.png")
     lines += ["", f"![cost model]({plot.name})"]
-    return {"constants": c, "checks": checks, "workers_suite": iteration, "grid": grid, "assumptions": {
+    return {"constants": c, "checks": checks, "workers_suite": iteration, "grid": grid, "newton": newton, "assumptions": {
         "bandwidth": BANDWIDTH, "shard_rows": SHARD_ROWS, "summary_bytes": SUMMARY_BYTES, "evaluations": EVALUATIONS}}, "\n".join(lines)
 
 
@@ -185,3 +206,129 @@ def _plot(c: dict[str, float], dest: Any) -> Any:
     ax.set(xscale="log", yscale="log", xlabel="workers", ylabel="seconds per evaluation", title="auc-smooth, d = 120: predicted")
     ax.legend(fontsize=7)
     return save_figure(fig, dest)
+
+
+# ---------------------------------------------------------------------------
+# the Newton route (scale-race's parts and counts)
+# ---------------------------------------------------------------------------
+#: bytes per row through the driver per CG step on the driver-merged route: X d in (8), m out (8)
+CG_BYTES_PER_ROW = 16
+#: a worker's share of the driver's bytes per CG step on the workers' route: d out, a d-vector back, the halo's prefix sums (a few numbers)
+CG_SUMMARY_BYTES = 2 * 120 * 8 + 64
+
+
+def _fit_parts(parts: list[dict[str, Any]], seconds: str, p: float, e2: float) -> dict[str, float]:
+    """``a + n (s + p / (W e_W))`` with the workers' ``p`` measured apart: ``a``, ``s`` a line through the 2-worker points (relative errors)."""
+    two = [q for q in parts if q["workers"] == 2]
+    n = np.array([q["rows"] for q in two], dtype=float)
+    rest = np.array([_get(q, seconds) for q in two], dtype=float) - n * p / (2.0 * e2)
+    a, s_ = _line(n, np.maximum(rest, 1e-6))
+    return {"a": a, "s": max(s_, 0.0), "p": float(p)}
+
+
+def _get(q: dict[str, Any], key: str) -> float:
+    v: Any = q
+    for k in key.split("."):
+        v = v[k]
+    return float(v)
+
+
+def _part_time(k: dict[str, float], n: float, w: float, e: float = 1.0) -> float:
+    return k["a"] + n * (k["s"] + k["p"] / (w * e))
+
+
+def newton_constants(scale: dict[str, Any], e2: float) -> dict[str, Any]:
+    """Per-part constants of the Newton route (driver-merged) from scale-race's parts."""
+    parts, host = scale["parts"], scale["host_work"]
+    it, cg = _fit_parts(parts, "iteration_seconds", host["iteration"], e2), _fit_parts(parts, "cg_seconds", host["cg"], e2)
+    prefix = float(np.median([q["cg_parts"]["curvature"] / q["rows"] for q in parts if q["rows"] >= 1e6]))
+    return {"iteration": it, "cg": cg, "c_prefix": prefix}
+
+
+def newton_driver(k: dict[str, Any], counts: dict[str, float], n: float, w: float, e: float = 1.0) -> float:
+    """Seconds of a Newton fit merged on the driver."""
+    return counts["nfev"] * _part_time(k["iteration"], n, w, e) + counts["cg"] * _part_time(k["cg"], n, w, e)
+
+
+def newton_workers(c: dict[str, float], k: dict[str, Any], counts: dict[str, float], n: float, w: float) -> float:
+    """Seconds of a Newton fit on the workers' range route (projected): iterations as auc-smooth evaluations there, CG steps at the hosts' speed."""
+    cg = c["t0"] + n * (k["cg"]["p"] + k["c_prefix"]) / w + w * CG_SUMMARY_BYTES / BANDWIDTH
+    return counts["nfev"] * workers_route(c, n, w) + counts["cg"] * cg
+
+
+def _newton_section(cfg: Config, c: dict[str, float], lines: list[str]) -> dict[str, Any] | None:
+    path = cfg.out_dir / "scale-race.json"
+    if not path.exists():
+        path = cfg.out_dir.parent / "scale-race.json"
+    if not path.exists():
+        lines += ["", "**The Newton route**: run `python -m bench scale-race` first (its Newton parts and counts are this section's constants)."]
+        return None
+    scale = json.loads(path.read_text())
+    k = newton_constants(scale, c["e2"])
+    big = scale["big"]
+    s = big["summary"]
+    counts = {"nit": float(s["nit"]), "nfev": float(s["nfev"]), "cg": float(s["cg_steps"])}
+    # check: the model against the measured parts and the measured 10^7-row fits (2 workers, this machine: e_2)
+    checks = [{"what": f"{what}, {q['workers']} worker(s)", "rows": q["rows"], "measured": _get(q, key), "fitted_on": q["workers"] == 2,
+               "predicted": _part_time(k[part], q["rows"], q["workers"], c["e2"] if q["workers"] > 1 else 1.0)}
+              for q in scale["parts"] for what, part, key in (("Newton iteration", "iteration", "iteration_seconds"), ("CG step", "cg", "cg_seconds"))]
+    solve = [r["time_solve"] for r in big["runs"]]
+    fit_check = {"rows": big["rows"], "measured_solve": float(np.median(solve)), "predicted": newton_driver(k, counts, big["rows"], 2, c["e2"]),
+                 "engine": s.get("engine")}
+    n9, w9 = 1e9, 64
+    lbfgs = {"driver": EVALUATIONS * driver_route(c, n9, w9), "workers": EVALUATIONS * workers_route(c, n9, w9)}
+    newton = {"driver": newton_driver(k, counts, n9, w9), "workers": newton_workers(c, k, counts, n9, w9)}
+    grid = {f"{n}": {f"{w}": {"lbfgs_driver": EVALUATIONS * driver_route(c, n, w), "lbfgs_workers": EVALUATIONS * workers_route(c, n, w),
+                               "newton_driver": newton_driver(k, counts, n, w), "newton_workers": newton_workers(c, k, counts, n, w)}
+                     for w in WORKERS} for n in ROWS}
+    passes_newton = counts["nfev"] + (counts["nit"] + 1) + 2 * counts["cg"]
+    it, cgk = k["iteration"], k["cg"]
+    smooth_counts = big.get("smooth", {})
+    lines += [
+        "", "## The Newton route (`auc`: squared pairwise hinge, trust-region Newton-CG)", "",
+        f"From `scale-race` ({big['rows']:,} x {big['features']} fit: {counts['nit']:.0f} Newton iterations, {counts['nfev']:.0f} evaluations, "
+        f"{counts['cg']:.0f} CG steps; its parts at 10^6 and 10^7 rows on one and two workers). **Passes per fit**: {counts['nfev']:.0f} score passes "
+        f"(sort and merge) + at most {counts['nit'] + 1:.0f} gradient passes + {2 * counts['cg']:.0f} product passes (a CG step: `X d` in the kept "
+        f"order, `X^T m`; no sort) = {passes_newton:.0f} passes over the data, against {2 * EVALUATIONS} for an L-BFGS fit of {EVALUATIONS} "
+        f"evaluations (auc-smooth: score and gradient pass each; the convergence suite's count"
+        + (f"; on this generated store it stopped after {smooth_counts.get('nfev')} evaluations at test AUC {smooth_counts.get('test_auc', 0):.5f} "
+           f"against Newton's {s['test_auc']:.5f}, a count not to model a fit on" if smooth_counts else "") + ").",
+        "",
+        f"**Bytes through the driver per CG step**: merged on the driver {CG_BYTES_PER_ROW} a row (`X d` in, the prefix sums' `m` out) plus a "
+        f"d-vector each way per shard: {CG_BYTES_PER_ROW * 1e9 / 1e9:.0f} GB a step at 10^9 rows (measured: "
+        + ", ".join(f"{q['cg_bytes']['total'] / 1e6:.0f} MB at {q['rows']:,} rows" for q in scale["parts"] if q["workers"] == 2)
+        + f"); on the workers' range route O(W): {CG_SUMMARY_BYTES} bytes a worker (d out, a d-vector back, the halo's prefix sums), "
+        f"{64 * CG_SUMMARY_BYTES / 1e3:.0f} kB on 64 workers. A Newton iteration moves what an evaluation moves (16 bytes a row driver-merged).",
+        "",
+        f"Constants (driver-merged, a + n (s + p / (W e_W))): Newton iteration a = {1e3 * it['a']:.0f} ms, s = {1e9 * it['s']:.1f} ns, "
+        f"p = {1e9 * it['p']:.1f} ns a row; CG step a = {1e3 * cgk['a']:.0f} ms, s = {1e9 * cgk['s']:.1f} ns, p = {1e9 * cgk['p']:.1f} ns a row; "
+        f"the prefix sums alone {1e9 * k['c_prefix']:.1f} ns a row. p: dpipe's worker functions in one process (score {1e9 * scale['host_work']['score']:.0f}, "
+        f"gradient {1e9 * scale['host_work']['gradient']:.0f}, direction {1e9 * scale['host_work']['direction']:.0f}, product "
+        f"{1e9 * scale['host_work']['product']:.0f} ns a row); a and s: a line through the 2-worker parts; the 1-worker parts check it.", "",
+        *table_head(["part", "rows", "measured s", "predicted s", "error", "fitted on it"]),
+    ]
+    for ch in checks:
+        lines.append(f"| {ch['what']} | {ch['rows']:,} | {ch['measured']:.3f} | {ch['predicted']:.3f} | {100 * (ch['predicted'] / ch['measured'] - 1):+.0f} % | "
+                     f"{'yes' if ch['fitted_on'] else 'no'} |")
+    lines += [
+        "", f"The whole {fit_check['rows']:,}-row Newton solve ({fit_check['engine']}, 2 workers, median of {len(solve)}): measured "
+        f"{fit_check['measured_solve']:.1f} s, predicted {fit_check['predicted']:.1f} s ({100 * (fit_check['predicted'] / fit_check['measured_solve'] - 1):+.0f} %).",
+        "", "**Predicted seconds per fit on a real cluster** (e_W = 1, 10 GbE; the counts above; L-BFGS driver / workers, Newton driver / workers):", "",
+        *table_head(["rows", *[f"{w} worker{'s' if w > 1 else ''}" for w in WORKERS]]),
+    ]
+    for n in ROWS:
+        lines.append(f"| {n:.0e} | " + " | ".join(
+            f"{g['lbfgs_driver']:.3g} / {g['lbfgs_workers']:.3g}; {g['newton_driver']:.3g} / {g['newton_workers']:.3g}"
+            for g in (grid[str(n)][str(w)] for w in WORKERS)) + " |")
+    lines += [
+        "", f"**10^9 rows on 64 workers** (d = 120): L-BFGS auc-smooth ({EVALUATIONS} evaluations) {lbfgs['driver'] / 60:.0f} min merged on the "
+        f"driver, {lbfgs['workers'] / 60:.1f} min on the workers; Newton ({counts['nfev']:.0f} evaluations, {counts['cg']:.0f} CG steps) "
+        f"{newton['driver'] / 60:.0f} min merged on the driver (the route that runs today: each CG step moves 16 GB through the driver, and its "
+        f"serial {1e9 * cgk['s']:.0f} ns a row make a step at least {1e9 * cgk['s']:.0f} s however many workers), {newton['workers'] / 60:.1f} min "
+        "on the workers' range route (projected). Plus, for both, one load of the shards and the calibration and training-metrics passes. "
+        "Assumptions: the counts do not grow with n (on the bundled tasks and here they did not: 5-8 Newton iterations); e_W = 1; 10 GbE; "
+        "the driver holds, merged on the driver, the scores, their order and the kept order (about 40 bytes a row: 40 GB at 10^9, so a "
+        "large driver), on the workers' route O(W).",
+    ]
+    return {"constants": k, "counts": counts, "checks": checks, "fit_check": fit_check, "grid": grid, "at_1e9_64": {"lbfgs": lbfgs, "newton": newton},
+            "passes_per_fit": {"newton": passes_newton, "lbfgs": 2 * EVALUATIONS}}

@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``dpipe`` command."""
     from .. import __version__
     from ..fit._params import add_arguments
-    from ..fit._registry import OBJECTIVES
+    from ..fit._registry import DEFAULT_OBJECTIVE, OBJECTIVES
 
     parser = _Parser(prog="dpipe", description="Train linear classifiers that optimize the measure you care about, on sharded data, with dask.")
     parser.add_argument("--version", action="version", version=f"dpipe {__version__}")
@@ -182,10 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train a model on a store")
     p.add_argument("store")
-    p.add_argument("--objective", choices=list(OBJECTIVES), default="auc-moment", help="; ".join(f"{o.name}: {o.summary}" for o in OBJECTIVES.values()))
+    p.add_argument("--objective", choices=list(OBJECTIVES), default=DEFAULT_OBJECTIVE, help="; ".join(f"{o.name}: {o.summary}" for o in OBJECTIVES.values()))
     p.add_argument("--out", required=True, help="model file to write (JSON)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out (only a dpipe model file is ever replaced)")
-    p.add_argument("--validation", help="iterative objectives: store whose exact AUC and PRBEP are measured after every iteration")
+    p.add_argument("--validation", help="iterative objectives: store whose exact AUC and PRBEP are measured after every iteration "
+                   "(and which --early-stopping-rounds watches)")
     p.add_argument("--dataset", dest="datasets", action="append", metavar="ALIAS=STORE", default=None,
                    help="rate objectives: another store the constraints name by alias (on=ALIAS), e.g. unlabeled=pool.zarr; repeatable")
     p.add_argument("--constraints-file", dest="constraints_file", metavar="FILE",

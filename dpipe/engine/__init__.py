@@ -28,6 +28,7 @@ _LAZY = {
     "class_moments": "._passes",
     "class_totals": "._passes",
     "column_scales": "._passes",
+    "column_moments": "._passes",
     "rank_summary": "._passes",
 }
 

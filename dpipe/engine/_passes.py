@@ -29,9 +29,9 @@ from .._runs import MergedScores, merge_class_runs, merge_runs, scatter_runs
 from ._ranges import RangeExchange, resolve_exchange
 from ..metrics import RankSummary
 from ..reduce._sorted import direction_pass, product_pass
-from ..reduce import ClassMoments, class_moments_of_shard, class_totals_of_shard, class_scores, column_moments_of_shard, gradient_pass, merge_column_moments, merge_moments, score_pass, shard_sorted_scores
+from ..reduce import ClassMoments, ColumnMoments, class_moments_of_shard, class_totals_of_shard, class_scores, column_moments_of_shard, gradient_pass, merge_column_moments, merge_moments, score_pass, shard_sorted_scores
 
-__all__ = ["MergedScores", "RankPasses", "ClassTotals", "class_moments", "class_totals", "column_scales", "rank_summary"]
+__all__ = ["MergedScores", "RankPasses", "ClassTotals", "class_moments", "class_totals", "column_moments", "column_scales", "rank_summary"]
 
 
 @dataclasses.dataclass
@@ -168,9 +168,14 @@ def class_totals(dataset: Any) -> ClassTotals:
     return ClassTotals(float(pos), float(neg), fractional == 0)
 
 
+def column_moments(dataset: Any) -> ColumnMoments:
+    """Per-feature weight, mean and centred sum of squares of every row (weighted), one pass."""
+    return dataset.map_reduce(column_moments_of_shard, merge_column_moments)
+
+
 def column_scales(dataset: Any) -> np.ndarray:
     """Per-feature scales of every row (weighted; :func:`dpipe.reduce.unit_scales`), one pass."""
-    return dataset.map_reduce(column_moments_of_shard, merge_column_moments).scales()
+    return column_moments(dataset).scales()
 
 
 def rank_summary(dataset: Any, coef: np.ndarray, intercept: float) -> RankSummary:

@@ -18,6 +18,7 @@ from .._lazy import attach
 _LAZY = {
     "OBJECTIVES": "._registry",
     "FAMILIES": "._registry",
+    "DEFAULT_OBJECTIVE": "._registry",
     "Objective": "._registry",
     "get_objective": "._registry",
     "PARAMS": "._params",

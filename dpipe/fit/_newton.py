@@ -1,7 +1,8 @@
 """A pairwise risk as TRON's objective: value, gradient and Hessian-vector products through the engine's passes.
 
 ``J(w) = lam/2 ||w||^2 + R(X w)`` for a risk with ``at(scores)`` and ``curvature(scores)``
-(:class:`~dpipe.objectives.SquaredPairwiseHinge`). Per Newton iteration: one score pass
+(auc's surrogates: :class:`~dpipe.objectives.SmoothedAUCRisk`, the Huberized hinge, whose curvature
+sits on the pairs in its quadratic piece, and :class:`~dpipe.objectives.SquaredPairwiseHinge`). Per Newton iteration: one score pass
 (sort and merge) for the trial point, whose merged scores give the value; when the
 step is accepted, one gradient pass that keeps each shard's order on its worker. Per CG
 step, at that fixed ``w``: one pass for ``X d`` in the kept order (no sort), O(n) prefix
@@ -11,18 +12,47 @@ step: 8 per row each way, as for an evaluation, and no sort or merge.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..engine import MergedScores, RankPasses
+from ..engine import MergedScores, RankPasses, class_totals, column_moments
+from ..exceptions import DPipeError
+from ..objectives import SmoothedAUCRisk, SquaredPairwiseHinge
+from ..objectives import train_auc as merged_auc
+from ..solvers import minimize_tron
+from ._early_stopping import early_stopping
+from ._outcome import FitOutcome
 
-__all__ = ["PairwiseNewtonObjective"]
+__all__ = ["PairwiseNewtonObjective", "fit_newton", "auc_risk", "NEWTON_RISKS", "AUTO_STANDARDIZE_RMS"]
+
+log = logging.getLogger("dpipe.fit")
+
+
+def auc_risk(width: float | None) -> SmoothedAUCRisk | SquaredPairwiseHinge:
+    """auc's pairwise loss: the hinge Huberized over ``width`` (surrogate ``'huber-hinge'``), or the squared hinge (no width)."""
+    return SquaredPairwiseHinge() if width is None else SmoothedAUCRisk(width)
+
+
+#: the objectives whose solvers include ``"newton"`` -> their risk from its width (value, gradient weights and curvature
+#: at merged scores)
+NEWTON_RISKS = {"auc": auc_risk}
+#: ``standardize=None`` (auto) standardizes when some column's root mean square exceeds this: columns that are not on a
+#: unit scale (counts, amounts, raw measurements), where a relative gradient rule and a Euclidean trust region stop far
+#: from the minimum (adult's raw columns: test AUC 0.782 raw, 0.9045 standardized, converged 0.9045); binary, min-max
+#: scaled and standardized columns stay raw (a9a, w8a, kdd99 with SVM-perf's preprocessing: 1.6e-4 to 3.9e-4 better raw)
+AUTO_STANDARDIZE_RMS = 1.5
 
 
 class PairwiseNewtonObjective:
-    """``lam/2 ||w||^2 + R(X w)`` with the three calls of :class:`~dpipe.solvers.NewtonObjective`.
+    """``lam/2 ||u||^2 + R(X w)``, ``w = u / scale``, with the three calls of :class:`~dpipe.solvers.NewtonObjective`.
+
+    Without ``scale`` ``u = w``: liblinear-ranksvm's objective. With the columns' scales the
+    solver works on standardized features and the ridge on standardized weights (a model
+    that does not change when a column is rescaled); the passes still read raw rows.
 
     Parameters
     ----------
@@ -32,6 +62,8 @@ class PairwiseNewtonObjective:
         ``at(MergedScores) -> RiskAt`` and ``curvature(MergedScores) -> Curvature``.
     lam : float
         Weight of the ridge.
+    scale : ndarray, optional
+        Per-feature scales (:func:`~dpipe.engine.column_scales`); the coordinates are ``u = w * scale``.
 
     Attributes
     ----------
@@ -39,8 +71,9 @@ class PairwiseNewtonObjective:
         The last evaluation's exact risk, passes' timings and bytes; counts of passes.
     """
 
-    def __init__(self, passes: RankPasses, risk: Any, lam: float) -> None:
+    def __init__(self, passes: RankPasses, risk: Any, lam: float, scale: np.ndarray | None = None) -> None:
         self.passes = passes
+        self.inv_scale = None if scale is None else 1.0 / np.asarray(scale, dtype=np.float64)
         self.risk = risk
         self.lam = float(lam)
         self.last: dict[str, Any] = {}
@@ -60,33 +93,80 @@ class PairwiseNewtonObjective:
         self._trial = (np.array(w, dtype=np.float64), s, at)
         return s, at
 
-    def value(self, w: np.ndarray) -> float:
-        """The objective at ``w`` (one score pass)."""
-        _, at = self._evaluate(w)
-        return at.value + 0.5 * self.lam * float(w @ w)
+    def to_raw(self, u: np.ndarray) -> np.ndarray:
+        """The raw-feature weights ``w`` of the coordinates ``u``."""
+        u = np.asarray(u, dtype=np.float64)
+        return u if self.inv_scale is None else u * self.inv_scale
 
-    def value_and_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
-        """Value and gradient at ``w`` (the score pass of :meth:`value` reused), which becomes the Hessian's point."""
-        s, at = self._evaluate(w)
-        grad = self.passes.gradient(at.g_pos, at.g_neg, keep=True)
+    def value(self, u: np.ndarray) -> float:
+        """The objective at ``u`` (one score pass)."""
+        _, at = self._evaluate(self.to_raw(u))
+        return at.value + 0.5 * self.lam * float(u @ u)
+
+    def value_and_grad(self, u: np.ndarray) -> tuple[float, np.ndarray]:
+        """Value and gradient at ``u`` (the score pass of :meth:`value` reused), which becomes the Hessian's point."""
+        s, at = self._evaluate(self.to_raw(u))
+        grad = self.to_raw(self.passes.gradient(at.g_pos, at.g_neg, keep=True))  # the chain rule through w = u / scale
         self._point, self._scores, self._curvature = self._trial[0], s, self.risk.curvature(s)
-        return at.value + 0.5 * self.lam * float(w @ w), grad + self.lam * w
+        return at.value + 0.5 * self.lam * float(u @ u), grad + self.lam * u
 
     def hess_vec(self, d: np.ndarray) -> np.ndarray:
-        """``(lam I + X^T M X) d`` at the point of the last :meth:`value_and_grad` (two passes, no sort)."""
+        """``(lam I + S X^T M X S) d``, ``S = diag(1 / scale)``, at the point of the last :meth:`value_and_grad` (two passes, no sort)."""
         if self._point is None:
             raise RuntimeError("PairwiseNewtonObjective.hess_vec needs a preceding value_and_grad")
         kept = self.passes.kept
         if kept is None or not np.array_equal(kept, self._point):  # a rejected trial point was scored since: its order is not this one's
             self.passes.scores(self._point)
             self._trial = None
-        u_pos, u_neg = self.passes.direction(d)
+        u_pos, u_neg = self.passes.direction(self.to_raw(d))
         m_pos, m_neg = self._curvature.apply(u_pos, u_neg)
         self.hess_products += 1
-        return self.passes.product(m_pos, m_neg) + self.lam * np.asarray(d, dtype=np.float64)
+        return self.to_raw(self.passes.product(m_pos, m_neg)) + self.lam * np.asarray(d, dtype=np.float64)
 
     def train_auc(self) -> float:
         """Exact (weighted) training ROC-AUC at the Hessian's point."""
-        from ..objectives import train_auc
+        return merged_auc(self._scores)
 
-        return train_auc(self._scores)
+
+def fit_newton(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+    """Fit ``lam/2 ||u||^2 + R(X w)`` by trust-region Newton-CG (:func:`~dpipe.solvers.minimize_tron`) from ``w = 0``.
+
+    ``u = w`` on raw features, ``w * scale`` standardized (``standardize``; auto: when some
+    column's root mean square exceeds :data:`AUTO_STANDARDIZE_RMS`, one column pass). Per Newton iteration one score pass (and, when the step is taken, one gradient pass that
+    keeps each shard's order); per CG step two passes in that order, no sort
+    (:class:`~dpipe.fit._newton.PairwiseNewtonObjective`). Stops at
+    ``||g|| <= eps ||g(0)||`` (``eps``, LIBLINEAR's rule; default 3e-4, measured: ``python -m bench stopping``).
+    """
+    t0 = time.perf_counter()
+    positive, negative, _ = class_totals(ds)
+    if positive <= 0 or negative <= 0:
+        missing = "positive" if positive <= 0 else "negative"
+        raise DPipeError(f"the training data has no {missing} rows (weight {negative:g} negative, {positive:g} positive); {p.objective} needs both classes")
+    standardize, scale = p.standardize, None
+    if standardize is not False:  # True, or None (auto): one column pass
+        columns = column_moments(ds)
+        if standardize is None:
+            standardize = bool(columns.root_mean_square.max(initial=0.0) > AUTO_STANDARDIZE_RMS)
+            log.info("%s: standardize=auto: %s (largest column root mean square %.3g)", p.objective, standardize,
+                     columns.root_mean_square.max(initial=0.0))
+        scale = columns.scales() if standardize else None
+    objective = PairwiseNewtonObjective(RankPasses(ds), NEWTON_RISKS[p.objective](p.smoothing), p.lam, scale)
+    t_setup = time.perf_counter() - t0
+    raw_validate = None if validate is None else (lambda u, intercept=0.0: validate(objective.to_raw(u), intercept))
+
+    def monitor(u: np.ndarray) -> dict[str, Any]:
+        rec: dict[str, Any] = {k: v for k, v in objective.last.items() if k not in ("sp", "sn")}
+        rec["train_auc"] = objective.train_auc()
+        if raw_validate is not None:
+            rec.update(raw_validate(u))
+        return rec
+
+    stopping = early_stopping(p, raw_validate)
+    result = minimize_tron(objective, np.zeros(int(ds.n_features)), eps=p.eps, max_iter=p.max_iter, name=f"{p.objective}: ", monitor=monitor,
+                           callback=stopping)
+    result.time_data = t_setup
+    result.info.update(solver="newton", hess_products=objective.hess_products, J=result.history[-1].get("J") if result.history else None)
+    if stopping is not None:  # the best iterate by the validation metric
+        stopping.finish(result)
+    result.info.update(standardized=bool(standardize), setup_passes=[] if p.standardize is False else ["column moments"])
+    return FitOutcome(objective.to_raw(result.x), 0.0, result)

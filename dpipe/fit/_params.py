@@ -151,11 +151,11 @@ def _calibrate_default(objective: Objective) -> bool:
 
 #: the objectives with a cut-off k, and the structural losses whose bias feature sets the threshold (from the registry)
 _NOT_SMOOTHED = {"structural": "SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth", "moment": "the moment objectives are not smoothed",
-                 "auc-squared-hinge": "the squared hinge is smooth already (its generalized Hessian is what Newton uses)"}
-#: the smoothed family's options that do not apply to auc-squared-hinge (not smoothed), with either solver
-_SQUARED_BOTH = ("auc-squared-hinge/newton", "auc-squared-hinge/lbfgs")
+                 "auc": "auc's Huber width is smoothing itself (surrogate='huber-hinge'); the squared hinge is smooth already"}
+#: the smoothed family's options that do not apply to auc (not smoothed), with either solver
+_SQUARED_BOTH = ("auc/newton", "auc/lbfgs")
 #: ... and those that are L-BFGS's only (its coordinates and start)
-_NEWTON = ("auc-squared-hinge/newton",)
+_NEWTON = ("auc/newton",)
 _TAKES_K = tuple(o.name for o in OBJECTIVES.values() if o.takes_k)
 _BIAS_FEATURE = tuple(o.name for o in OBJECTIVES.values() if o.family == "structural" and o.own_threshold)
 
@@ -166,10 +166,10 @@ PARAMS: dict[str, Param] = {
         Param("solver", "choice", "Solver for the objective (default: the objective's first; see ``dpipe.fit.OBJECTIVES``).",
               FAMILIES, choices=("closed-form", "lbfgs", "newton", "cutting-plane", "mm")),
         Param("lam", "float", "Moment objectives: weight of the unit-norm penalty ``lam (1 - ||w||^2)^2`` (default 1e-3). Smoothed "
-              "objectives and SVM-perf's losses: the ridge ``lam/2 ||w||^2`` (default 1e-4, SVM-perf's C = 100; auc-squared-hinge 1e-6, "
+              "objectives and SVM-perf's losses: the ridge ``lam/2 ||w||^2`` (default 1e-4, SVM-perf's C = 100; auc 1e-6, "
               "liblinear-ranksvm's C = 1 / (lam n+ n-), chosen by test AUC on a9a and w8a). Rate objectives: "
               "the ridge ``lam/2 (||w||^2 + b^2)``, the bias as lightly as w (default 1 / n, the paper's).",
-              FAMILIES, {"auc-squared-hinge": 1e-6, "moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "newton", "cutting-plane", "mm"),
+              FAMILIES, {"auc": 1e-6, "moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "newton", "cutting-plane", "mm"),
               low=0.0, closed="left",
               instead="the closed form has no penalty: use solver='lbfgs'"),
         Param("constraints", "constraints", "Rate objectives: rate constraints, as strings (``\"recall >= 0.9\"``, "
@@ -177,9 +177,10 @@ PARAMS: dict[str, Param] = {
               "all must hold on the training datasets (reported per constraint in the model).",
               ("rate",), (), instead="constraints are trained by the rate objectives: use objective='error-rate' (or another *-rate)",
               cli={"flag": "--constraint", "action": "append", "metavar": "CONSTRAINT"}),
-        Param("mm_steps", "int", "Rate objectives: majorization-minimization steps (default 8; the paper used 5, but on a9a and "
-              "adult the objective still fell after step 5, and each step costs little once it starts at the last multipliers).",
-              ("rate",), 8, low=1,
+        Param("mm_steps", "int", "Rate objectives: majorization-minimization steps at most (default 20); MM stops earlier, when a "
+              "step lowers the dual estimate by at most ``eps`` relative (the README's rate commands: 3-11 steps), and warns "
+              "when it reaches this limit first.",
+              ("rate",), 20, low=1,
               instead="only the rate objectives majorize"),
         Param("multiplier_bound", "float", "Rate objectives: V, the bound on every Lagrange multiplier (default 100); a constraint "
               "whose multiplier reaches it is traded against the objective at that price and may end unsatisfied (reported).",
@@ -193,32 +194,44 @@ PARAMS: dict[str, Param] = {
               instead="the other objectives set their threshold by calibrate"),
         Param("C", "float", "SVM-perf's ``-c`` instead of ``lam``: ``lam = 1 / (100 C)`` (SVM-perf's losses are in percent).",
               ("smooth", "structural"), low=0.0, excludes=_SQUARED_BOTH,
-              instead={"auc-squared-hinge": "use lam: liblinear-ranksvm's -c C is lam = 1 / (C n+ n-)", "smooth": "use lam", "structural": "use lam",
+              instead={"auc": "use lam: liblinear-ranksvm's -c C is lam = 1 / (C n+ n-)", "smooth": "use lam", "structural": "use lam",
                        "moment": "use lam", "rate": "use lam"}),
         Param("ridge", "float", "Ridge added to the standardized covariance in the auc-moment direction "
               "``(S+ + S- + ridge I)^-1 (mu+ - mu-)``: auc-moment, error-moment's start, and the smoothed objectives' moment start "
               "and preconditioner (default 1e-6).", ("moment", "smooth"), 1e-6, low=0.0, closed="left", excludes=("auc-moment/lbfgs", *_NEWTON),
-              instead={"auc-squared-hinge": "Newton starts at w = 0 and needs no preconditioner: use solver='lbfgs' for the moment start",
+              instead={"auc": "Newton starts at w = 0 and needs no preconditioner: use solver='lbfgs' for the moment start",
                        "moment": "the L-BFGS route does not use the closed-form direction: use solver='closed-form'",
                        "structural": "SVM-perf's losses do not use the auc-moment direction"}),
         Param("max_iter", "int", "Iteration limit (default 500 L-BFGS or Newton iterations; 1000 cutting-plane iterations; rate "
               "objectives: 200 L-BFGS iterations per inner problem).", FAMILIES,
               {"moment": 500, "smooth": 500, "structural": 1000, "rate": 200}, solvers=("lbfgs", "newton", "cutting-plane", "mm"), low=1,
               instead="the closed form does not iterate: use solver='lbfgs'"),
-        Param("tol", "float", "L-BFGS gradient tolerance (default 1e-4 for the moment objectives and the rate objectives' inner "
-              "problems, 1e-6 for the smoothed ones).",
-              ("moment", "smooth", "rate"), {"moment": 1e-4, "smooth": 1e-6, "rate": 1e-4}, solvers=("lbfgs", "mm"), low=0.0,
+        Param("tol", "float", "L-BFGS stopping rule. Smoothed objectives: stop when ``||g|| <= tol max ||g||`` (relative to the "
+              "largest gradient norm of the run, usually the start's: LIBLINEAR's rule; default 0.03, the largest whose test AUC, and the next "
+              "smaller one's, were within 1e-4 of the converged fit's on every bundled task: ``python -m bench stopping``). Moment objectives (a d-dimensional problem on the driver, no data "
+              "passes): when the largest gradient component is below ``tol`` (default 1e-4). Rate objectives' inner problems: "
+              "stop when ``max|g| <= tol (1 + sum v) max|g_0|`` (column-scaled coordinates, ``v`` the multipliers, ``g_0`` the "
+              "gradient at the fit's start; default 3e-4, the largest of 1e-3, 5e-4, 3e-4 whose fits of the README's rate "
+              "commands were no worse than the previous solver's with a margin: ``python -m bench rate-speed``).",
+              ("moment", "smooth", "rate"), {"moment": 1e-4, "smooth": 0.03, "rate": 3e-4}, solvers=("lbfgs", "mm"), low=0.0,
               instead={"moment": "the closed form does not iterate: use solver='lbfgs'", "structural": "the cutting plane stops on its gap: use eps"}),
         Param("memory", "int", "L-BFGS memory (default 20 for the moment objectives, 6 for the smoothed ones, as the papers).",
               ("moment", "smooth"), {"moment": 20, "smooth": 6}, solvers=("lbfgs",), low=1,
               instead={"moment": "the closed form does not iterate: use solver='lbfgs'", "structural": "only L-BFGS keeps correction pairs"}),
         Param("smoothing", "float", "Huber width t (auc-smooth) or mu (prbep-smooth); default the paper's ``mu = epsilon / D`` "
-              "times ``mu_scale``. Rate objectives: the Huber width of the inner problems' hinges, and of auc-rate's pairwise hinge "
-              "(default 0.05; the ramp is 1 wide).",
-              ("smooth", "rate"), {"rate": 0.05}, low=0.0, excludes=_SQUARED_BOTH, instead=_NOT_SMOOTHED),
+              "times ``mu_scale``. auc (surrogate='huber-hinge'): the Huber width of the pairwise hinge (default 0.2: with Newton, "
+              "the test AUC of the narrow widths at a tenth of their Newton iterations; ``python -m bench race``). Rate objectives: "
+              "the Huber width of the inner problems' hinges, and of auc-rate's pairwise hinge (default 0.05; the ramp is 1 wide).",
+              ("smooth", "rate"), {"auc": 0.2, "rate": 0.05}, low=0.0, instead=_NOT_SMOOTHED),
+        Param("surrogate", "choice", "auc: the pairwise loss that stands for 1 - ROC-AUC. ``'huber-hinge'`` (default): the "
+              "hinge ``max(0, 1 - (s_i - s_j))`` Huberized over ``smoothing`` (auc-smooth's loss at a width Newton handles well: "
+              "the best test AUC per second measured on the bundled tasks). ``'squared-hinge'``: ``max(0, 1 - (s_i - s_j))^2``, "
+              "liblinear-ranksvm's L2-loss RankSVM (its ``-c C`` is ``lam = 1 / (C n+ n-)``).", ("auc",), "huber-hinge",
+              choices=("huber-hinge", "squared-hinge"), instead="only auc takes a surrogate: auc-smooth is the Huber hinge, "
+              "prbep-smooth and the structural losses are their own"),
         Param("epsilon", "float", "The paper's accuracy epsilon of the default smoothing ``mu = epsilon / D`` (default 1e-3).",
               ("smooth",), 1e-3, low=0.0, excludes=_SQUARED_BOTH,
-              instead={"auc-squared-hinge": "the squared hinge is not smoothed; Newton stops on eps",
+              instead={"auc": "auc's Huber width is smoothing itself (no paper default to scale); Newton stops on eps",
                        "structural": "use eps, the cutting plane's tolerance", "moment": "the moment objectives are not smoothed"}),
         Param("mu_scale", "float", "Factor on the default smoothing (the paper studies 1, 100 and 1000; default 1).",
               ("smooth",), 1.0, low=0.0, excludes=_SQUARED_BOTH, instead=_NOT_SMOOTHED),
@@ -227,17 +240,18 @@ PARAMS: dict[str, Param] = {
         Param("continuation_factor", "float", "With ``continuation``: the factor the smoothing shrinks by per stage (default 10).",
               ("smooth",), 10.0, low=1.0, excludes=_SQUARED_BOTH, instead=_NOT_SMOOTHED),
         Param("standardize", "bool", "Fit on features scaled to unit standard deviation (one extra pass). The ridge then applies to "
-              "the scaled weights, so the objective is not SVM-perf's on raw features; the model keeps raw-feature weights.",
-              ("smooth", "structural", "rate"), False, excludes=_NEWTON,
-              instead={"auc-squared-hinge": "Newton runs on raw features (solver='lbfgs' takes standardize)",
-                       "moment": "the moment objectives are fitted in standardized coordinates already"}),
+              "the scaled weights, so the objective is not SVM-perf's on raw features; the model keeps raw-feature weights. auc "
+              "(Newton): default - (auto): standardize when some column's root mean square exceeds 1.5 (counts, amounts, raw "
+              "measurements), else raw (binary, min-max scaled or standardized columns); the fit record says which.",
+              ("smooth", "structural", "rate"), {"auc": None, "smooth": False, "structural": False, "rate": False},
+              instead={"moment": "the moment objectives are fitted in standardized coordinates already"}),
         Param("precondition", "choice", "Smoothed objectives: keep the objective and its minimizer, change only the coordinates L-BFGS "
               "runs in. ``'moments'`` whitens the Hessian modelled from the class moments ``c M + lam diag(p)`` (one moments pass and "
               "one score pass, a d x d factorization on the driver, d <= 4096); ``'diagonal'`` (or True) scales each feature by its "
               "standard deviation (one extra pass; excludes ``standardize``); ``'none'`` (or False). Default ``'auto'``: "
               "``'moments'`` up to 4096 features, else ``'diagonal'`` (``'none'`` with ``standardize``).",
               ("smooth",), "auto", choices=("auto", "none", "diagonal", "moments"), aliases={True: "diagonal", False: "none"},
-              excludes=_NEWTON, instead={"auc-squared-hinge": "Newton's steps do not depend on the coordinates' scale",
+              excludes=_NEWTON, instead={"auc": "Newton's coordinates are set by standardize (auto by default)",
                                          **dict.fromkeys(FAMILIES, "the cutting plane's dual QP does not need it and the moment objectives are "
                                                                    "standardized already")},
               cli={"nargs": "?", "const": "diagonal"}),
@@ -245,14 +259,16 @@ PARAMS: dict[str, Param] = {
               "scaled to the objective's minimum along it (one moments pass and one score pass, shared with "
               "``precondition='moments'``). Default ``'auto'``: ``'auc-moment'`` whenever the moments preconditioner is used, "
               "else ``'zeros'``.", ("smooth",), "auto", choices=("auto", "zeros", "auc-moment"), excludes=_NEWTON,
-              instead={"auc-squared-hinge": "Newton starts at w = 0 (use solver='lbfgs' for the moment start)",
+              instead={"auc": "Newton starts at w = 0 (use solver='lbfgs' for the moment start)",
                        "structural": "the cutting plane starts from its planes", "moment": "the moment objectives have their own starts",
                        "rate": "the rate objectives start from their own fits"}),
         Param("eps", "float", "Cutting plane: stop when the best ``J`` is within ``eps`` of the lower bound (default 1e-3 = SVM-perf's "
               "default ``-e 0.1``, which is in percent). Rate objectives: the multipliers' cutting plane stops when its bounds on the "
-              "dual meet within ``eps`` (relative; default 1e-3). Newton (auc-squared-hinge): stop when ``||g|| <= eps ||g(0)||`` "
-              "(LIBLINEAR's rule and default, 1e-3).", ("structural", "rate", "auc-squared-hinge"),
-              {"structural": 1e-3, "rate": 1e-3, "auc-squared-hinge": 1e-3}, low=0.0, excludes=("auc-squared-hinge/lbfgs",),
+              "dual ``D`` meet within ``eps max(1, |D|)``, majorization-minimization when a step lowers ``D`` by at most "
+              "``eps |D|`` (default 1e-3). Newton (auc): stop when ``||g|| <= eps ||g(0)||`` "
+              "(LIBLINEAR's rule; default 3e-4, the largest whose test AUC, and the next smaller one's, were within 1e-4 of the "
+              "converged fit's on every bundled task: ``python -m bench stopping``; LIBLINEAR's 1e-3 was 1.2e-4 short on kdd99).",
+              ("structural", "rate", "auc"), {"structural": 1e-3, "rate": 1e-3, "auc": 3e-4}, low=0.0, excludes=("auc/lbfgs",),
               instead="L-BFGS stops on tol"),
         Param("k", "float", "Prec@k / Rec@k: the number of rows predicted positive (counted in weight units with sample weights; a "
               "whole number unless some weight is fractional). "
@@ -267,6 +283,15 @@ PARAMS: dict[str, Param] = {
               "training errors; error-moment also keeps, among its candidate models, the one with the fewest. Default on, except "
               "for error and f1, whose bias feature sets their threshold.", ("moment", "smooth", "structural"), _calibrate_default,
               instead="the rate objectives set their threshold to meet the constraints (threshold_rule)"),
+        Param("early_stopping_rounds", "int", "With a validation set (``validation=``, ``--validation``, ``DPipeClassifier.fit``'s "
+              "``eval_set``): stop when the validation metric has not strictly improved for this many iterations, and keep the best "
+              "iterate, also when the solver stops first (default: off). The metric: ROC-AUC for the AUC objectives and rocarea; PRBEP "
+              "for prbep-smooth and prbep; for error and f1 the accuracy and F1 at the fit's own threshold, for prec@k and rec@k "
+              "Prec@k and Rec@k at the fit's ``k_fraction`` (or ``k``) on the validation set. The model's fit record keeps "
+              "``info['early_stopping']``: metric, early_stopping_rounds, best_iteration, best_score, stopped.",
+              ("smooth", "structural"), low=1,
+              instead={"moment": "the moment objectives take no validation set (fitted from one moments pass)",
+                       "rate": "the rate objectives take no validation set (their steps are not comparable by a validation metric)"}),
     )
 }
 
@@ -335,6 +360,11 @@ def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
             values[f.name] = p.default_for(spec) if p.applies(spec, solver) else None
     if "k" in given_names:  # the count replaces the default fraction
         values["k_fraction"] = None
+    if values.get("surrogate") == "squared-hinge":  # not smoothed: no width
+        if "smoothing" in given_names:
+            raise ParameterError(f"The 'smoothing' parameter of {owner} applies to auc's surrogate 'huber-hinge', not to "
+                                 "'squared-hinge' (smooth already).")
+        values["smoothing"] = None
     if spec.family == "structural" and values["lam"] == 0:
         raise ParameterError(f"The 'lam' parameter of {owner} must be a float in the range (0, inf) for the cutting plane. Got 0 instead.")
     return record(**values, given=given_names, owner=owner)

@@ -1,5 +1,5 @@
-"""The smoothed family (auc-smooth, prbep-smooth, auc-squared-hinge): L-BFGS, one score pass and one gradient pass per
-evaluation; or, for auc-squared-hinge, trust-region Newton-CG (:mod:`dpipe.fit._newton`)."""
+"""The smoothed family by L-BFGS (auc-smooth, prbep-smooth; auc with ``solver="lbfgs"``): one score pass and one
+gradient pass per evaluation. ``auc``'s default solver, trust-region Newton-CG, is :mod:`dpipe.fit._newton`."""
 
 from __future__ import annotations
 
@@ -12,23 +12,19 @@ import numpy as np
 
 from ..engine import HostsLost, MergedScores, RankPasses, class_moments, class_totals, column_scales
 from ..exceptions import DPipeError, ParameterError
-from ..objectives import PreconditionedObjective, RayMinimum, SmoothedAUCRisk, SmoothedPRBEPRisk, SquaredPairwiseHinge, ray_minimum, train_auc
+from ..objectives import PreconditionedObjective, RayMinimum, SmoothedAUCRisk, SmoothedPRBEPRisk, ray_minimum, train_auc
 from ..reduce import ClassMoments
-from ..solvers import CONTINUATION_START, MOMENT_PRECONDITION_MAX_FEATURES, fit_auc_moment, fit_smooth, minimize_tron, moment_preconditioner
-from ._newton import PairwiseNewtonObjective
+from ..solvers import CONTINUATION_START, MOMENT_PRECONDITION_MAX_FEATURES, fit_auc_moment, fit_smooth, moment_preconditioner
+from ._early_stopping import early_stopping
+from ._newton import auc_risk
 from ._outcome import FitOutcome
 
 __all__ = ["fit_smoothed", "default_smoothing", "SmoothedObjective", "smoothed_objective", "RISKS"]
 
 log = logging.getLogger("dpipe.fit")
 
-def _squared_hinge(width: float | None) -> SquaredPairwiseHinge:
-    """The squared pairwise hinge, which takes no smoothing width."""
-    return SquaredPairwiseHinge()
-
-
 #: objective -> its pure risk, built from the smoothing width (None where the risk is not smoothed)
-RISKS = {"auc-smooth": SmoothedAUCRisk, "prbep-smooth": SmoothedPRBEPRisk, "auc-squared-hinge": _squared_hinge}
+RISKS = {"auc-smooth": SmoothedAUCRisk, "prbep-smooth": SmoothedPRBEPRisk, "auc": auc_risk}
 
 #: the options that use the auc-moment ray, and what to use instead when the data has no such direction
 MOMENT_RAY_FALLBACKS = {"init='auc-moment'": "init='zeros'", "precondition='moments'": "precondition='diagonal'"}
@@ -169,8 +165,6 @@ def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[s
     ``init="auc-moment"`` or ``precondition="moments"`` a moments pass and one score
     pass come first; the moments also give the feature scales (no column pass).
     """
-    if p.solver == "newton":
-        return fit_newton(ds, p, validate)
     d = int(ds.n_features)
     passes = RankPasses(ds)
     preconditioner, init = _resolve_auto(p, d)
@@ -191,7 +185,7 @@ def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[s
         missing = "positive" if positive <= 0 else "negative"
         raise DPipeError(f"the training data has no {missing} rows (weight {negative:g} negative, {positive:g} positive); {p.objective} needs both classes")
     total_weight = positive + negative
-    smoothed = p.epsilon is not None or p.smoothing is not None  # auc-squared-hinge: neither applies
+    smoothed = p.epsilon is not None or p.smoothing is not None  # auc: neither applies
     width = p.smoothing if p.smoothing is not None else default_smoothing(p.objective, total_weight, p.epsilon, p.mu_scale) if smoothed else None
     make_risk = RISKS[p.objective]
     scale = np.ones(d)
@@ -239,39 +233,14 @@ def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[s
 
     coordinates = make(width)  # the change of variables does not depend on the width
     w_validate = None if validate is None else (lambda u: validate(coordinates.to_raw(u), 0.0))
+    stopping = early_stopping(p, validate)
     result = fit_smooth(
         make, coordinates.from_raw(start), width, memory=p.memory, max_iter=p.max_iter, tol=p.tol,
         continuation=bool(p.continuation), continuation_factor=p.continuation_factor or 10.0, validate=w_validate, name=f"{p.objective}: ", whitened=preconditioner == "moments",
+        callback=stopping,
     )
     result.time_data = t_setup
     result.info.update(standardized=bool(p.standardize), preconditioner=preconditioner, init=init, setup_passes=setup_passes, **info)
+    if stopping is not None:  # the best iterate by the validation metric
+        stopping.finish(result)
     return FitOutcome(coordinates.to_raw(result.x), 0.0, result)
-
-
-def fit_newton(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
-    """Fit ``lam/2 ||w||^2 + R(X w)`` by trust-region Newton-CG (:func:`~dpipe.solvers.minimize_tron`) from ``w = 0``.
-
-    Per Newton iteration one score pass (and, when the step is taken, one gradient pass that
-    keeps each shard's order); per CG step two passes in that order, no sort
-    (:class:`~dpipe.fit._newton.PairwiseNewtonObjective`). Stops at
-    ``||g|| <= eps ||g(0)||`` (``eps``, LIBLINEAR's rule and default 1e-3).
-    """
-    t0 = time.perf_counter()
-    positive, negative, _ = class_totals(ds)
-    if positive <= 0 or negative <= 0:
-        missing = "positive" if positive <= 0 else "negative"
-        raise DPipeError(f"the training data has no {missing} rows (weight {negative:g} negative, {positive:g} positive); {p.objective} needs both classes")
-    objective = PairwiseNewtonObjective(RankPasses(ds), RISKS[p.objective](None), p.lam)
-    t_setup = time.perf_counter() - t0
-
-    def monitor(w: np.ndarray) -> dict[str, Any]:
-        rec: dict[str, Any] = {k: v for k, v in objective.last.items() if k not in ("sp", "sn")}
-        rec["train_auc"] = objective.train_auc()
-        if validate is not None:
-            rec.update(validate(w, 0.0))
-        return rec
-
-    result = minimize_tron(objective, np.zeros(int(ds.n_features)), eps=p.eps, max_iter=p.max_iter, name=f"{p.objective}: ", monitor=monitor)
-    result.time_data = t_setup
-    result.info.update(solver="newton", hess_products=objective.hess_products, J=result.history[-1].get("J") if result.history else None)
-    return FitOutcome(result.x, 0.0, result)

@@ -13,6 +13,7 @@ from ..engine import HostsLost, RankPasses, class_totals, column_scales
 from ..metrics import resolve_k
 from ..objectives import StructuralLoss
 from ..solvers import fit_cutting_plane
+from ._early_stopping import early_stopping
 from ._outcome import FitOutcome
 
 __all__ = ["fit_structural", "StructuralRisk"]
@@ -108,7 +109,11 @@ def fit_structural(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict
     t_setup = time.perf_counter() - t0
     risk = StructuralRisk(RankPasses(ds), StructuralLoss(p.objective, k), p.bias or 0.0, scale)
     v_validate = None if validate is None else (lambda v: validate(*risk.split(v)))
-    result = fit_cutting_plane(risk, risk.n_features, p.lam, eps=p.eps, max_iter=p.max_iter, validate=v_validate, name=f"{p.objective}: ")
+    stopping = early_stopping(p, validate)
+    result = fit_cutting_plane(risk, risk.n_features, p.lam, eps=p.eps, max_iter=p.max_iter, validate=v_validate, callback=stopping,
+                               name=f"{p.objective}: ")
+    if stopping is not None:  # the best iterate by the validation metric, not the lowest J
+        stopping.finish(result)
     coef, intercept = risk.split(result.x)
     result.time_data = t_setup
     result.info.update(standardized=scale is not None, setup_passes=setup_passes, k=k, bias=p.bias or 0.0, C=1.0 / (100.0 * p.lam))

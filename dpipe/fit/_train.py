@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import inspect
 import logging
 import os
@@ -22,22 +23,27 @@ from ..io._store import as_store
 from ..io._transform import check_same_features
 from ..model import LinearModel
 from ._calibrate import calibrate
-from ._moment import fit_moment
+from ._early_stopping import make_validator
 from ._outcome import FitOutcome
 from ._params import numpydoc, resolve, signature_parameters
-from ._rates import fit_rate_family
-from ._registry import OBJECTIVES
-from ._smooth import fit_smoothed
-from ._structural import fit_structural
+from ._registry import DEFAULT_OBJECTIVE, OBJECTIVES
 
 __all__ = ["train", "fit_dataset", "finish_fit", "model_params"]
 
 log = logging.getLogger("dpipe.train")
 
-#: family -> its fit on an opened dataset: ``(dataset, params, validate) -> FitOutcome``
-FAMILY_FITS: dict[str, Callable[..., FitOutcome]] = {"moment": fit_moment, "smooth": fit_smoothed, "structural": fit_structural}
+#: family -> ``"module:function"`` of its fit on an opened dataset, ``(dataset, params, validate) -> FitOutcome``; each is
+#: imported when first used, so that a fit loads only its own solver's libraries (a Newton fit never imports scipy)
+FAMILY_FITS: dict[str, str] = {"moment": "._moment:fit_moment", "smooth": "._smooth:fit_smoothed", "structural": "._structural:fit_structural"}
 #: the families fitted on several datasets at once: ``(datasets by alias, params, validate) -> FitOutcome``
-MULTI_DATASET_FITS: dict[str, Callable[..., FitOutcome]] = {"rate": fit_rate_family}
+MULTI_DATASET_FITS: dict[str, str] = {"rate": "._rates:fit_rate_family"}
+#: solvers with a fit of their own, whatever the objective's family
+SOLVER_FITS: dict[str, str] = {"newton": "._newton:fit_newton"}
+
+
+def _fit_function(where: str) -> Callable[..., FitOutcome]:
+    module, name = where.split(":")
+    return getattr(importlib.import_module(module, __package__), name)
 
 
 def model_params(params: Any) -> dict[str, Any]:
@@ -57,8 +63,8 @@ def fit_dataset(ds: Any, params: Any, validate: Callable[[np.ndarray, float], di
     """
     family = OBJECTIVES[params.objective].family
     if family in MULTI_DATASET_FITS:
-        return MULTI_DATASET_FITS[family]({"train": ds, **(extra or {})}, params, validate)
-    return FAMILY_FITS[family](ds, params, validate)
+        return _fit_function(MULTI_DATASET_FITS[family])({"train": ds, **(extra or {})}, params, validate)
+    return _fit_function(SOLVER_FITS.get(params.solver, FAMILY_FITS[family]))(ds, params, validate)
 
 
 def finish_fit(ds: Any, outcome: FitOutcome, params: Any, train_metrics: bool = True) -> tuple[np.ndarray, float, dict[str, Any]]:
@@ -80,19 +86,9 @@ def finish_fit(ds: Any, outcome: FitOutcome, params: Any, train_metrics: bool = 
     return outcome.coef, outcome.intercept, metrics
 
 
-def _validator(vds: Any) -> Callable[[np.ndarray, float], dict[str, float]]:
-    """Per-iteration exact validation AUC and PRBEP on an opened dataset (one pass each)."""
-
-    def validate(w: np.ndarray, intercept: float = 0.0) -> dict[str, float]:
-        v = evaluate_dataset(vds, w, intercept)
-        return {"validation_auc": v["roc_auc"], "validation_prbep": v["prbep"]}
-
-    return validate
-
-
 def train(
     store: str | os.PathLike | Store,
-    objective: str = "auc-moment",
+    objective: str = DEFAULT_OBJECTIVE,
     *,
     validation: str | os.PathLike | Store | None = None,
     datasets: dict[str, str | os.PathLike | Store] | None = None,
@@ -115,6 +111,9 @@ def train(
         why = "fitted from one moments pass" if spec.family == "moment" else "its steps are not comparable by a validation AUC"
         raise ParameterError(f"The 'validation' parameter of train applies to the smoothed and structural objectives, not to {objective!r} ({why}); "
                              "evaluate the model on the store instead.")
+    if getattr(p, "early_stopping_rounds", None) is not None and validation is None:
+        raise ParameterError("The 'early_stopping_rounds' parameter of train needs the 'validation' parameter: the store whose metric "
+                             "decides when to stop (--validation STORE).")
     if datasets and spec.family not in MULTI_DATASET_FITS:
         raise ParameterError(f"The 'datasets' parameter of train names the stores rate constraints use; objective {objective!r} "
                              "takes no constraints: use objective='error-rate' (or another *-rate).")
@@ -140,7 +139,7 @@ def train(
             vst = as_store(validation, verify, "train")
             vst.require_labels("validation")
             check_same_features(m.feature_names, m.encoding, vst, "training store")
-            validate = _validator(stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream")))
+            validate = make_validator(stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream")), p)
         others = {alias: as_store(other, verify, "train") for alias, other in (datasets or {}).items()}
         for other in others.values():
             check_same_features(m.feature_names, m.encoding, other, "training store")
@@ -185,8 +184,10 @@ store : str or Store
 objective : str
     What to minimize; one of :data:`dpipe.fit.OBJECTIVES` (see the README's table).
 validation : str or Store, optional
-    Iterative objectives: the exact validation AUC and PRBEP after every iteration
-    (one more pass each).
+    Iterative objectives (smoothed and structural): the exact validation AUC and PRBEP
+    after every iteration (one more pass each; for error, f1, prec@k and rec@k also the
+    metric of their loss), in the fit history; with ``early_stopping_rounds``, the store
+    whose metric decides when to stop.
 datasets : dict of str to str or Store, optional
     Rate objectives: the other stores the constraints name by alias (``on=pool``),
     e.g. an unlabelled pool for churn or coverage, an egregious set. ``"train"`` is

@@ -27,14 +27,12 @@ O(n) prefix sums in the known order (:meth:`Curvature.apply`), no sort. The Hess
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from .._runs import MergedScores
 from ..exceptions import DPipeError
 from ._curvature import Curvature, prefix_sums, suffix_sums
-from ._smooth import RiskAt
+from ._risk import RiskAt
 
 __all__ = ["SquaredPairwiseHinge", "liblinear_lam"]
 
@@ -51,7 +49,7 @@ class SquaredPairwiseHinge:
     ROCArea risk), for comparison with the other AUC surrogates.
     """
 
-    name = "auc-squared-hinge"
+    name = "auc"
 
     def _windows(self, s: MergedScores) -> tuple[float, np.ndarray, np.ndarray]:
         wp, wn = s.class_weights

@@ -21,31 +21,19 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from .._runs import MergedScores, RangeInput
 from ..exceptions import DPipeError
 from ._auc_ranges import auc_gamma_range
 from ._curvature import Curvature
 from ._prbep_dual import DualScale, SortedClass, dual_breakpoints, dual_sums, dual_weights, exact_breakpoints, exact_sums
-from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact, sorted_auc
+from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact
+from ._risk import RiskAt
 
-__all__ = ["SmoothedAUCRisk", "SmoothedPRBEPRisk", "RiskAt", "PreconditionedObjective", "RayMinimum", "ray_minimum", "train_auc"]
+__all__ = ["SmoothedAUCRisk", "SmoothedPRBEPRisk", "PreconditionedObjective", "RayMinimum", "ray_minimum"]
 
 #: relative step in ``alpha`` of :func:`ray_minimum`'s curvature
 RAY_CURVATURE_STEP = 0.05
-
-
-class RiskAt(NamedTuple):
-    """A smoothed risk at the current scores."""
-
-    #: the smoothed risk R_mu
-    value: float
-    #: the exact, non-smooth risk (the mu -> 0 limit)
-    exact: float
-    #: dR_mu / ds_i per positive / negative row, in the order of the merged scores
-    g_pos: np.ndarray
-    g_neg: np.ndarray
 
 
 class RayMinimum(NamedTuple):
@@ -204,11 +192,6 @@ class SmoothedPRBEPRisk:
         return float(lowest)
 
 
-def train_auc(s: MergedScores) -> float:
-    """Exact (weighted) ROC-AUC of merged scores, ties counting half."""
-    return sorted_auc(s.pos, s.neg, s.pos_weight, s.neg_weight)
-
-
 def ray_minimum(risk: Any, s: MergedScores, quad: float) -> RayMinimum:
     """The ``alpha > 0`` minimizing ``risk(alpha s) + quad/2 alpha^2``, and the risk's curvature there.
 
@@ -233,6 +216,8 @@ def ray_minimum(risk: Any, s: MergedScores, quad: float) -> RayMinimum:
     def along(log_alpha: float) -> float:
         a = np.exp(log_alpha)
         return value(a) + 0.5 * quad * a * a
+
+    from scipy.optimize import minimize_scalar  # here: the Newton fits use this module's risks and never load scipy.optimize
 
     found = minimize_scalar(along, bounds=(centre - 10.0, centre + 10.0), method="bounded", options={"xatol": 1e-2})
     alpha, step = float(np.exp(found.x)), RAY_CURVATURE_STEP

@@ -217,6 +217,11 @@ class ColumnMoments:
         """Per-feature scales (:func:`unit_scales`)."""
         return unit_scales(self.mean, self.std**2)[0]
 
+    @property
+    def root_mean_square(self) -> np.ndarray:
+        """``sqrt(mean(x^2))`` per feature: at most 1 for binary, min-max scaled or standardized columns."""
+        return np.sqrt(self.std**2 + self.mean**2)
+
 
 def column_moments_of_shard(shard, block_rows: int = BLOCK_ROWS) -> ColumnMoments:
     """:class:`ColumnMoments` of one shard (weighted by its weight column, if any), in float64 blocks merged pairwise.

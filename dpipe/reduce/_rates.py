@@ -13,6 +13,14 @@ the task (a few numbers per cell); the pass returns the smoothed Lagrangian (eac
 hinge Huberized with width ``t``: below the hinge by at most ``t/2``), its gradient in
 ``(w, b)``, and per cell the weighted sums of both bounds (exact hinges), of the ramp,
 of the indicator ``1[z > 0]`` and of the weights. Nothing O(n) leaves the worker.
+
+**Curvature** (for Newton, :func:`rate_hessian_pass`): the smoothed Lagrangian is piecewise
+quadratic in ``z``; its second derivative is ``D_r = v_r (P_c [0 < 1/2 + z < t] + N_c
+[0 < 1/2 - z < t]) / t`` (each term where its bound is a hinge), non-zero only on the rows
+in a Huber zone (a few percent of them at ``t = 0.05``). The generalized Hessian in
+``(w, b)`` is ``[X, -1]^T D [X, -1]``. A pass with ``keep`` leaves those rows and their
+``D`` in the fit's memo; a Hessian-vector product then reads only them (``d`` floats each
+way per shard, no pass over the other rows).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from .._ramp import ramp
 from ._finite import check_scores, check_weights
 from ._linalg import matvec, matvec_pair, rmatvec
 
-__all__ = ["CellLayout", "RatePass", "rate_pass", "row_cells", "cell_weights", "cell_predictions", "sorted_scores_cells", "huber", "huber_derivative", "ramp"]
+__all__ = ["CellLayout", "RatePass", "rate_pass", "rate_hessian_pass", "curvature_rows", "row_cells", "cell_weights", "cell_predictions", "sorted_scores_cells", "huber", "huber_derivative", "ramp"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,14 +121,20 @@ class _RowMemo:
     """What :func:`rate_pass` keeps per shard between the evaluations of one fit: the rows' cells (fixed for the fit;
     with a deployed model, a pass over ``X`` each) and the margins at the anchor (fixed for a majorization step).
     1-2 bytes a row for the cells, 8 for the margins, in the process that holds the shard: within the memory model's
-    ``ROW_BYTES`` (24) for the rate objectives; auc-rate also keeps the ranking passes' row order (34 in all)."""
+    ``ROW_BYTES`` (24) for the rate objectives; auc-rate also keeps the ranking passes' row order (34 in all). With
+    Newton, the curvature rows of the last :data:`_CURVATURES` points (12 bytes per row in a Huber zone)."""
 
-    __slots__ = ("cells", "anchor", "z_anchor")
+    __slots__ = ("cells", "anchor", "z_anchor", "curvatures")
 
     def __init__(self) -> None:
         self.cells: np.ndarray | None = None
         self.anchor: bytes | None = None
         self.z_anchor: np.ndarray | None = None
+        self.curvatures: list[tuple[bytes, tuple[np.ndarray, np.ndarray]]] = []
+
+
+#: curvature entries a shard's memo keeps: the Newton iterate's and rejected trial points'
+_CURVATURES = 3
 
 
 #: fit id -> {(store alias, shard number): memo}; the latest _MEMO_FITS fits (a forgotten memo is recomputed, never wrong)
@@ -154,8 +168,34 @@ def _cells(shard, layout: CellLayout) -> np.ndarray:
     return cells
 
 
+def _anchor_key(anchor: tuple[np.ndarray, float]) -> bytes:
+    return np.asarray(anchor[0], dtype=np.float64).tobytes() + np.float64(anchor[1]).tobytes()
+
+
+def _point_key(coef: np.ndarray, intercept: float, anchor: tuple[np.ndarray, float], positive: np.ndarray, negative: np.ndarray,
+               smoothing: float) -> bytes:
+    """What a shard's curvature depends on: the model, the anchor, the multipliers' per-cell coefficients and the width."""
+    return b"".join((np.asarray(coef, dtype=np.float64).tobytes(), np.float64(intercept).tobytes(), _anchor_key(anchor),
+                     np.asarray(positive, dtype=np.float64).tobytes(), np.asarray(negative, dtype=np.float64).tobytes(),
+                     np.float64(smoothing).tobytes()))
+
+
+def _margins(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarray, float], memo: _RowMemo | None) -> tuple[np.ndarray, np.ndarray]:
+    """``z = X coef - intercept`` and the anchor's margins (kept in the memo for the step)."""
+    key = _anchor_key(anchor)
+    if memo is not None and memo.anchor == key and memo.z_anchor is not None and memo.z_anchor.size == shard.n_rows:
+        z, z_anchor = matvec(shard.X, coef), memo.z_anchor
+    else:
+        z, z_anchor = matvec_pair(shard.X, coef, anchor[0])
+        z_anchor -= anchor[1]
+        if memo is not None:
+            memo.anchor, memo.z_anchor, memo.curvatures = key, z_anchor, []
+    z -= intercept
+    return z, z_anchor
+
+
 def rate_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarray, float], layout: CellLayout,
-              positive: np.ndarray, negative: np.ndarray, smoothing: float) -> RatePass:
+              positive: np.ndarray, negative: np.ndarray, smoothing: float, keep: bool = False) -> RatePass:
     """The majorized Lagrangian at ``(coef, intercept)`` on one shard (see the module docstring).
 
     Parameters
@@ -169,21 +209,16 @@ def rate_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarra
         Per-cell coefficients ``P``, ``N`` (>= 0) of the two bounds.
     smoothing : float
         Huber width ``t`` of the value and gradient (the per-cell bound sums use the exact hinge).
+    keep : bool
+        Also keep this point's curvature rows in the fit's memo (``layout.memo``) for
+        :func:`rate_hessian_pass`.
     """
     d = shard.X.shape[1]
     n_cells = layout.n_cells
     if shard.n_rows == 0:
         return RatePass(0.0, np.zeros(d + 1), np.zeros((_N_SUMS, n_cells)))
     memo = _row_memo(layout, shard)
-    key = np.asarray(anchor[0], dtype=np.float64).tobytes() + np.float64(anchor[1]).tobytes()
-    if memo is not None and memo.anchor == key and memo.z_anchor is not None and memo.z_anchor.size == shard.n_rows:
-        z, z_anchor = matvec(shard.X, coef), memo.z_anchor
-    else:
-        z, z_anchor = matvec_pair(shard.X, coef, anchor[0])
-        z_anchor -= anchor[1]
-        if memo is not None:
-            memo.anchor, memo.z_anchor = key, z_anchor
-    z -= intercept
+    z, z_anchor = _margins(shard, coef, intercept, anchor, memo)
     check_scores(shard, z)
     check_weights(shard)
     cells = _cells(shard, layout)
@@ -195,7 +230,74 @@ def rate_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarra
     grad = np.empty(d + 1)
     grad[:d] = rmatvec(shard.X, dz)
     grad[d] = -dz.sum()
+    if keep and memo is not None:
+        entry = (_point_key(coef, intercept, anchor, positive, negative, smoothing), curvature_rows(z, z_anchor, cells, v, positive, negative, smoothing))
+        with _MEMO_LOCK:
+            memo.curvatures = [entry, *(c for c in memo.curvatures if c[0] != entry[0])][:_CURVATURES]
     return RatePass(value, grad, sums)
+
+
+def curvature_rows(z: np.ndarray, z_anchor: np.ndarray, cells: np.ndarray, v: np.ndarray, positive: np.ndarray, negative: np.ndarray,
+                   smoothing: float) -> tuple[np.ndarray, np.ndarray]:
+    """The rows with a non-zero second derivative ``D_r`` (see the module docstring) and ``D_r`` there: ``(rows int32, D float64)``."""
+    P, N = np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64)
+    t = float(smoothing)
+    up, un = 0.5 + z, 0.5 - z
+    curv = np.zeros(z.size)
+    on = (z_anchor <= 0.5) & (up > 0.0) & (up < t)
+    curv[on] += P[cells[on]]
+    on = (z_anchor >= -0.5) & (un > 0.0) & (un < t)
+    curv[on] += N[cells[on]]
+    rows = np.flatnonzero(curv > 0.0)
+    return rows.astype(np.int32 if z.size < 2**31 else np.int64), curv[rows] * v[rows] / t
+
+
+@numba.njit(nogil=True, cache=True)
+def _hessian_rows(X, rows, D, dw, db, out):
+    """``out[:d] += X_A^T (D (X_A dw - db))``, ``out[d] -= sum D (X_A dw - db)`` over the rows ``A`` only."""
+    d = X.shape[1]
+    for k in range(rows.size):
+        r = rows[k]
+        u = -db
+        for j in range(d):
+            u += np.float64(X[r, j]) * dw[j]
+        q = D[k] * u
+        for j in range(d):
+            out[j] += q * np.float64(X[r, j])
+        out[d] -= q
+    return out
+
+
+def rate_hessian_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarray, float], layout: CellLayout,
+                      positive: np.ndarray, negative: np.ndarray, smoothing: float, direction: np.ndarray) -> np.ndarray:
+    """The generalized Hessian of one shard's smoothed Lagrangian at ``(coef, intercept)`` times ``direction`` (``d + 1``:
+    ``w`` then ``b``), i.e. ``[X, -1]^T D [X, -1] direction`` (see the module docstring).
+
+    Reads only the curvature rows a :func:`rate_pass` with ``keep`` left in the memo for
+    this point; on a miss (no memo, another process, a later point) they are recomputed
+    from the same arguments (a pass over ``X``), so the result never depends on the memo.
+    """
+    d = shard.X.shape[1]
+    out = np.zeros(d + 1)
+    if shard.n_rows == 0:
+        return out
+    memo = _row_memo(layout, shard)
+    key = _point_key(coef, intercept, anchor, positive, negative, smoothing)
+    found = None
+    if memo is not None:
+        with _MEMO_LOCK:
+            found = next((c[1] for c in memo.curvatures if c[0] == key), None)
+    if found is None or (found[0].size and found[0][-1] >= shard.n_rows):
+        z, z_anchor = _margins(shard, coef, intercept, anchor, memo)
+        check_weights(shard)
+        v = np.ones(shard.n_rows) if shard.weight is None else shard.weight.astype(np.float64)
+        found = curvature_rows(z, z_anchor, _cells(shard, layout), v, positive, negative, smoothing)
+        if memo is not None:
+            with _MEMO_LOCK:
+                memo.curvatures = [(key, found), *memo.curvatures][:_CURVATURES]
+    rows, D = found
+    direction = np.asarray(direction, dtype=np.float64)
+    return _hessian_rows(np.ascontiguousarray(shard.X), rows, D, np.ascontiguousarray(direction[:d]), float(direction[d]), out)
 
 
 @numba.njit(nogil=True, cache=True)

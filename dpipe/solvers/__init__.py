@@ -24,6 +24,10 @@ _LAZY = {
     "moment_preconditioner": "._precondition",
     "pairwise_second_moment": "._precondition",
     "MOMENT_PRECONDITION_MAX_FEATURES": "._precondition",
+    "RateProblem": "._rate_problem",
+    "InnerObjective": "._rate_problem",
+    "solve_rates": "._rate_solver",
+    "RateSolution": "._rate_solver",
 }
 
 __all__ = [*_LAZY]

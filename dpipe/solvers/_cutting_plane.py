@@ -40,6 +40,7 @@ def fit_cutting_plane(
     max_iter: int = 1000,
     max_inactive: int = 50,
     validate: Callable[[np.ndarray], dict[str, Any]] | None = None,
+    callback: Callable[[np.ndarray, dict[str, Any]], str | None] | None = None,
     name: str = "",
 ) -> FitResult:
     """Cutting-plane minimization of ``lam/2 ||w||^2 + R(w)``.
@@ -66,6 +67,10 @@ def fit_cutting_plane(
     validate : callable, optional
         ``w -> dict`` of extra per-iteration figures (e.g. validation AUC); its time
         is left out of ``seconds`` and counted in ``seconds_monitor``.
+    callback : callable, optional
+        ``callback(w, record) -> str | None``, called after every iteration with the iterate
+        and its history record; a message ends the run there (``status`` 2, ``success``,
+        that ``message``: a caller's stop, e.g. :class:`~dpipe.fit._early_stopping.EarlyStopping`).
     name : str
         Prefix of the progress lines: one per iteration, at INFO a short one (``J``, the
         gap, seconds), at VERBOSE instead one with the lower bound, the loss, the planes
@@ -121,6 +126,10 @@ def fit_cutting_plane(
             )
         else:
             log.info("%siter %4d  J=%.7g  gap=%.2e  %.1fs", name, it, J, gap, rec["seconds"])
+        why = callback(w, rec) if callback is not None else None
+        if why:
+            status, message = 2, str(why)
+            break
         if gap <= eps:
             status, message = 0, f"CONVERGENCE: gap {gap:.3g} <= eps {eps:g}"
             break
@@ -148,6 +157,6 @@ def fit_cutting_plane(
             stacklevel=2,
         )
     return FitResult(
-        x=np.asarray(best_w), fun=float(best_J), nit=len(history), nfev=len(history), status=status, success=status == 0, message=message,
+        x=np.asarray(best_w), fun=float(best_J), nit=len(history), nfev=len(history), status=status, success=status in (0, 2), message=message,
         history=history, time_solve=elapsed - monitor_seconds, info={"lower_bound": lower, "gap": best_J - lower, "planes": int(A.shape[0])},
     )

@@ -19,6 +19,10 @@ __all__ = ["minimize_lbfgs", "Objective"]
 
 log = logging.getLogger("dpipe.solvers")
 
+#: with ``rtol``, a line search that can no longer decrease the objective (the rounding floor) counts as converged once the
+#: gradient norm is this far below its largest; above it the stop is reported as early (a badly scaled problem)
+LINE_SEARCH_FLOOR = 1e-4
+
 
 class Objective(Protocol):
     """Anything with ``value_and_grad(w) -> (float, ndarray)``."""
@@ -33,11 +37,13 @@ def minimize_lbfgs(
     memory: int = 10,
     max_iter: int = 500,
     tol: float = 1e-5,
+    rtol: float | None = None,
     monitor: Callable[[np.ndarray], dict[str, Any]] | None = None,
     log_every: int = 1,
     name: str = "",
     stop: Callable[[np.ndarray], bool] | None = None,
     whitened: bool = False,
+    callback: Callable[[np.ndarray, dict[str, Any]], str | None] | None = None,
 ) -> FitResult:
     """Minimize ``objective`` with L-BFGS-B.
 
@@ -53,6 +59,13 @@ def minimize_lbfgs(
         Iteration limit.
     tol : float
         Stop when the largest gradient component is below ``tol`` (``gtol``).
+    rtol : float, optional
+        Also stop when ``||g||_2 <= rtol max_k ||g(x_k)||_2``, the largest gradient norm of
+        the run's evaluations (usually the start's: LIBLINEAR's relative rule; the largest,
+        so that a start where the gradient happens to be small, such as the tied scores of
+        ``w = 0`` for the PRBEP risk, does not ask for the impossible): a stopping test that
+        does not depend on the objective's scale. ``info`` keeps ``grad_norm0`` (the
+        first evaluation's) and ``grad_norm_max``.
     monitor : callable, optional
         Called with the iterate after every iteration; its dict joins the history.
         Its own time is left out of the history's ``seconds`` (the solver's time)
@@ -76,11 +89,16 @@ def minimize_lbfgs(
         (that evaluation is reused as L-BFGS-B's first) and L-BFGS-B runs in
         coordinates scaled by its norm, so its first trial is the step ``-g0``,
         the Newton step of an identity Hessian. ``tol`` keeps its meaning.
+    callback : callable, optional
+        ``callback(x, record) -> str | None``, called after every iteration (after
+        ``monitor`` and ``stop``) with the iterate and its history record; a message ends
+        the run there (raising ``StopIteration`` in scipy's callback): ``status`` 2,
+        ``success``, that ``message``, no warning (a caller's stop, e.g. early stopping).
 
     Returns
     -------
     FitResult
-        ``status`` 0 converged, 1 iteration limit, 2 stopped in the line search.
+        ``status`` 0 converged, 1 iteration limit, 2 stopped in the line search (or by ``callback``).
         An iteration limit, or a line-search stop far from a stationary point,
         warns with :class:`ConvergenceWarning`.
     """
@@ -89,6 +107,7 @@ def minimize_lbfgs(
     history: list[dict[str, Any]] = []
     nfev = 0
     stopped: list[bool] = []
+    halted: list[str] = []  # the callback's reason to stop
     x0 = np.asarray(x0, dtype=float)
     scale, pending = 1.0, None  # x = scale * y, y the coordinates L-BFGS-B sees
     if whitened:
@@ -109,11 +128,16 @@ def minimize_lbfgs(
             f, g = objective.value_and_grad(x)
         pending = None
         last.update(x=x.copy(), f=float(f), g=np.asarray(g, dtype=float))
+        norm = float(np.linalg.norm(last["g"]))
+        if "g0" not in last:
+            last["g0"] = norm
+        if np.isfinite(norm):
+            last["g_top"] = max(last.get("g_top", 0.0), norm)
         return float(f), scale * np.asarray(g, dtype=float)
 
     monitor_seconds = 0.0
 
-    def callback(yk: np.ndarray) -> None:
+    def on_iteration(yk: np.ndarray) -> None:
         nonlocal monitor_seconds
         now = time.perf_counter()
         xk = scale * yk
@@ -132,6 +156,8 @@ def minimize_lbfgs(
         history.append(rec)
         if stop is not None and stop(xk):
             stopped.append(True)
+        elif rtol is not None and same and rec["grad_norm"] <= rtol * last["g_top"]:
+            stopped.append(False)  # the relative rule, not the objective's
         if log_every and rec["iteration"] % log_every == 0:
             # one line per iteration: a short one at INFO (one terminal line), every figure at VERBOSE (-v)
             if log.isEnabledFor(VERBOSE):
@@ -143,7 +169,10 @@ def minimize_lbfgs(
                         rec["seconds"], extra)
             else:
                 log.info("%siter %4d  f=%.7g  |g|=%.2e  %.1fs", name, rec["iteration"], rec["fun"], rec["grad_norm"], rec["seconds"])
-        if stopped:
+        why = callback(xk, rec) if callback is not None and not stopped else None
+        if why:
+            halted.append(str(why))
+        if stopped or halted:
             raise StopIteration
 
     res = scipy.optimize.minimize(
@@ -151,31 +180,37 @@ def minimize_lbfgs(
         x0 / scale,
         jac=True,
         method="L-BFGS-B",
-        callback=callback,
+        callback=on_iteration,
         options={"maxcor": int(memory), "maxiter": int(max_iter), "gtol": float(tol) * scale, "ftol": 1e3 * np.finfo(float).eps},
     )
     elapsed = time.perf_counter() - t0
     gmax = float(np.max(np.abs(res.jac))) / scale if res.jac is not None and np.size(res.jac) else 0.0
+    g_end = float(np.linalg.norm(res.jac)) / scale if res.jac is not None and np.size(res.jac) else 0.0
+    # the rule that was asked for, as the warnings word it
+    rule = f"||g|| = {g_end:.2e} > rtol max ||g|| = {(rtol or 0.0) * last.get('g_top', 0.0):.2e}" if rtol is not None else f"max|gradient| = {gmax:.2e} > tol = {tol:g}"
     msg = str(res.message)
     if stopped:
-        status, success, msg = 0, True, "CONVERGENCE: the objective's stopping rule holds"
+        status, success = 0, True
+        msg = "CONVERGENCE: the objective's stopping rule holds" if stopped[0] else "CONVERGENCE: ||g|| <= rtol max ||g||"
+    elif halted:
+        status, success, msg = 2, True, halted[0]
     elif res.status == 0:
         status, success = 0, True
     elif res.nit >= max_iter:
         status, success = 1, False
     else:
-        status, success = 2, gmax <= 10 * tol
+        status, success = 2, gmax <= 10 * tol or (rtol is not None and g_end <= max(10 * rtol, LINE_SEARCH_FLOOR) * last.get("g_top", 0.0))
     log.info("%sdone: %s after %d iterations, %d evaluations, f=%.10g, max|g|=%.2e, %.2fs", name, msg, res.nit, nfev, res.fun, gmax, elapsed)
     if status == 1:
         warnings.warn(
-            f"{name}L-BFGS stopped at the iteration limit ({max_iter}) with max|gradient| = {gmax:.2e} > tol = {tol:g}; "
+            f"{name}L-BFGS stopped at the iteration limit ({max_iter}) with {rule}; "
             "raise max_iter (--max-iter) or loosen tol (--tol).",
             ConvergenceWarning,
             stacklevel=2,
         )
     elif status == 2 and not success:
         warnings.warn(
-            f"{name}L-BFGS stopped early ({msg}) with max|gradient| = {gmax:.2e} > tol = {tol:g}; "
+            f"{name}L-BFGS stopped early ({msg}) with {rule}; "
             "the objective may be badly scaled: try a larger penalty (--lam) or a looser tol (--tol).",
             ConvergenceWarning,
             stacklevel=2,
@@ -190,4 +225,5 @@ def minimize_lbfgs(
         message=msg,
         history=history,
         time_solve=elapsed,
+        info={"grad_norm0": last.get("g0"), "grad_norm_max": last.get("g_top")},
     )

@@ -24,13 +24,14 @@ def fit_smooth(
     *,
     memory: int = 6,
     max_iter: int = 500,
-    tol: float = 1e-6,
+    tol: float = 0.03,
     continuation: bool = False,
     continuation_start: float = CONTINUATION_START,
     continuation_factor: float = 10.0,
     validate: Callable[[np.ndarray], dict[str, float]] | None = None,
     name: str = "",
     whitened: bool = False,
+    callback: Callable[[np.ndarray, dict[str, Any]], str | None] | None = None,
 ) -> FitResult:
     """Minimize a smoothed objective by L-BFGS, one data evaluation per function call.
 
@@ -42,12 +43,14 @@ def fit_smooth(
         Starting point.
     smoothing : float
         Target smoothing (Huber width t, or PRBEP's mu).
-    memory, max_iter, tol
+    memory, max_iter
         L-BFGS settings (the paper keeps 6 correction pairs).
+    tol : float
+        Stop when ``||g|| <= tol max ||g||`` (relative to the largest gradient norm of each stage: :func:`minimize_lbfgs`'s ``rtol``).
     continuation : bool
         Start at ``continuation_start`` times the target smoothing and divide it by
         ``continuation_factor`` after each stage, warm-starting, until the target;
-        intermediate stages stop at a 100 times looser tolerance. ``max_iter``
+        intermediate stages stop at a 10 times looser tolerance (at most 0.5). ``max_iter``
         bounds the total.
     validate : callable, optional
         ``w -> {name: value}`` measured after every iteration (e.g. validation AUC).
@@ -56,6 +59,9 @@ def fit_smooth(
     whitened : bool
         The objective's coordinates whiten its Hessian: L-BFGS's first trial step
         is then ``-g0`` (see :func:`minimize_lbfgs`).
+    callback : callable, optional
+        ``callback(x, record) -> str | None`` after every iteration, across the stages; a
+        message ends the whole run (see :func:`minimize_lbfgs`), e.g. early stopping.
 
     Returns
     -------
@@ -78,6 +84,14 @@ def fit_smooth(
     nit = nfev = 0
     solver_seconds = monitor_seconds = 0.0  # over the finished stages
     result: FitResult | None = None
+    halted: list[str] = []  # the callback's reason to stop
+
+    def hook(x: np.ndarray, rec: dict[str, Any]) -> str | None:
+        why = callback(x, rec) if callback is not None else None
+        if why:
+            halted.append(why)
+        return why
+
     for stage, width in enumerate(widths):
         obj = make_objective(width)
         last_stage = stage == len(widths) - 1
@@ -92,8 +106,8 @@ def fit_smooth(
             return rec
 
         result = minimize_lbfgs(
-            obj, w, memory=memory, max_iter=max(1, max_iter - nit), tol=tol if last_stage else 100 * tol, monitor=monitor, log_every=1,
-            name=f"{name}[t={width:.3g}] " if continuation else name, whitened=whitened,
+            obj, w, memory=memory, max_iter=max(1, max_iter - nit), tol=0.0, rtol=tol if last_stage else min(10 * tol, 0.5), monitor=monitor, log_every=1,
+            name=f"{name}[t={width:.3g}] " if continuation else name, whitened=whitened, callback=hook if callback is not None else None,
         )
         stage_monitor = result.history[-1].get("seconds_monitor", 0.0) if result.history else 0.0
         for h in result.history:  # continue the clocks of the earlier stages
@@ -106,7 +120,7 @@ def fit_smooth(
         nit += result.nit
         nfev += result.nfev
         w = result.x
-        if nit >= max_iter:
+        if nit >= max_iter or halted:
             break
     assert result is not None
     result.history = history

@@ -97,6 +97,7 @@ def minimize_tron(
     max_cg: int | None = None,
     name: str = "",
     monitor: Any = None,
+    callback: Any = None,
 ) -> FitResult:
     """Minimize a twice (generalized-) differentiable convex objective with TRON.
 
@@ -115,7 +116,13 @@ def minimize_tron(
     name : str
         Prefix of the log lines.
     monitor : callable, optional
-        Called with every accepted iterate; its dict joins the history.
+        Called with every accepted iterate; its dict joins the history. Its own time is left
+        out of the history's ``seconds`` and of ``time_solve`` (counted in ``seconds_monitor``),
+        so that measuring a validation metric does not inflate the solver's time.
+    callback : callable, optional
+        ``callback(w, record) -> str | None``, called with every accepted iterate and its
+        history record (after ``monitor``); a message ends the run there: ``status`` 2,
+        ``success``, that ``message`` (a caller's stop, e.g. early stopping).
 
     Returns
     -------
@@ -134,7 +141,9 @@ def minimize_tron(
     delta = gnorm0
     history: list[dict[str, Any]] = []
     status, message = 0, "CONVERGENCE: ||g|| <= eps ||g(w0)||"
+    halted = False  # the callback ended the run
     nit = 0
+    monitor_seconds = 0.0
     log.info("%sTRON: f=%.10g |g|=%.3e, stop at |g| <= %.3e", name, f, gnorm, eps * gnorm0)
     while gnorm > eps * gnorm0:
         if nit >= max_iter:
@@ -165,23 +174,30 @@ def minimize_tron(
             w = w + s
             f, g = objective.value_and_grad(w)
             gnorm = float(np.linalg.norm(g))
+            now = time.perf_counter()
             rec: dict[str, Any] = {"iteration": nit, "fun": float(f), "grad_norm": gnorm, "nfev": nfev, "cg_steps": steps,
-                                   "seconds": time.perf_counter() - t0}
-            if monitor is not None:
+                                   "seconds": now - t0 - monitor_seconds}
+            if monitor is not None:  # its time (a validation pass) is not the solver's: kept apart, as L-BFGS does
                 rec.update(monitor(w))
+                monitor_seconds += time.perf_counter() - now
+                rec["seconds_monitor"] = monitor_seconds
             history.append(rec)
             if log.isEnabledFor(VERBOSE):
                 log.log(VERBOSE, "%siter %3d  f=%.10g  |g|=%.3e  cg=%d  delta=%.3e  %.2fs", name, nit, f, gnorm, steps, delta, rec["seconds"])
             else:
                 log.info("%siter %3d  f=%.7g  |g|=%.2e  cg=%d  %.1fs", name, nit, f, gnorm, steps, rec["seconds"])
+            why = callback(w, rec) if callback is not None else None
+            if why:
+                status, message, halted = 2, str(why), True
+                break
         if actual <= 0 and predicted <= 0:
             status, message = 2, "STOPPED: no reduction predicted or achieved (the precision limit)"
             break
         if abs(actual) <= PRECISION * abs(f) and abs(predicted) <= PRECISION * abs(f):
             status, message = 2, "STOPPED: reductions at f's rounding (the precision limit)"
             break
-    elapsed = time.perf_counter() - t0
-    success = status == 0 or gnorm <= 10 * eps * gnorm0
+    elapsed = time.perf_counter() - t0 - monitor_seconds
+    success = status == 0 or halted or gnorm <= 10 * eps * gnorm0
     log.info("%sdone: %s after %d Newton iterations, %d CG steps, %d evaluations, f=%.10g, |g|=%.2e, %.2fs",
              name, message, nit, cg_total, nfev, f, gnorm, elapsed)
     if not success:

@@ -40,6 +40,7 @@ __all__ = [
     "f1_argmax_reference",
     "contingency_argmax_reference",
     "squared_hinge_reference",
+    "huber_hinge_reference",
     "TABLE_LOSSES",
 ]
 
@@ -571,8 +572,9 @@ class SquaredHingeReference(NamedTuple):
     hessp: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def squared_hinge_reference(X: np.ndarray, y: np.ndarray, lam: float, weight: np.ndarray | None = None) -> SquaredHingeReference:
-    """The squared pairwise hinge objective on dense ``X`` (float64), every positive-negative pair spelt out."""
+def _pairwise_reference(X: np.ndarray, y: np.ndarray, lam: float, weight: np.ndarray | None, loss: Callable[[np.ndarray], np.ndarray],
+                        slope: Callable[[np.ndarray], np.ndarray], curvature: Callable[[np.ndarray], np.ndarray]) -> SquaredHingeReference:
+    """``lam/2 ||w||^2 + (1/P) sum_ij v_i v_j loss(1 - s_i + s_j)`` by the pairs, from the loss of a margin, its slope and curvature."""
     X = np.asarray(X, dtype=np.float64)
     v = np.ones(y.size) if weight is None else np.asarray(weight, dtype=np.float64)
     P, N = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
@@ -583,16 +585,16 @@ def squared_hinge_reference(X: np.ndarray, y: np.ndarray, lam: float, weight: np
         return 1.0 - s[P][:, None] + s[N][None, :]
 
     def fun(w: np.ndarray) -> float:
-        return 0.5 * lam * float(w @ w) + float((pair * np.maximum(0.0, margins(w)) ** 2).sum())
+        return 0.5 * lam * float(w @ w) + float((pair * loss(margins(w))).sum())
 
     def grad(w: np.ndarray) -> np.ndarray:
-        m = pair * np.maximum(0.0, margins(w))
+        m = pair * slope(margins(w))  # d loss / d s_j; minus that for s_i
         g = np.zeros(y.size)
-        g[P], g[N] = -2.0 * m.sum(axis=1), 2.0 * m.sum(axis=0)
+        g[P], g[N] = -m.sum(axis=1), m.sum(axis=0)
         return lam * w + X.T @ g
 
     def hessp(w: np.ndarray, d: np.ndarray) -> np.ndarray:
-        act = 2.0 * pair * (margins(w) > 0)
+        act = pair * curvature(margins(w))
         u = X @ d
         mu = np.zeros(y.size)
         mu[P] = act.sum(axis=1) * u[P] - act @ u[N]
@@ -601,3 +603,15 @@ def squared_hinge_reference(X: np.ndarray, y: np.ndarray, lam: float, weight: np
 
     return SquaredHingeReference(fun, grad, hessp)
 
+
+def squared_hinge_reference(X: np.ndarray, y: np.ndarray, lam: float, weight: np.ndarray | None = None) -> SquaredHingeReference:
+    """The squared pairwise hinge objective on dense ``X`` (float64), every positive-negative pair spelt out."""
+    return _pairwise_reference(X, y, lam, weight, lambda m: np.maximum(0.0, m) ** 2, lambda m: 2.0 * np.maximum(0.0, m),
+                               lambda m: 2.0 * (m > 0))
+
+
+def huber_hinge_reference(X: np.ndarray, y: np.ndarray, lam: float, t: float, weight: np.ndarray | None = None) -> SquaredHingeReference:
+    """auc's Huber surrogate (auc-smooth's risk) on dense ``X``, every pair spelt out: with the margin ``m = 1 - s_i + s_j``,
+    a pair costs 0 for ``m <= 0``, ``m^2 / (2 t)`` for ``0 < m < t`` and ``m - t/2`` beyond; ``lam/2 ||w||^2`` added."""
+    return _pairwise_reference(X, y, lam, weight, lambda m: np.where(m <= 0, 0.0, np.where(m < t, m * m / (2.0 * t), m - 0.5 * t)),
+                               lambda m: np.clip(m / t, 0.0, 1.0), lambda m: ((m > 0) & (m < t)) / t)

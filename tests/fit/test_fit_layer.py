@@ -139,9 +139,10 @@ COMPANIONS = {"continuation_factor": {"continuation": True}}
 #: a valid, non-default value of every parameter (and what to compare for objectives where it applies)
 VALUES = {
     "solver": None,  # per objective below
-    "lam": 3e-3, "C": 20.0, "ridge": 1e-2, "max_iter": 1, "tol": 1e-3, "memory": 3, "smoothing": 0.07, "epsilon": 5e-3, "mu_scale": 10.0,
+    "lam": 3e-3, "C": 20.0, "ridge": 1e-2, "max_iter": 1, "tol": 3e-3, "memory": 3, "smoothing": 0.07, "epsilon": 5e-3, "mu_scale": 10.0,
     "continuation": True, "continuation_factor": 3.0, "standardize": True, "precondition": "diagonal", "init": "zeros", "eps": 1e-2, "k": 40, "k_fraction": 0.3,
     "bias": 2.0, "calibrate": False, "constraints": ["recall >= 0.5"], "mm_steps": 2, "multiplier_bound": 0.01, "threshold_rule": "ramp",
+    "early_stopping_rounds": 1, "surrogate": "squared-hinge",
 }
 
 
@@ -185,7 +186,7 @@ def small_store(tmp_path_factory):
 
 def _fingerprint(model):
     info = model.fit["info"]
-    keys = ("preconditioner", "init", "smoothing", "k", "bias", "standardized", "stages", "calibration")
+    keys = ("preconditioner", "init", "smoothing", "k", "bias", "standardized", "stages", "calibration", "early_stopping")
     return (np.round(model.coef, 12).tolist(), round(model.intercept, 12), model.fit["nit"], model.fit["nfev"], [str(info.get(k)) for k in keys])
 
 
@@ -195,6 +196,8 @@ def test_every_applicable_option_changes_the_fit(small_store, objective):
     spec = OBJECTIVES[objective]
     solver = "lbfgs" if objective == "auc-moment" else spec.solvers[0]
     base_kw = {"solver": solver, "engine": "local", "train_metrics": False}
+    if spec.family == "smooth" and solver == "lbfgs":  # L-BFGS's default relative tol stops these small fits early: memory and
+        base_kw["tol"] = 1e-7                            # the start must have iterations to change
     if spec.takes_k:
         base_kw["k_fraction"] = 0.5
     if spec.family == "rate":  # a binding constraint, so that every option (the multipliers' too) has something to change
@@ -213,6 +216,8 @@ def test_every_applicable_option_changes_the_fit(small_store, objective):
             value = (not p.default_for(spec)) if p.kind == "bool" else VALUES[p.name]
             kw = dict(base_kw, **{p.name: value})
             reference = base
+            if p.kind == "bool" and p.default_for(spec) is None:  # auto: the data decides; True and False must differ
+                reference = _fingerprint(dpipe.train(small_store, objective, **dict(base_kw, **{p.name: False})))
             if p.name in COMPANIONS:  # compared with the companion alone
                 reference = _fingerprint(dpipe.train(small_store, objective, **dict(base_kw, **COMPANIONS[p.name])))
                 kw.update(COMPANIONS[p.name])
@@ -222,6 +227,8 @@ def test_every_applicable_option_changes_the_fit(small_store, objective):
                 kw.pop("k_fraction")
             if p.name == "smoothing":
                 kw.pop("epsilon", None)
+            if p.name == "early_stopping_rounds":  # needs a validation set
+                kw["validation"] = small_store
             if p.name == "constraints":  # another constraint besides the base ones (for auc-rate, one that binds)
                 kw["constraints"] = base_kw["constraints"] + (["recall >= 0.85"] if objective == "auc-rate" else VALUES["constraints"])
             model = dpipe.train(small_store, objective, **kw)

@@ -6,12 +6,12 @@ import json
 
 import numpy as np
 import pytest
-from dpipe.testing import write_store
 
 import dpipe
 from dpipe import rates
 from dpipe.cli.main import main
 from dpipe.exceptions import ParameterError
+from dpipe.testing import write_store
 
 
 def _data(n: int, seed: int):
@@ -168,7 +168,9 @@ def test_evaluate_by_group_needs_a_group_column(tmp_path, capsys):
 def test_the_trust_region_cutting_plane_finds_a_far_multiplier(v_star):
     """On a known concave piecewise-linear dual (kink at v_star), the trust region grows until it reaches v_star,
     and the bound it reports is never below the true maximum (the stopping test relies on it)."""
-    from dpipe.fit._rates import TRUST_RADIUS, _Cut, _TrustRegion
+    from dpipe.solvers._rate_multipliers import TRUST_RADIUS
+    from dpipe.solvers._rate_multipliers import Cut as _Cut
+    from dpipe.solvers._rate_multipliers import TrustRegion as _TrustRegion
 
     def dual(v):  # F(v) = min(1 + 0.5 (v - v*), 1 - 2 (v - v*)) on [0, 100]
         a, b = 1.0 + 0.5 * (v - v_star), 1.0 - 2.0 * (v - v_star)
@@ -247,10 +249,10 @@ def test_standardize_makes_the_rate_fit_invariant_to_column_scales(tmp_path):
     a = write_store(tmp_path / "a.zarr", X, y, [700, 800], group=g, groups=["M", "F"])
     b = write_store(tmp_path / "b.zarr", X * D, y, [700, 800], group=g, groups=["M", "F"])
     c = ["positive_rate(group=M) >= 0.8 * positive_rate(group=F)"]
-    ma = dpipe.train(a, "error-rate", engine="local", train_metrics=False, constraints=c, standardize=True, mm_steps=3)
-    mb = dpipe.train(b, "error-rate", engine="local", train_metrics=False, constraints=c, standardize=True, mm_steps=3)
+    ma = dpipe.train(a, "error-rate", engine="local", train_metrics=False, constraints=c, standardize=True)
+    mb = dpipe.train(b, "error-rate", engine="local", train_metrics=False, constraints=c, standardize=True)
     np.testing.assert_allclose(np.asarray(mb.coef) * D, ma.coef, rtol=1e-9, atol=1e-12)
     assert mb.intercept == pytest.approx(ma.intercept, rel=1e-9, abs=1e-12) and ma.fit["info"]["standardized"]
-    raw_a = dpipe.train(a, "error-rate", engine="local", train_metrics=False, constraints=c, mm_steps=3)
-    raw_b = dpipe.train(b, "error-rate", engine="local", train_metrics=False, constraints=c, mm_steps=3)
+    raw_a = dpipe.train(a, "error-rate", engine="local", train_metrics=False, constraints=c)
+    raw_b = dpipe.train(b, "error-rate", engine="local", train_metrics=False, constraints=c)
     assert not np.allclose(np.asarray(raw_b.coef) * D, raw_a.coef, rtol=1e-3)

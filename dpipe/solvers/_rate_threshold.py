@@ -1,0 +1,53 @@
+"""The exact threshold of a rate fit: along a direction ``w``, the bias with the best exact objective subject to the exact
+constraints on the training datasets (one pass: every store's sorted scores with their cells and weights, 20 bytes a row
+to the driver; O(n log n) there)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._runs import merge_runs
+from ..reduce._rates import sorted_scores_cells
+from ._rate_problem import RateProblem
+
+__all__ = ["exact_bias"]
+
+
+def exact_bias(problem: RateProblem, w: np.ndarray, bias: float, feasibility_tol: float) -> tuple[float, bool]:
+    """The bias along ``w`` with the best exact objective among those meeting every exact constraint, and whether one met
+    them all.
+
+    Predicted positive iff ``w.x > b``. Walking the merged scores from the top, each row
+    switched to positive adds its weight times its cell's coefficient to every row of the
+    problem; candidate biases sit between distinct scores. When no bias meets every
+    constraint: the one with the smallest largest violation. Among biases of equal exact
+    objective (always, for the ranking risk, which no bias changes): the one nearest ``bias``.
+    """
+    runs, weights, gains = [], [], []
+    for alias, ds in problem.datasets.items():
+        for s_run, cells, v in ds.map_gather(sorted_scores_cells, w, problem.plans[alias].layout):
+            runs.append(s_run)
+            weights.append(v)
+            gains.append(problem.rows.coef[alias][:, cells] * v)  # (rows, n): what each row adds when predicted positive
+    s, order, _ = merge_runs(runs)  # one merge of every shard's sorted run, over all datasets
+    gains = np.concatenate(gains, axis=1)[:, order] if gains else np.zeros((problem.rows.constant.size, 0))
+    keep = np.concatenate(weights)[order] > 0 if weights else np.zeros(0, bool)  # a row of weight 0 must not place the threshold
+    s, gains = s[keep][::-1], gains[:, keep][:, ::-1]  # descending: lowering b switches rows on in this order
+    values = problem.rows.constant[:, None] + np.concatenate([np.zeros((gains.shape[0], 1)), np.cumsum(gains, axis=1)], axis=1)
+    # values[:, k]: the top k rows positive; valid only where the k-th and (k+1)-th scores differ
+    ends = np.concatenate([[True], s[:-1] > s[1:], [True]]) if s.size else np.array([True])
+    candidates = np.flatnonzero(ends)
+    vals = values[:, candidates]
+    violation = vals[1:].max(axis=0) if vals.shape[0] > 1 else np.zeros(candidates.size)
+    ok = violation <= feasibility_tol
+    if s.size == 0:
+        return bias, bool(ok.all())
+    # the bias each candidate stands for: between the last row switched on and the next (beyond the ends: 1 further)
+    upper, lower = np.r_[s[0] + 2.0, s], np.r_[s, s[-1] - 2.0]
+    at = 0.5 * (upper[candidates] + lower[candidates])
+    if ok.any():
+        objective = np.where(ok, vals[0], np.inf)
+        best = objective.min()
+        ties = np.flatnonzero(objective <= best + 1e-12 * max(1.0, abs(best)))
+        return float(at[ties[np.argmin(np.abs(at[ties] - bias))]]), True
+    return float(at[np.argmin(violation)]), False
