@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -159,7 +161,12 @@ def test_closing_a_dataset_frees_its_shards_on_the_workers(tmp_path, client):
         with ShardedDataset(path, client, cache="memory") as ds:
             assert ds.map_reduce(class_moments_of_shard, merge_moments).count.sum() == 1200
             assert sum(n for n, _ in client.run(_live_shards_and_hosts).values()) >= 4 + sum(n for n, _ in before.values())
+        # the workers drop the released actors and data asynchronously: wait (bounded) for it, never collecting cycles
+        deadline = time.monotonic() + 10.0
         after = client.run(_live_shards_and_hosts)
+        while after != before and time.monotonic() < deadline:
+            time.sleep(0.05)
+            after = client.run(_live_shards_and_hosts)
         assert after == before, "the closed dataset's shards or shard hosts are still alive on a worker"
 
 

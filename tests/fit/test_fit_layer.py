@@ -139,7 +139,7 @@ COMPANIONS = {"continuation_factor": {"continuation": True}}
 #: a valid, non-default value of every parameter (and what to compare for objectives where it applies)
 VALUES = {
     "solver": None,  # per objective below
-    "lam": 3e-3, "C": 20.0, "ridge": 1e-2, "max_iter": 1, "tol": 3e-3, "memory": 3, "smoothing": 0.07, "epsilon": 5e-3, "mu_scale": 10.0,
+    "lam": 3e-3, "C": 20.0, "ridge": 1e-2, "max_iter": 1, "tol": 1e-3, "memory": 3, "smoothing": 0.07, "epsilon": 5e-3, "mu_scale": 10.0,
     "continuation": True, "continuation_factor": 3.0, "standardize": True, "precondition": "diagonal", "init": "zeros", "eps": 1e-2, "k": 40, "k_fraction": 0.3,
     "bias": 2.0, "calibrate": False, "constraints": ["recall >= 0.5"], "mm_steps": 2, "multiplier_bound": 0.01, "threshold_rule": "ramp",
     "early_stopping_rounds": 1, "surrogate": "squared-hinge",
