@@ -30,13 +30,11 @@ only sees the rows inside a Huber zone (width 0.05 of a ramp 1 wide), so a Newto
 misses every kink outside it and TRON's trust region shrinks step after step. Both are
 here (``inner_solver``; Newton's Hessian-vector products read only the Huber rows, kept on
 the workers by the evaluation at the same point). Measured on the README's rate commands
-(whole fits in one process, interleaved, this machine while shared; ``python -m bench
-rate-speed`` repeats it): Newton needed fewer evaluations (adult's 80 % rule 424 against
-589, a9a coverage 229 against 369) but 2-3 Hessian products per evaluation, and was about
-as fast there (1.7-2.0 s against 1.3-2.0 s), slower on a9a churn (2.1-2.7 s against
-1.6-2.0 s), adult auc-rate (8.3 s against 4.5-5.5 s) and kdd99 Neyman-Pearson (7.7 s
-against 2.1-3.0 s), where single inner problems from a far start took TRON over 1,000
-Newton iterations. The column-scale preconditioner mattered more than the solver: on
+(``python -m bench rate-speed``: whole fits in one process, interleaved, medians of 3, this
+machine while shared), TRON took 1.2-1.8x L-BFGS's time on adult and a9a (2-3 Hessian
+products per evaluation, about as many evaluations) and 2.5-3.1x on auc-rate and kdd99,
+where single inner problems from a far start took it over 1,000 Newton iterations.
+The column-scale preconditioner mattered more than the solver: on
 adult's raw columns the previous rule (``gtol`` 1e-4 absolute, raw coordinates) stopped
 every inner problem at the 200-iteration limit, 0.01-0.02 above its minimum.
 
