@@ -22,4 +22,5 @@ SUITES = {
     "stopping": "stopping",
     "spark": "spark",
     "rate-speed": "rate_speed",
+    "text": "text",
 }

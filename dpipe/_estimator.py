@@ -10,7 +10,6 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import _check_sample_weight, check_consistent_length, check_is_fitted, column_or_1d, validate_data
 
-from ._config import get_setting
 from ._ramp import ramp
 from .engine import LocalDataset
 from .exceptions import ParameterError
@@ -19,6 +18,7 @@ from .fit._early_stopping import make_validator
 from .fit._params import numpydoc, signature_parameters
 from .io import Shard
 from .model import LinearModel
+from .reduce._block import to_float32
 
 __all__ = ["DPipeClassifier"]
 
@@ -39,8 +39,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     at ``fit``. Binary classification only; ``classes_[1]`` is the positive class.
 
     ``fit`` takes NumPy arrays, pandas DataFrames (feature names are kept), scipy
-    sparse matrices (densified into float32 shards of 65,536 rows, refused when the dense
-    copy would exceed ``dpipe.estimator-max-dense-bytes``) and dask arrays or DataFrames (computed into
+    sparse matrices (kept sparse: CSR shards of 65,536 rows, O(nnz) per pass) and dask arrays or DataFrames (computed into
     memory on the current scheduler, then fitted as the in-memory input).
     ``sample_weight`` weights every objective as repeated rows. A target that is not
     binary is a ``ValueError`` ("Only binary classification is supported").
@@ -88,21 +87,16 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
 
     def _shards(self, X: Any, y_pm: np.ndarray, weight: np.ndarray | None, group: np.ndarray | None = None) -> list[Shard]:
         n, d = X.shape
-        if hasattr(X, "toarray"):
-            limit = int(get_setting("estimator-max-dense-bytes"))
-            need = 4 * n * d
-            if need > limit:
-                raise ParameterError(f"DPipeClassifier.fit: the sparse X ({n} x {d}) would take {need:,} bytes dense (float32), over "
-                                     f"dpipe.estimator-max-dense-bytes = {limit:,}; ingest it into a store and use dpipe.train, "
-                                     "or raise the limit with dask.config.set({'dpipe.estimator-max-dense-bytes': ...})")
-            X = X.tocsr()  # row slices (COO cannot be sliced, CSC slowly)
+        sparse = hasattr(X, "toarray")
+        if sparse:
+            X = to_float32(X.tocsr())  # CSR shards, never densified (row slices: COO cannot be sliced, CSC slowly)
         shards = []
         for i, start in enumerate(range(0, max(n, 1), ESTIMATOR_SHARD_ROWS)):
             block = X[start : start + ESTIMATOR_SHARD_ROWS]
-            block = block.toarray() if hasattr(block, "toarray") else block
+            block = to_float32(block) if sparse else np.ascontiguousarray(block, dtype=np.float32)
             w = None if weight is None else weight[start : start + ESTIMATOR_SHARD_ROWS]  # float64: whole weights stay exact
             g = None if group is None else group[start : start + ESTIMATOR_SHARD_ROWS]
-            shards.append(Shard(X=np.ascontiguousarray(block, dtype=np.float32), y=y_pm[start : start + ESTIMATOR_SHARD_ROWS], group=g, weight=w, index=i))
+            shards.append(Shard(X=block, y=y_pm[start : start + ESTIMATOR_SHARD_ROWS], group=g, weight=w, index=i))
         return shards
 
     @staticmethod

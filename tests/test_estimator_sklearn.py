@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dask
 import dask.array as da
 import numpy as np
 import pandas as pd
@@ -124,12 +123,20 @@ def test_sparse_csr_matches_dense(objective):
     np.testing.assert_allclose(sparse.decision_function(sp.csr_matrix(X)), dense.decision_function(X), rtol=1e-10, atol=1e-10)
 
 
-def test_sparse_above_the_dense_limit_is_refused():
-    X = sp.random(100, 50, density=0.05, format="csr", random_state=0)  # 20,000 bytes dense as float32
-    y = np.arange(100) % 2
-    with dask.config.set({"dpipe.estimator-max-dense-bytes": 1000}):
-        with pytest.raises(ParameterError, match="dpipe.estimator-max-dense-bytes = 1,000"):
-            DPipeClassifier().fit(X, y)
+def test_sparse_input_is_fitted_sparse_and_equals_the_dense_fit():
+    """A sparse X too wide to densify in memory is fitted as CSR shards; the same rows dense give the same model."""
+    rng = np.random.default_rng(0)
+    X = sp.random(400, 30, density=0.2, format="csr", random_state=0)
+    y = (X @ rng.normal(size=30) > 0.1).astype(int)
+    a, b = DPipeClassifier(lam=1e-2, eps=1e-8).fit(X, y), DPipeClassifier(lam=1e-2, eps=1e-8).fit(X.toarray(), y)  # converged
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(a.decision_function(sp.coo_matrix(X)), b.decision_function(X.toarray()), rtol=1e-6, atol=1e-9)
+    wide = sp.csr_matrix((np.ones(400), (np.arange(400), np.arange(400) * 2_500)), shape=(400, 1_000_000))  # 1.6 GB dense
+    ywide = np.arange(400) % 2
+    clf = DPipeClassifier(lam=1e-2).fit(wide, ywide)
+    assert clf.coef_.shape == (1, 1_000_000)
+    with pytest.raises(ParameterError, match="auc-moment builds d x d class moments on the driver; this store has 1000000 features"):
+        DPipeClassifier(objective="auc-moment").fit(wide, ywide)
 
 
 def test_calibrated_probabilities(data):

@@ -148,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest", help="store to create")
     p.add_argument("--format", choices=("zarr", "parquet"), default="zarr", help="store format (default zarr)")
     p.add_argument("--shard-rows", dest="shard_rows", type=int, help="rows per shard (default: about 64 MB of features)")
+    p.add_argument("--layout", choices=("auto", "dense", "sparse"), default="auto",
+                   help="features stored dense or sparse (CSR); auto: svmlight sources with at most 10%% non-zeros sparse (default auto)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing DEST (only a dpipe store is ever replaced)")
     _add_ingest_options(p)
 
@@ -429,9 +431,10 @@ def _cmd_ingest(a: argparse.Namespace) -> None:
     from ..io import ingest
 
     check_output_path(a.dest, overwrite=True, what="store", directory=True)  # an existing DEST is the writer's to judge (--overwrite)
-    m = ingest(a.src, a.dest, format=a.format, shard_rows=a.shard_rows, overwrite=a.overwrite, **_ingest_kwargs(a))
+    m = ingest(a.src, a.dest, format=a.format, shard_rows=a.shard_rows, overwrite=a.overwrite, layout=a.layout, **_ingest_kwargs(a))
     labels = f"{m.n_positive} positive / {m.n_negative} negative" if m.labelled else "unlabelled"
-    print(f"{a.dest}: {m.n_rows} rows, {m.n_features} features, {m.n_shards} shards, {labels}")
+    layout = f", sparse ({m.nnz} non-zeros)" if m.layout == "csr" else ""
+    print(f"{a.dest}: {m.n_rows} rows, {m.n_features} features{layout}, {m.n_shards} shards, {labels}")
     _print_transform(m)
 
 

@@ -109,14 +109,21 @@ def _fraction(value: Any) -> float:
     return float(value) if value not in (None, False) else 1.0
 
 
+#: features of the warm-up shard: the compiled kernels do not depend on ``d``, and a store's ``d`` may be 10^6
+#: (the moments pass would allocate d x d)
+WARM_UP_FEATURES = 16
+
+
 def _warm_up(n_features: int) -> None:
-    """Run the worker-side pass kernels once on a tiny shard, so that their compiled code is loaded."""
+    """Run the worker-side pass kernels once on a tiny shard (64 rows, at most :data:`WARM_UP_FEATURES` columns),
+    so that their compiled code is loaded."""
     from ..io import Shard
     from ..reduce import class_moments_of_shard, class_scores, column_moments_of_shard, shard_sorted_scores
 
+    d = max(1, min(int(n_features), WARM_UP_FEATURES))
     rng = np.random.default_rng(0)
-    shard = Shard(X=rng.standard_normal((64, n_features)).astype(np.float32), y=np.where(np.arange(64) % 2 == 0, 1, -1).astype(np.int8), index=0)
-    w = np.ones(n_features)
+    shard = Shard(X=rng.standard_normal((64, d)).astype(np.float32), y=np.where(np.arange(64) % 2 == 0, 1, -1).astype(np.int8), index=0)
+    w = np.ones(d)
     class_moments_of_shard(shard)
     column_moments_of_shard(shard)
     class_scores(shard, w)

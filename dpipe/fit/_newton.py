@@ -26,6 +26,7 @@ from ..objectives import train_auc as merged_auc
 from ..solvers import minimize_tron
 from ._early_stopping import early_stopping
 from ._outcome import FitOutcome
+from ._params import auc_lam
 
 __all__ = ["PairwiseNewtonObjective", "fit_newton", "auc_risk", "NEWTON_RISKS", "AUTO_STANDARDIZE_RMS"]
 
@@ -150,7 +151,10 @@ def fit_newton(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[str
             log.info("%s: standardize=auto: %s (largest column root mean square %.3g)", p.objective, standardize,
                      columns.root_mean_square.max(initial=0.0))
         scale = columns.scales() if standardize else None
-    objective = PairwiseNewtonObjective(RankPasses(ds), NEWTON_RISKS[p.objective](p.smoothing), p.lam, scale)
+    lam = p.lam if p.lam is not None else auc_lam(positive + negative, int(ds.n_features))
+    if p.lam is None:
+        log.info("%s: lam=auto: %.3g (1e-4 x %d features / %.6g rows, at least 1e-6)", p.objective, lam, int(ds.n_features), positive + negative)
+    objective = PairwiseNewtonObjective(RankPasses(ds), NEWTON_RISKS[p.objective](p.smoothing), lam, scale)
     t_setup = time.perf_counter() - t0
     raw_validate = None if validate is None else (lambda u, intercept=0.0: validate(objective.to_raw(u), intercept))
 
@@ -165,7 +169,7 @@ def fit_newton(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[str
     result = minimize_tron(objective, np.zeros(int(ds.n_features)), eps=p.eps, max_iter=p.max_iter, name=f"{p.objective}: ", monitor=monitor,
                            callback=stopping)
     result.time_data = t_setup
-    result.info.update(solver="newton", hess_products=objective.hess_products, J=result.history[-1].get("J") if result.history else None)
+    result.info.update(solver="newton", lam=lam, hess_products=objective.hess_products, J=result.history[-1].get("J") if result.history else None)
     if stopping is not None:  # the best iterate by the validation metric
         stopping.finish(result)
     result.info.update(standardized=bool(standardize), setup_passes=[] if p.standardize is False else ["column moments"])

@@ -6,10 +6,14 @@ import dataclasses
 
 from .._validation import check_choice
 
-__all__ = ["Objective", "OBJECTIVES", "FAMILIES", "DEFAULT_OBJECTIVE", "get_objective"]
+__all__ = ["Objective", "OBJECTIVES", "FAMILIES", "DEFAULT_OBJECTIVE", "MOMENT_MAX_FEATURES", "get_objective"]
 
 #: the families of objectives, each with its own fit path (dpipe/fit/_moment.py, _smooth.py, _structural.py, _rates.py)
 FAMILIES = ("moment", "smooth", "structural", "rate")
+
+#: the most features an objective that builds d x d class moments on the driver fits (two float64 d x d
+#: matrices per shard and on the driver: 268 MB at 4096); wider stores (sparse text) use the pass-based ones
+MOMENT_MAX_FEATURES = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +38,9 @@ class Objective:
         One line: what it minimizes.
     takes_k : bool
         Prec@k / Rec@k: the fit needs the number of predicted positives.
+    max_features : int or None
+        The most features it fits (the moment objectives build d x d matrices); None: any
+        ``d``, at O(nnz) per pass on a sparse store.
     """
 
     name: str
@@ -42,6 +49,7 @@ class Objective:
     own_threshold: bool
     summary: str
     takes_k: bool = False
+    max_features: int | None = None
 
 
 #: SVM-perf's losses, in the order users see them: name -> (summary, takes k). Declared here rather than read from
@@ -61,9 +69,11 @@ OBJECTIVES: dict[str, Objective] = {
     o.name: o
     for o in (
         Objective("auc", "smooth", ("newton", "lbfgs"), False,
-                  "lam/2 ||w||^2 + mean squared pairwise hinge (liblinear-ranksvm's L2-loss RankSVM), trust-region Newton: the default"),
-        Objective("auc-moment", "moment", ("closed-form", "lbfgs"), False, "1 - AUC of the normal model of the class moments (Ghanbari et al.)"),
-        Objective("error-moment", "moment", ("lbfgs",), False, "expected 0-1 error of the normal model, with an intercept"),
+                  "lam/2 ||w||^2 + mean Huber (or squared) pairwise hinge, trust-region Newton: the default"),
+        Objective("auc-moment", "moment", ("closed-form", "lbfgs"), False, "1 - AUC of the normal model of the class moments (Ghanbari et al.)",
+                  max_features=MOMENT_MAX_FEATURES),
+        Objective("error-moment", "moment", ("lbfgs",), False, "expected 0-1 error of the normal model, with an intercept",
+                  max_features=MOMENT_MAX_FEATURES),
         Objective("auc-smooth", "smooth", ("lbfgs",), False, "lam/2 ||w||^2 + Huber-smoothed pairwise hinge (Zhang et al.)"),
         Objective("prbep-smooth", "smooth", ("lbfgs",), False, "lam/2 ||w||^2 + smoothed PRBEP structural risk (Zhang et al.)"),
         *(

@@ -18,6 +18,7 @@ from ..solvers import CONTINUATION_START, MOMENT_PRECONDITION_MAX_FEATURES, fit_
 from ._early_stopping import early_stopping
 from ._newton import auc_risk
 from ._outcome import FitOutcome
+from ._params import auc_lam
 
 __all__ = ["fit_smoothed", "default_smoothing", "SmoothedObjective", "smoothed_objective", "RISKS"]
 
@@ -185,6 +186,9 @@ def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[s
         missing = "positive" if positive <= 0 else "negative"
         raise DPipeError(f"the training data has no {missing} rows (weight {negative:g} negative, {positive:g} positive); {p.objective} needs both classes")
     total_weight = positive + negative
+    if lam is None:  # auc's default ridge, from the store's shape
+        lam = auc_lam(total_weight, d)
+        log.info("%s: lam=auto: %.3g (1e-4 x %d features / %.6g rows, at least 1e-6)", p.objective, lam, d, total_weight)
     smoothed = p.epsilon is not None or p.smoothing is not None  # auc: neither applies
     width = p.smoothing if p.smoothing is not None else default_smoothing(p.objective, total_weight, p.epsilon, p.mu_scale) if smoothed else None
     make_risk = RISKS[p.objective]
@@ -240,7 +244,7 @@ def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[s
         callback=stopping,
     )
     result.time_data = t_setup
-    result.info.update(standardized=bool(p.standardize), preconditioner=preconditioner, init=init, setup_passes=setup_passes, **info)
+    result.info.update(lam=lam, standardized=bool(p.standardize), preconditioner=preconditioner, init=init, setup_passes=setup_passes, **info)
     if stopping is not None:  # the best iterate by the validation metric
         stopping.finish(result)
     return FitOutcome(coordinates.to_raw(result.x), 0.0, result)

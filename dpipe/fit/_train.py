@@ -61,7 +61,12 @@ def fit_dataset(ds: Any, params: Any, validate: Callable[[np.ndarray, float], di
 
     ``extra`` maps aliases to the other opened datasets a rate fit's constraints name.
     """
-    family = OBJECTIVES[params.objective].family
+    spec = OBJECTIVES[params.objective]
+    family = spec.family
+    d = int(ds.n_features)
+    if spec.max_features is not None and d > spec.max_features:
+        raise ParameterError(f"{params.objective} builds d x d class moments on the driver; this store has {d} features, more than "
+                             f"{spec.max_features}. Use objective 'auc' (or another pass-based one: O(nnz) per pass on a sparse store).")
     if family in MULTI_DATASET_FITS:
         return _fit_function(MULTI_DATASET_FITS[family])({"train": ds, **(extra or {})}, params, validate)
     return _fit_function(SOLVER_FITS.get(params.solver, FAMILY_FITS[family]))(ds, params, validate)

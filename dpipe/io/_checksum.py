@@ -3,7 +3,8 @@
 What is hashed is the **decoded values**, not the stored bytes: for every array of a
 shard, xxh3_128 over its C-contiguous little-endian bytes in the store's canonical
 dtype (``X`` float32, ``y`` int8, ``group`` int16, ``weight`` float32), after a header
-naming the array, its shape, and the shard's index and row range. Decoded values,
+naming the array, its shape, and the shard's index and row range (a CSR feature block:
+its row offsets, column indices and values, :func:`csr_digest`). Decoded values,
 because
 
 * they are what training reads: a hash of the values catches any change that would
@@ -25,7 +26,9 @@ from __future__ import annotations
 import numpy as np
 import xxhash
 
-__all__ = ["CHECKSUM_ALGORITHM", "ARRAY_DTYPES", "array_digest", "shard_digests"]
+from ..reduce._block import is_csr
+
+__all__ = ["CHECKSUM_ALGORITHM", "ARRAY_DTYPES", "array_digest", "csr_digest", "shard_digests"]
 
 CHECKSUM_ALGORITHM = "xxh3_128"
 
@@ -43,10 +46,23 @@ def array_digest(name: str, values: np.ndarray, index: int, start: int, stop: in
     return h.hexdigest()
 
 
-def shard_digests(index: int, start: int, stop: int, X: np.ndarray, y: np.ndarray,
+def csr_digest(X, index: int, start: int, stop: int) -> str:
+    """xxh3_128 hex digest of a CSR feature block: its shape, then the row offsets from 0 (int64), the column
+    indices (int64) and the values (float32), after the same position header as :func:`array_digest`."""
+    h = xxhash.xxh3_128()
+    h.update(f"dpipe-shard:X:csr:{list(X.shape)}:{index}:{start}:{stop};".encode())
+    indptr = np.asarray(X.indptr, dtype="<i8")
+    for a in (indptr - indptr[0], np.asarray(X.indices, dtype="<i8"), np.asarray(X.data, dtype="<f4")):
+        if a.size:
+            h.update(np.ascontiguousarray(a).view(np.uint8))
+    return h.hexdigest()
+
+
+def shard_digests(index: int, start: int, stop: int, X, y: np.ndarray,
                   group: np.ndarray | None = None, weight: np.ndarray | None = None) -> dict[str, str]:
-    """Digests of every array present in a shard, keyed by array name."""
-    out = {"X": array_digest("X", X, index, start, stop), "y": array_digest("y", y, index, start, stop)}
+    """Digests of every array present in a shard, keyed by array name (``X`` dense, or CSR: :func:`csr_digest`)."""
+    x_digest = csr_digest(X, index, start, stop) if is_csr(X) else array_digest("X", X, index, start, stop)
+    out = {"X": x_digest, "y": array_digest("y", y, index, start, stop)}
     if group is not None:
         out["group"] = array_digest("group", group, index, start, stop)
     if weight is not None:

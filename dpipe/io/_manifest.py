@@ -8,7 +8,9 @@ store and the field.
 
 Schema versions: 1 (dpipe <= 0.1, no checksums) is still read; 2 adds ``shards``,
 one :class:`ShardRecord` per shard with its row count, class counts and a content
-hash of every array (see :mod:`dpipe.io._checksum`).
+hash of every array (see :mod:`dpipe.io._checksum`); 3 adds the feature ``layout``
+(``dense`` or ``csr``) and, for CSR stores, the stored values of every shard
+(``shard_nnz``). Schema 1 and 2 stores are dense and still read.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ __all__ = [
     "read_manifest", "write_manifest", "decode_manifest", "validate_manifest", "canonical_json", "write_json_atomic",
 ]
 
-SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 MANIFEST_NAME = "manifest.json"
 
 _HEX128 = re.compile(r"[0-9a-f]{32}")
@@ -96,6 +98,11 @@ class Manifest(msgspec.Struct, kw_only=True):
         Schema 2: per shard, rows, class counts and content hashes.
     checksum_algorithm : str or None
         Schema 2: ``"xxh3_128"``.
+    layout : {"dense", "csr"}
+        Schema 3: how the features are stored: a dense ``(n, d)`` float32 array, or CSR
+        (row offsets, int32 column indices and float32 values; see :mod:`dpipe.io._store`).
+    shard_nnz : list of int or None
+        Schema 3, CSR stores: stored values per shard (what the memory model counts).
     """
 
     format: Literal["zarr", "parquet"]
@@ -116,6 +123,8 @@ class Manifest(msgspec.Struct, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     shards: list[ShardRecord] | None = None
     checksum_algorithm: str | None = None
+    layout: Literal["dense", "csr"] = "dense"
+    shard_nnz: list[int] | None = None
 
     @property
     def n_shards(self) -> int:
@@ -133,6 +142,11 @@ class Manifest(msgspec.Struct, kw_only=True):
         return int(sum(c[0] for c in self.class_counts))
 
     @property
+    def nnz(self) -> int:
+        """Stored feature values: every entry of a dense store, the non-zeros of a CSR store."""
+        return int(sum(self.shard_nnz)) if self.shard_nnz is not None else self.n_rows * self.n_features
+
+    @property
     def has_checksums(self) -> bool:
         """Whether per-shard content hashes are recorded (schema 2)."""
         return self.shards is not None
@@ -140,6 +154,9 @@ class Manifest(msgspec.Struct, kw_only=True):
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON dictionary (a schema-1 manifest keeps its old layout, so its digest is unchanged)."""
         d = msgspec.to_builtins(self)
+        if self.schema_version < 3:
+            d.pop("layout", None)
+            d.pop("shard_nnz", None)
         if self.schema_version < 2:
             d.pop("shards", None)
             d.pop("checksum_algorithm", None)
@@ -243,6 +260,17 @@ def validate_manifest(m: Manifest, where: str) -> None:
         for i, (c, (start, stop)) in enumerate(zip(m.group_counts, m.shard_bounds)):
             if len(c) != k or min(c, default=0) < 0 or sum(c) != stop - start:
                 raise bad(f"group_counts[{i}]", f"expected {k} non-negative counts adding up to the shard's {stop - start} rows, got {c}")
+    if m.schema_version < 3 and (m.layout != "dense" or m.shard_nnz is not None):
+        raise bad("layout", f"a schema_version {m.schema_version} store is dense (layout and shard_nnz came with schema 3)")
+    if m.layout == "csr":
+        if m.shard_nnz is None:
+            raise bad("shard_nnz", "missing (required by layout csr)")
+        per_shard("shard_nnz", m.shard_nnz)
+        for i, k in enumerate(m.shard_nnz):
+            if k < 0:
+                raise bad(f"shard_nnz[{i}]", f"must be >= 0, got {k}")
+    elif m.shard_nnz is not None:
+        raise bad("shard_nnz", "present in a dense store")
     if m.schema_version == 1:
         if m.shards is not None:
             raise bad("shards", "present in a schema_version 1 manifest")

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import InputError, ParameterError
+from ..reduce._block import take_rows
 from ._manifest import Manifest
 from ._store import Store, open_store
 from ._transform import check_log1p, fit_on_store, stored_transform
@@ -120,9 +121,10 @@ def split_store(
             encoding = {**m.encoding, "transform": record}
 
         kw = dict(n_features=m.n_features, feature_names=m.feature_names, format=m.format, with_group=m.groups is not None,
-                  with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled)
+                  with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled, layout=m.layout)
         balance = method == "permutation"  # exact part sizes: equal shards
-        rows = [shard_rows_for(max(1, min(m.n_rows, s)), m.n_features, balance=balance) for s in sizes]
+        per_row = m.nnz / max(1, m.n_rows) if m.layout == "csr" else None
+        rows = [shard_rows_for(max(1, min(m.n_rows, s)), m.n_features, balance=balance, nnz_per_row=per_row) for s in sizes]
         with ShardWriter(os.fspath(train_dest), shard_rows=rows[0], **kw) as tr, ShardWriter(os.fspath(test_dest), shard_rows=rows[1], **kw) as te:
             start = 0
             for i, shard in enumerate(st.iter_shards()):
@@ -134,7 +136,7 @@ def split_store(
                     except ValueError as exc:
                         raise InputError(f"{exc} (a row of the store, counted from 0; the transform was fitted on the training part)") from None
                 for writer, mask in ((tr, to_train), (te, ~to_train)):
-                    writer.append(X[mask], shard.y[mask], group=None if shard.group is None else shard.group[mask],
+                    writer.append(take_rows(X, mask), shard.y[mask], group=None if shard.group is None else shard.group[mask],
                                   weight=None if shard.weight is None else shard.weight[mask])
                 start += shard.n_rows
             fields = dict(groups=m.groups, group_column=m.group_column, encoding=encoding)

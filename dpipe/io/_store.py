@@ -6,6 +6,17 @@ arrays ``X`` (n x d float32), ``y`` (n int8 in {-1, +1}) and optionally ``group`
 (``part-00000.parquet`` ...) whose columns are ``X`` (fixed-size list of d float32),
 ``y``, and optionally ``group`` and ``weight``.
 
+A CSR store (manifest ``layout: csr``, schema 3) keeps the features sparse. In Zarr,
+``X`` is a group in AnnData's ``csr_matrix`` encoding: ``X/indptr`` (n + 1 int64 row
+offsets into the whole store, chunked with the shards), ``X/indices`` (int32 column
+indices) and ``X/data`` (float32 values), the group's attributes holding
+``encoding-type: csr_matrix`` and ``shape``. In Parquet, a part holds two list columns,
+``indices`` (list of int32) and ``values`` (list of float32): Arrow's list offsets and
+values are then the shard's CSR arrays, read without a copy (a map column would hold
+the same buffers as a list of structs, and read slower). A shard reads as a
+``scipy.sparse.csr_array`` (:mod:`dpipe.reduce._block`); its indices are checked to lie
+in ``[0, d)`` on every read.
+
 :func:`read_shard` is a pure function of (path, format, shard bounds, expected
 contents): dask workers call it to load their shards.
 
@@ -49,6 +60,7 @@ import zarr
 
 from .._config import get_setting
 from ..exceptions import DataWarning, ParameterError, StoreError
+from ..reduce._block import block_nbytes, concat_rows, csr_block, empty_block
 from ._checksum import shard_digests
 from ._manifest import MANIFEST_NAME, Manifest, canonical_json, decode_manifest, read_manifest_raw
 
@@ -59,6 +71,9 @@ ZARR_MANIFEST_KEY = "dpipe_manifest"
 
 #: message of a store written before checksums (format with the store's path)
 OLD_STORE_MESSAGE = "{path}: written by dpipe <= 0.1 without checksums; re-ingest it, or run `dpipe verify --record {path}` to add them"
+
+#: the arrays of a CSR store's ``X`` group (AnnData's csr_matrix encoding)
+_CSR_ARRAYS = ("indptr", "indices", "data")
 
 _PART = re.compile(r"part-(\d{5,})\.parquet$")
 
@@ -105,7 +120,8 @@ class Shard:
 
     Attributes
     ----------
-    X : ndarray of shape (n, d), float32
+    X : ndarray of shape (n, d), float32, or scipy.sparse.csr_array
+        The feature block (:mod:`dpipe.reduce._block`): dense, or CSR in a sparse store.
     y : ndarray of shape (n,), int8 in {-1, +1}
     group : ndarray of shape (n,), int16, or None
     weight : ndarray of shape (n,), float32, or None
@@ -113,7 +129,7 @@ class Shard:
         Shard number in the store.
     """
 
-    X: np.ndarray
+    X: Any
     y: np.ndarray
     group: np.ndarray | None = None
     weight: np.ndarray | None = None
@@ -127,7 +143,7 @@ class Shard:
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays."""
-        return sum(a.nbytes for a in (self.X, self.y, self.group, self.weight) if a is not None)
+        return block_nbytes(self.X) + sum(a.nbytes for a in (self.y, self.group, self.weight) if a is not None)
 
 
 class ShardCheck(NamedTuple):
@@ -144,6 +160,8 @@ class ShardCheck(NamedTuple):
         Whether every Zarr chunk must have a file (stores with checksums, written with ``write_empty_chunks``).
     labelled : bool
         False: the store has no labels and ``y`` must be all 0.
+    nnz : int or None
+        CSR stores: the shard's stored values (None: a dense store).
     """
 
     class_counts: tuple[int, int]
@@ -152,6 +170,7 @@ class ShardCheck(NamedTuple):
     has_weight: bool
     chunk_files: bool
     labelled: bool = True
+    nnz: int | None = None
 
 
 def _check_chunk_files(path: str, root: Any, name: str, start: int, stop: int, where: str) -> None:
@@ -189,7 +208,14 @@ def _check_part_position(table: Any, index: int, start: int, stop: int, where: s
 @functools.lru_cache(maxsize=16)
 def _open_group_cached(path: str, identity: tuple[int, int, int]) -> dict[str, Any]:
     root = zarr.open_group(path, mode="r")
-    return {name: root[name] for name in ("X", "y", "group", "weight") if name in root}
+    out = {name: root[name] for name in ("y", "group", "weight") if name in root}
+    if "X" in root:
+        x = root["X"]
+        if isinstance(x, zarr.Group):  # a CSR store: its three arrays, keyed by their paths
+            out.update({f"X/{k}": x[k] for k in _CSR_ARRAYS if k in x})
+        else:
+            out["X"] = x
+    return out
 
 
 def _open_group(path: str) -> dict[str, Any]:
@@ -251,6 +277,45 @@ def _read_x(path: str, arr: Any, start: int, stop: int, mmap: bool) -> np.ndarra
     return out[: stop - start]
 
 
+def _check_csr(X: Any, n_features: int, where: str, nnz: int | None) -> None:
+    """A CSR block's offsets rise, and its indices lie in ``[0, d)`` (the kernels index ``w`` with them unchecked); O(nnz)."""
+    ip = X.indptr
+    if ip.size and (ip[0] != 0 or (ip.size > 1 and np.any(ip[1:] < ip[:-1]))):
+        raise StoreError(f"{where}: X's row offsets (indptr) are not increasing from 0")
+    if X.indices.size and (int(X.indices.min()) < 0 or int(X.indices.max()) >= n_features):
+        bad = int(np.argmax((X.indices < 0) | (X.indices >= n_features)))
+        row = int(np.searchsorted(ip, bad, side="right") - 1)
+        raise StoreError(f"{where}: feature index {int(X.indices[bad])} at row {row} of the shard is outside [0, {n_features})")
+    if nnz is not None and X.nnz != nnz:
+        raise StoreError(f"{where}: X holds {X.nnz} stored values, the manifest says {nnz}")
+
+
+def _read_csr_zarr(path: str, root: dict[str, Any], start: int, stop: int, n_features: int, check: ShardCheck | None, where: str) -> Any:
+    """Rows ``start:stop`` of a Zarr CSR store's ``X`` group."""
+    ip = np.asarray(root["X/indptr"][start : stop + 1], dtype=np.int64)
+    if ip.size != stop - start + 1:
+        raise StoreError(f"{where}: X/indptr has {ip.size} offsets for the shard's {stop - start} rows (expected {stop - start + 1})")
+    a, b = int(ip[0]), int(ip[-1])
+    if check is not None and check.chunk_files:
+        _check_chunk_files(path, root, "X/indptr", start, stop + 1, where)
+        _check_chunk_files(path, root, "X/indices", a, b, where)
+        _check_chunk_files(path, root, "X/data", a, b, where)
+    if b < a:
+        raise StoreError(f"{where}: X's row offsets (indptr) are not increasing")
+    return csr_block(np.asarray(root["X/data"][a:b], dtype=np.float32), np.asarray(root["X/indices"][a:b]), ip - a, n_features)
+
+
+def _read_csr_parquet(table: Any, n: int, n_features: int, where: str) -> Any:
+    """A Parquet part's ``indices`` and ``values`` list columns as one CSR block (Arrow's buffers, no copy)."""
+    ind = table.column("indices").combine_chunks()
+    val = table.column("values").combine_chunks()
+    offsets = ind.offsets.to_numpy()
+    if not np.array_equal(offsets, val.offsets.to_numpy()):
+        raise StoreError(f"{where}: the indices and values columns disagree on how many values each row holds")
+    base = int(offsets[0]) if offsets.size else 0
+    return csr_block(val.values.to_numpy(zero_copy_only=False)[base:], ind.values.to_numpy(zero_copy_only=False)[base:], offsets - base, n_features)
+
+
 def read_shard(path: str, format: str, index: int, start: int, stop: int, n_features: int,
                check: ShardCheck | None = None, verify: bool = False, *, mmap: bool = False) -> Shard:
     """Read shard ``index`` (rows ``start:stop``) of the store at ``path``.
@@ -270,10 +335,12 @@ def read_shard(path: str, format: str, index: int, start: int, stop: int, n_feat
     try:
         if format == "zarr":
             root = _open_group(path)
+            csr = "X/indptr" in root
             if check is not None and check.chunk_files:
-                _check_chunk_files(path, root, "X", start, stop, where)
+                if not csr:
+                    _check_chunk_files(path, root, "X", start, stop, where)
                 _check_chunk_files(path, root, "y", start, stop, where)
-            X = _read_x(path, root["X"], start, stop, mmap)
+            X = _read_csr_zarr(path, root, start, stop, n_features, check, where) if csr else _read_x(path, root["X"], start, stop, mmap)
             y = np.asarray(root["y"][start:stop], dtype=np.int8)
             group = np.asarray(root["group"][start:stop]) if "group" in root else None
             weight = np.asarray(root["weight"][start:stop]) if "weight" in root else None
@@ -289,10 +356,14 @@ def read_shard(path: str, format: str, index: int, start: int, stop: int, n_feat
                 _check_part_position(table, index, start, stop, where)
             if n != stop - start:
                 raise StoreError(f"{where}: file has {n} rows, manifest says {stop - start}")
-            xcol = table.column("X").combine_chunks()
-            X = np.asarray(xcol.values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(n, n_features)
-            y = table.column("y").to_numpy().astype(np.int8, copy=False)
             names = table.column_names
+            csr = "indices" in names
+            if csr:
+                X = _read_csr_parquet(table, n, n_features, where)
+            else:
+                xcol = table.column("X").combine_chunks()
+                X = np.asarray(xcol.values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(n, n_features)
+            y = table.column("y").to_numpy().astype(np.int8, copy=False)
             group = table.column("group").to_numpy() if "group" in names else None
             weight = table.column("weight").to_numpy() if "weight" in names else None
         else:
@@ -303,6 +374,10 @@ def read_shard(path: str, format: str, index: int, start: int, stop: int, n_feat
         raise StoreError(f"{where}: cannot read ({type(exc).__name__}: {exc})") from exc
     if X.shape != (stop - start, n_features):
         raise StoreError(f"{where}: X has shape {X.shape}, manifest says ({stop - start}, {n_features})")
+    if csr:
+        _check_csr(X, n_features, where, None if check is None else check.nnz)
+    if check is not None and csr != (check.nnz is not None):
+        raise StoreError(f"{where}: X is {'CSR' if csr else 'dense'}, the manifest says layout {'csr' if check.nnz is not None else 'dense'}")
     if check is not None:
         _check_contents(X, y, group, weight, check, index, start, stop, where, verify)
     return Shard(X=X, y=y, group=group, weight=weight, index=index)
@@ -407,13 +482,25 @@ class Store:
         if m.format == "zarr":
             try:
                 root = zarr.open_group(self.path, mode="r")
-                arrays = {name: tuple(root[name].shape) for name in ("X", "y", "group", "weight") if name in root}
+                arrays = {name: tuple(root[name].shape) for name in ("y", "group", "weight") if name in root}
+                x = root["X"] if "X" in root else None
+                if isinstance(x, zarr.Group):
+                    arrays["X"] = tuple(x.attrs.get("shape", ()))
+                    arrays.update({f"X/{k}": tuple(x[k].shape) for k in _CSR_ARRAYS if k in x})
+                elif x is not None:
+                    arrays["X"] = tuple(x.shape)
             except Exception as exc:
                 raise StoreError(f"{self.path}: not a readable Zarr store ({type(exc).__name__}: {exc})") from exc
             if not _recording:
                 _compare_manifests(self.path, _zarr_attrs_manifest(self.path, root), json.loads(raw))
             if arrays.get("X") != (m.n_rows, m.n_features):
                 raise StoreError(f"{self.path}: X has shape {arrays.get('X')}, manifest says ({m.n_rows}, {m.n_features})")
+            if (m.layout == "csr") != ("X/indptr" in arrays):
+                raise StoreError(f"{self.path}: X is {'CSR' if 'X/indptr' in arrays else 'dense'}, the manifest says layout {m.layout}")
+            if m.layout == "csr":
+                for name, want in (("X/indptr", (m.n_rows + 1,)), ("X/indices", (m.nnz,)), ("X/data", (m.nnz,))):
+                    if arrays.get(name) != want:
+                        raise StoreError(f"{self.path}: {name} has shape {arrays.get(name)}, the manifest says {want}")
             for name, want in (("y", True), ("group", m.group_counts is not None), ("weight", m.has_weight)):
                 if want and arrays.get(name) != (m.n_rows,):
                     raise StoreError(f"{self.path}: {name} has shape {arrays.get(name)}, manifest says ({m.n_rows},)")
@@ -486,6 +573,7 @@ class Store:
             has_weight=bool(m.has_weight),
             chunk_files=m.has_checksums,
             labelled=m.labelled,
+            nnz=None if m.shard_nnz is None else int(m.shard_nnz[index]),
         )
 
     def shard_args(self, index: int, verify: bool | None = None) -> tuple:
@@ -508,15 +596,22 @@ class Store:
         shards = list(self.iter_shards())
         cat = lambda key: None if getattr(shards[0], key, None) is None else np.concatenate([getattr(s, key) for s in shards])  # noqa: E731
         if not shards:
-            return Shard(X=np.zeros((0, self.manifest.n_features), np.float32), y=np.zeros(0, np.int8))
-        return Shard(X=np.concatenate([s.X for s in shards]), y=np.concatenate([s.y for s in shards]), group=cat("group"), weight=cat("weight"), index=-1)
+            return Shard(X=empty_block(self.manifest.n_features, self.manifest.layout), y=np.zeros(0, np.int8))
+        return Shard(X=concat_rows([s.X for s in shards], self.manifest.n_features), y=np.concatenate([s.y for s in shards]), group=cat("group"), weight=cat("weight"), index=-1)
 
     @property
     def nbytes(self) -> int:
         """Uncompressed bytes of all shards in memory."""
         m = self.manifest
-        per_row = 4 * m.n_features + 1 + (2 if m.groups is not None else 0) + (4 if m.has_weight else 0)
-        return m.n_rows * per_row
+        per_row = 1 + (2 if m.groups is not None else 0) + (4 if m.has_weight else 0)
+        if m.layout == "csr":  # float32 values and int32 indices, int32 row offsets
+            return m.nnz * 8 + m.n_rows * (per_row + 4)
+        return m.n_rows * (per_row + 4 * m.n_features)
+
+    @property
+    def layout(self) -> str:
+        """How the features are stored: ``"dense"`` or ``"csr"``."""
+        return self.manifest.layout
 
 
 def open_store(path: str | os.PathLike, verify: bool | str | None = None) -> Store:

@@ -305,6 +305,9 @@ def fit_on_store(st: Store, *, log1p: str | Sequence[str | int] | None, scale: s
     in one pass, each row weighted by its sample weight. Returns the transform and its manifest record
     (``encoding["transform"]``: the transform, ``fitted_on`` with the rows that counted, and ``auto``'s report)."""
     m = st.manifest
+    if m.layout == "csr":
+        raise ParameterError(f"{st.path}: a CSR store; log1p and scale transforms are fitted on dense stores only for now "
+                             "(ingest with --layout dense to transform it)")
     resolve_log1p_names(log1p, m, owner)  # a bad name or an auto beyond AUTO_MAX_FEATURES before the pass, not after it
     stats = FeatureStats(m.n_features, histograms=log1p == "auto")
     for i, shard in enumerate(st.iter_shards()):
@@ -397,6 +400,9 @@ def _write_transformed(st: Store, dest: str, t: FeatureTransform, record: dict[s
     from ._writer import ShardWriter
 
     m = st.manifest
+    if m.layout == "csr":
+        raise ParameterError(f"{st.path}: a CSR store; log1p and scale transforms apply to dense stores only for now "
+                             "(ingest with --layout dense to transform it)")
     sizes = [b - a for a, b in m.shard_bounds]
     with ShardWriter(dest, m.n_features, list(m.feature_names), max(sizes, default=1) or 1, format=m.format,
                      with_group=m.group_counts is not None, with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled) as w:

@@ -32,6 +32,7 @@ import zarr
 from .._config import get_setting
 from .._output import check_not_inside, destination_lock, is_dpipe_store
 from ..exceptions import DPipeError, ParameterError, StoreError
+from ..reduce._block import LAYOUTS, block_nnz, concat_rows, is_csr, to_float32
 from ._checksum import CHECKSUM_ALGORITHM, shard_digests
 from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, write_manifest
 
@@ -39,25 +40,30 @@ __all__ = ["ShardWriter", "STORE_FORMATS", "STORE_CODECS", "choose_codec", "defa
            "store_lock"]
 
 STORE_FORMATS = ("zarr", "parquet")
+#: values per Zarr chunk of a CSR store's ``X/indices`` and ``X/data`` (a shard of ``dpipe.shard-bytes`` spans about one)
+CSR_CHUNK_VALUES = 1 << 23
 
 
-def default_shard_rows(n_features: int, target_bytes: int) -> int:
-    """Rows per shard so that a shard of float32 features is about ``target_bytes``."""
-    return max(1024, int(target_bytes // max(1, 4 * n_features)))
+def default_shard_rows(n_features: int, target_bytes: int, nnz_per_row: float | None = None) -> int:
+    """Rows per shard so that a shard of float32 features is about ``target_bytes``: ``4 d`` bytes a
+    dense row, ``8 nnz + 8`` a CSR row (``nnz_per_row``: its mean stored values)."""
+    per_row = 8 * nnz_per_row + 8 if nnz_per_row is not None else 4 * n_features
+    return max(1024, int(target_bytes // max(1, per_row)))
 
 
 #: Splitting a small store for ``dpipe.min-shards`` never makes shards below this many rows.
 MIN_SPREAD_ROWS = 8192
 
 
-def shard_rows_for(n_rows: int, n_features: int, balance: bool = True) -> int:
+def shard_rows_for(n_rows: int, n_features: int, balance: bool = True, nnz_per_row: float | None = None) -> int:
     """Default rows per shard for a store of ``n_rows``: about ``dpipe.shard-bytes`` per
     shard, and at least ``dpipe.min-shards`` shards when every shard keeps at least
     8192 rows, so that a small store still gives every worker of a small cluster work.
     With ``balance`` (``n_rows`` is exact) the shards are of (nearly) equal size: the last
-    one is shorter by fewer rows than there are shards.
+    one is shorter by fewer rows than there are shards. A CSR store (``nnz_per_row``) is
+    sized by the bytes of its stored values.
     """
-    by_bytes = default_shard_rows(n_features, int(get_setting("shard-bytes")))
+    by_bytes = default_shard_rows(n_features, int(get_setting("shard-bytes")), nnz_per_row)
     spread = max(MIN_SPREAD_ROWS, -(-n_rows // max(1, int(get_setting("min-shards")))))
     rows = max(1, min(by_bytes, spread, n_rows))
     # as many shards as that takes, of equal size: 2e6 rows at 133,333 a shard are 16 shards of
@@ -148,6 +154,9 @@ class ShardWriter:
         Replace an existing ``dest`` on commit.
     labelled : bool
         False: an unlabelled store (every ``y`` must be 0; the manifest says ``labelled: false``).
+    layout : {"dense", "csr"}
+        How the features are stored (:mod:`dpipe.io._store`); rows of either layout are
+        accepted and converted.
 
     Notes
     -----
@@ -170,7 +179,10 @@ class ShardWriter:
         with_weight: bool = False,
         overwrite: bool = False,
         labelled: bool = True,
+        layout: str = "dense",
     ) -> None:
+        if layout not in LAYOUTS:
+            raise ParameterError(f"The 'layout' parameter of ShardWriter must be one of {LAYOUTS}. Got {layout!r} instead.")
         if format not in STORE_FORMATS:
             raise ParameterError(f"The 'format' parameter of ShardWriter must be one of {STORE_FORMATS}. Got {format!r} instead.")
         if shard_rows < 1:
@@ -190,6 +202,7 @@ class ShardWriter:
             self.with_group = with_group
             self.with_weight = with_weight
             self.labelled = bool(labelled)
+            self.layout = layout
             parent = os.path.dirname(self.dest)
             with self._writing():
                 self.tmp = tempfile.mkdtemp(prefix="." + os.path.basename(self.dest) + ".tmp-", dir=parent)
@@ -206,6 +219,8 @@ class ShardWriter:
         self.class_counts: list[list[int]] = []
         self.group_counts: list[np.ndarray] = []
         self.shard_records: list[ShardRecord] = []
+        self.shard_nnz: list[int] = []
+        self.nnz = 0
         if format == "zarr":
             root = zarr.open_group(self.tmp, mode="w")
             chunks = (self.shard_rows, max(1, self.n_features))
@@ -216,6 +231,23 @@ class ShardWriter:
             self._g = root.create_array("group", shape=(0,), chunks=(self.shard_rows,), dtype="int16", config=cfg) if with_group else None
             self._w = root.create_array("weight", shape=(0,), chunks=(self.shard_rows,), dtype="float32", config=cfg) if with_weight else None
             self._root = root
+            if self.layout == "csr":
+                self._create_csr(root, cfg)
+
+    def _create_csr(self, root: Any, cfg: dict[str, Any]) -> None:
+        """The ``X`` group of a CSR store (AnnData's csr_matrix encoding); values and indices zstd-compressed unless
+        ``dpipe.store-codec`` is ``none``."""
+        self.codec = "none" if str(get_setting("store-codec")) == "none" else "zstd"
+        compressors = [zarr.codecs.ZstdCodec(level=0)] if self.codec == "zstd" else None
+        x = root.create_group("X")
+        x.attrs.update({"encoding-type": "csr_matrix", "encoding-version": "0.1.0", "shape": [0, self.n_features]})
+        chunk = min(CSR_CHUNK_VALUES, max(1 << 16, int(get_setting("shard-bytes")) // 8))
+        self._indptr = x.create_array("indptr", shape=(1,), chunks=(self.shard_rows,), dtype="int64", config=cfg, compressors=compressors)
+        self._indptr[0:1] = np.zeros(1, np.int64)
+        idx = "int32" if self.n_features < 2**31 else "int64"
+        self._indices = x.create_array("indices", shape=(0,), chunks=(chunk,), dtype=idx, config=cfg, compressors=compressors)
+        self._data = x.create_array("data", shape=(0,), chunks=(chunk,), dtype="float32", config=cfg, compressors=compressors)
+        self._xgroup = x
 
     # -- context manager ---------------------------------------------------------
     def __enter__(self) -> ShardWriter:
@@ -258,11 +290,23 @@ class ShardWriter:
         self._x = self._root.create_array(**self._x_args, compressors=[zarr.codecs.ZstdCodec(level=0)] if self.codec == "zstd" else None)
 
     # -- writing -----------------------------------------------------------------
-    def append(self, X: np.ndarray, y: np.ndarray, group: np.ndarray | None = None, weight: np.ndarray | None = None) -> None:
-        """Add rows; full shards are written as soon as they are complete."""
-        X = np.asarray(X, dtype=np.float32)
+    def _as_layout(self, X: Any) -> Any:
+        """Rows in this store's layout, float32."""
+        if self.layout == "csr":
+            if not is_csr(X):
+                from scipy.sparse import csr_array
+
+                X = csr_array(np.asarray(X, dtype=np.float32))
+            return to_float32(X)
+        if is_csr(X):
+            X = X.toarray()
+        return np.ascontiguousarray(X, dtype=np.float32)
+
+    def append(self, X: Any, y: np.ndarray, group: np.ndarray | None = None, weight: np.ndarray | None = None) -> None:
+        """Add rows (dense or CSR); full shards are written as soon as they are complete."""
+        X = self._as_layout(X)
         y = np.asarray(y, dtype=np.int8)
-        if X.ndim != 2 or X.shape[1] != self.n_features or X.shape[0] != y.shape[0]:
+        if len(X.shape) != 2 or X.shape[1] != self.n_features or X.shape[0] != y.shape[0]:
             raise StoreError(f"{self.dest}: rows of shape {X.shape} / labels {y.shape} do not match {self.n_features} features")
         parts: tuple[np.ndarray, ...] = (X, y)
         if self.with_group:
@@ -274,8 +318,9 @@ class ShardWriter:
         while self._buf_rows >= self.shard_rows:
             self._flush(self.shard_rows)
 
-    def _take(self, rows: int) -> list[np.ndarray]:
-        cols = [np.concatenate([b[k] for b in self._buf]) for k in range(len(self._buf[0]))]
+    def _take(self, rows: int) -> list[Any]:
+        cols = [concat_rows([b[0] for b in self._buf], self.n_features)]
+        cols += [np.concatenate([b[k] for b in self._buf]) for k in range(1, len(self._buf[0]))]
         head = [c[:rows] for c in cols]
         tail = tuple(c[rows:] for c in cols)
         self._buf = [tail] if tail[0].shape[0] else []
@@ -286,14 +331,16 @@ class ShardWriter:
         cols = self._take(rows)
         self.write_shard(*cols)
 
-    def write_shard(self, X: np.ndarray, y: np.ndarray, group: np.ndarray | None = None, weight: np.ndarray | None = None) -> None:
-        """Write exactly one shard (it may be empty or of any size)."""
+    def write_shard(self, X: Any, y: np.ndarray, group: np.ndarray | None = None, weight: np.ndarray | None = None) -> None:
+        """Write exactly one shard (it may be empty or of any size; dense or CSR rows)."""
         with self._writing():
             self._write_shard(X, y, group, weight)
 
-    def _write_shard(self, X: np.ndarray, y: np.ndarray, group: np.ndarray | None, weight: np.ndarray | None) -> None:
-        X = np.ascontiguousarray(X, dtype=np.float32)
+    def _write_shard(self, X: Any, y: np.ndarray, group: np.ndarray | None, weight: np.ndarray | None) -> None:
+        X = self._as_layout(X)
         y = np.asarray(y, dtype=np.int8)
+        if X.shape[0] != y.shape[0] or X.shape[1] != self.n_features:
+            raise StoreError(f"{self.dest}: rows of shape {X.shape} / labels {y.shape} do not match {self.n_features} features")
         bad = ~np.isin(y, (-1, 1)) if self.labelled else y != 0
         if bad.any():
             row = self.n_rows + int(np.argmax(bad))
@@ -304,13 +351,17 @@ class ShardWriter:
         group = np.asarray(group, dtype=np.int16) if self.with_group else None
         weight = np.asarray(weight, dtype=np.float32) if self.with_weight else None
         digests = shard_digests(index, start, stop, X, y, group, weight)
+        nnz = block_nnz(X)
         if self.format == "zarr":
-            if self._x is not None or stop > start:  # the first rows choose the codec; an empty shard before them changes nothing
+            if self.layout == "csr":
+                self._write_csr_zarr(X, start, stop)
+            elif self._x is not None or stop > start:  # the first rows choose the codec; an empty shard before them changes nothing
                 self._create_x(X)
                 self._x.resize((stop, self.n_features))
+                if stop > start:
+                    self._x[start:stop] = X
             self._y.resize((stop,))
             if stop > start:
-                self._x[start:stop] = X
                 self._y[start:stop] = y
             if self._g is not None:
                 self._g.resize((stop,))
@@ -321,8 +372,13 @@ class ShardWriter:
                 if stop > start:
                     self._w[start:stop] = weight
         else:
-            flat = pa.array(X.reshape(-1), type=pa.float32())
-            cols = {"X": pa.FixedSizeListArray.from_arrays(flat, self.n_features), "y": pa.array(y, type=pa.int8())}
+            if self.layout == "csr":
+                offsets = pa.array(np.asarray(X.indptr, dtype=np.int32))
+                cols = {"indices": pa.ListArray.from_arrays(offsets, pa.array(np.asarray(X.indices, dtype=np.int32))),
+                        "values": pa.ListArray.from_arrays(offsets, pa.array(X.data, type=pa.float32())), "y": pa.array(y, type=pa.int8())}
+            else:
+                flat = pa.array(X.reshape(-1), type=pa.float32())
+                cols = {"X": pa.FixedSizeListArray.from_arrays(flat, self.n_features), "y": pa.array(y, type=pa.int8())}
             if self.with_group:
                 cols["group"] = pa.array(np.asarray(group, dtype=np.int16), type=pa.int16())
             if self.with_weight:
@@ -334,9 +390,23 @@ class ShardWriter:
         self.shard_bounds.append([start, stop])
         self.class_counts.append(counts)
         self.shard_records.append(ShardRecord(rows=stop - start, class_counts=list(counts), digests=digests))
+        self.shard_nnz.append(nnz)
+        self.nnz += nnz
         if self.with_group:
             self.group_counts.append(np.bincount(np.asarray(group, dtype=np.int64), minlength=0))
         self.n_rows = stop
+
+    def _write_csr_zarr(self, X: Any, start: int, stop: int) -> None:
+        """Append one shard's rows to the ``X`` group: offsets into the whole store, then its indices and values."""
+        a, b = self.nnz, self.nnz + X.nnz
+        self._indptr.resize((stop + 1,))
+        if stop > start:
+            self._indptr[start + 1 : stop + 1] = a + np.asarray(X.indptr[1:], dtype=np.int64)
+        if b > a:
+            self._indices.resize((b,))
+            self._data.resize((b,))
+            self._indices[a:b] = X.indices
+            self._data[a:b] = X.data
 
     def commit(self, **manifest_fields: Any) -> Manifest:
         """Write the last partial shard and the manifest, then rename into place.
@@ -352,8 +422,10 @@ class ShardWriter:
 
         if self._buf_rows:
             self._flush(self._buf_rows)
-        if self.format == "zarr":
+        if self.format == "zarr" and self.layout == "dense":
             self._create_x(np.zeros((0, self.n_features), dtype=np.float32))
+        if self.format == "zarr" and self.layout == "csr":
+            self._xgroup.attrs["shape"] = [self.n_rows, self.n_features]
         groups = manifest_fields.pop("groups", None)
         group_counts = None
         if self.with_group:
@@ -375,6 +447,8 @@ class ShardWriter:
             schema_version=SCHEMA_VERSION,
             shards=self.shard_records,
             checksum_algorithm=CHECKSUM_ALGORITHM,
+            layout=self.layout,
+            shard_nnz=self.shard_nnz if self.layout == "csr" else None,
             **manifest_fields,
         )
         if self.format == "zarr":

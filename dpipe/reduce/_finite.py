@@ -18,29 +18,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..exceptions import ShardValueError
+from ._block import first_nonfinite, value_at
 
 __all__ = ["check_features", "check_scores", "check_weights", "first_bad_row"]
 
-#: rows scanned at a time when locating a bad row (bounds the temporary boolean array)
-_SCAN_ROWS = 65536
-
-
-def first_bad_row(X: np.ndarray) -> tuple[int, int] | None:
-    """(row, column) of the first non-finite value of ``X``, or None."""
-    for start in range(0, X.shape[0], _SCAN_ROWS):
-        bad = ~np.isfinite(X[start : start + _SCAN_ROWS])
-        if bad.any():
-            r, c = np.unravel_index(int(np.argmax(bad)), bad.shape)
-            return start + int(r), int(c)
-    return None
+def first_bad_row(X) -> tuple[int, int] | None:
+    """(row, column) of the first non-finite value of a feature block (dense or CSR), or None."""
+    return first_nonfinite(X)
 
 
 def check_features(shard) -> None:
     """Scan ``shard.X`` and raise at its first non-finite value (called once a pass's result is not finite)."""
-    found = first_bad_row(shard.X)
+    found = first_nonfinite(shard.X)
     if found is not None:
         r, c = found
-        raise ShardValueError(f"feature {c} is {float(shard.X[r, c])!r} (non-finite values cannot be used)", shard.index, r)
+        raise ShardValueError(f"feature {c} is {value_at(shard.X, r, c)!r} (non-finite values cannot be used)", shard.index, r)
 
 
 def check_scores(shard, s: np.ndarray) -> None:

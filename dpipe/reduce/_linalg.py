@@ -1,6 +1,8 @@
-"""Float64-accumulating products of float32 shards (numba, nopython, nogil).
+"""Float64-accumulating products of a shard's feature block, dense or CSR (numba, nopython, nogil).
 
-Stores keep features in float32. ``X @ w`` and ``X.T @ g`` are accumulated in
+A feature block (:mod:`._block`) is a C-contiguous float32 ``(n, d)`` array or a
+``scipy.sparse.csr_array`` with float32 values; every product here takes either and
+costs O(n d) or O(nnz). Stores keep features in float32. ``X @ w`` and ``X.T @ g`` are accumulated in
 float64 without making a float64 copy of the shard (which NumPy would do, costing
 twice the shard's memory and bandwidth every pass). The row sums of ``X @ w`` are
 vectorized (reassociated) by the compiler: deterministic for a given build, equal to
@@ -15,7 +17,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["matvec", "matvec_pair", "rmatvec"]
+from ._block import is_csr
+
+__all__ = ["matvec", "matvec_pair", "rmatvec", "rows_product"]
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True)  # lets LLVM vectorize the row sums (about 3x here)
@@ -54,21 +58,103 @@ def _rmatvec(X, g, out):
     return out
 
 
-def matvec(X: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``X @ w`` in float64 for a C-contiguous float32 (or float64) ``X``; shape (n,)."""
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _csr_matvec(indptr, indices, data, w, out):
+    for r in range(out.size):
+        acc = 0.0
+        for p in range(indptr[r], indptr[r + 1]):
+            acc += np.float64(data[p]) * w[indices[p]]
+        out[r] = acc
+    return out
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _csr_matvec_pair(indptr, indices, data, u, w, out_u, out_w):
+    for r in range(out_u.size):
+        acc_u = 0.0
+        acc_w = 0.0
+        for p in range(indptr[r], indptr[r + 1]):
+            x = np.float64(data[p])
+            acc_u += x * u[indices[p]]
+            acc_w += x * w[indices[p]]
+        out_u[r] = acc_u
+        out_w[r] = acc_w
+
+
+@numba.njit(nogil=True, cache=True, fastmath=False)
+def _csr_rmatvec(indptr, indices, data, g, out):
+    for r in range(indptr.size - 1):
+        gr = g[r]
+        if gr != 0.0:
+            for p in range(indptr[r], indptr[r + 1]):
+                out[indices[p]] += gr * np.float64(data[p])
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _rows_product(X, rows, D, dw, db, out):
+    """``out[:d] += X_A^T (D (X_A dw - db))``, ``out[d] -= sum D (X_A dw - db)`` over the rows ``A`` only."""
+    d = X.shape[1]
+    for k in range(rows.size):
+        r = rows[k]
+        u = -db
+        for j in range(d):
+            u += np.float64(X[r, j]) * dw[j]
+        q = D[k] * u
+        for j in range(d):
+            out[j] += q * np.float64(X[r, j])
+        out[d] -= q
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _csr_rows_product(indptr, indices, data, rows, D, dw, db, out):
+    d = out.size - 1
+    for k in range(rows.size):
+        r = rows[k]
+        u = -db
+        for p in range(indptr[r], indptr[r + 1]):
+            u += np.float64(data[p]) * dw[indices[p]]
+        q = D[k] * u
+        for p in range(indptr[r], indptr[r + 1]):
+            out[indices[p]] += q * np.float64(data[p])
+        out[d] -= q
+    return out
+
+
+def matvec(X, w: np.ndarray) -> np.ndarray:
+    """``X @ w`` in float64 for a dense (C-contiguous float32 or float64) or CSR block ``X``; shape (n,)."""
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    if is_csr(X):
+        return _csr_matvec(X.indptr, X.indices, X.data, w, np.empty(X.shape[0]))
     X = np.ascontiguousarray(X)
-    return _matvec(X, np.ascontiguousarray(w, dtype=np.float64), np.empty(X.shape[0]))
+    return _matvec(X, w, np.empty(X.shape[0]))
 
 
-def matvec_pair(X: np.ndarray, u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def matvec_pair(X, u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(X @ u, X @ w)`` in float64, reading ``X`` once (a pass over a shard is bound by reading it)."""
-    X = np.ascontiguousarray(X)
+    u, w = np.ascontiguousarray(u, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64)
     out_u, out_w = np.empty(X.shape[0]), np.empty(X.shape[0])
-    _matvec_pair(X, np.ascontiguousarray(u, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64), out_u, out_w)
+    if is_csr(X):
+        _csr_matvec_pair(X.indptr, X.indices, X.data, u, w, out_u, out_w)
+    else:
+        _matvec_pair(np.ascontiguousarray(X), u, w, out_u, out_w)
     return out_u, out_w
 
 
-def rmatvec(X: np.ndarray, g: np.ndarray) -> np.ndarray:
+def rmatvec(X, g: np.ndarray) -> np.ndarray:
     """``X.T @ g`` in float64; shape (d,)."""
-    X = np.ascontiguousarray(X)
-    return _rmatvec(X, np.ascontiguousarray(g, dtype=np.float64), np.zeros(X.shape[1]))
+    g = np.ascontiguousarray(g, dtype=np.float64)
+    if is_csr(X):
+        return _csr_rmatvec(X.indptr, X.indices, X.data, g, np.zeros(X.shape[1]))
+    return _rmatvec(np.ascontiguousarray(X), g, np.zeros(X.shape[1]))
+
+
+def rows_product(X, rows: np.ndarray, D: np.ndarray, dw: np.ndarray, db: float) -> np.ndarray:
+    """``[X_A, -1]^T D [X_A, -1] [dw, db]`` over the rows ``A = rows`` only (shape ``d + 1``): a Hessian-vector
+    product whose curvature ``D`` is non-zero on a few rows."""
+    out = np.zeros(X.shape[1] + 1)
+    dw = np.ascontiguousarray(dw, dtype=np.float64)
+    if is_csr(X):
+        return _csr_rows_product(X.indptr, X.indices, X.data, rows, D, dw, float(db), out)
+    return _rows_product(np.ascontiguousarray(X), rows, D, dw, float(db), out)

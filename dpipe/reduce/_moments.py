@@ -22,6 +22,7 @@ import dataclasses
 
 import numpy as np
 
+from ._block import column_weighted_moments, dense_rows, is_csr
 from ._finite import check_features, check_weights
 
 __all__ = ["unit_scales", "ClassMoments", "ColumnMoments", "column_moments_of_shard", "merge_column_moments", "shard_moments", "class_moments_of_shard", "merge_moments", "BLOCK_ROWS"]
@@ -170,7 +171,7 @@ def shard_moments(X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None
         for start in range(0, idx.size, block_rows):
             sel = idx[start : start + block_rows]
             B = block[: sel.size]
-            np.take(X, sel, axis=0, out=gathered[: sel.size])
+            dense_rows(X, sel, out=gathered[: sel.size])
             B[...] = gathered[: sel.size]
             bw, bm, bM = _block_moments(B, None if weight is None else np.asarray(weight[sel], dtype=np.float64))
             w, mean, m2 = _merge1(w, mean, m2, bw, bm, bM)
@@ -239,6 +240,8 @@ def column_moments_of_shard(shard, block_rows: int = BLOCK_ROWS) -> ColumnMoment
 def _column_moments(shard, block_rows: int) -> ColumnMoments:
     X = shard.X
     d = X.shape[1]
+    if is_csr(X):  # O(nnz): a sparse block is never densified
+        return ColumnMoments(*column_weighted_moments(X, shard.weight))
     out = ColumnMoments(0, np.zeros(d), np.zeros(d))
     for start in range(0, X.shape[0], block_rows):
         B = np.asarray(X[start : start + block_rows], dtype=np.float64)

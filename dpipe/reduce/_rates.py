@@ -34,7 +34,7 @@ import numpy as np
 
 from .._ramp import ramp
 from ._finite import check_scores, check_weights
-from ._linalg import matvec, matvec_pair, rmatvec
+from ._linalg import matvec, matvec_pair, rmatvec, rows_product
 
 __all__ = ["CellLayout", "RatePass", "rate_pass", "rate_hessian_pass", "curvature_rows", "row_cells", "cell_weights", "cell_predictions", "sorted_scores_cells", "huber", "huber_derivative", "ramp"]
 
@@ -252,22 +252,6 @@ def curvature_rows(z: np.ndarray, z_anchor: np.ndarray, cells: np.ndarray, v: np
     return rows.astype(np.int32 if z.size < 2**31 else np.int64), curv[rows] * v[rows] / t
 
 
-@numba.njit(nogil=True, cache=True)
-def _hessian_rows(X, rows, D, dw, db, out):
-    """``out[:d] += X_A^T (D (X_A dw - db))``, ``out[d] -= sum D (X_A dw - db)`` over the rows ``A`` only."""
-    d = X.shape[1]
-    for k in range(rows.size):
-        r = rows[k]
-        u = -db
-        for j in range(d):
-            u += np.float64(X[r, j]) * dw[j]
-        q = D[k] * u
-        for j in range(d):
-            out[j] += q * np.float64(X[r, j])
-        out[d] -= q
-    return out
-
-
 def rate_hessian_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarray, float], layout: CellLayout,
                       positive: np.ndarray, negative: np.ndarray, smoothing: float, direction: np.ndarray) -> np.ndarray:
     """The generalized Hessian of one shard's smoothed Lagrangian at ``(coef, intercept)`` times ``direction`` (``d + 1``:
@@ -297,7 +281,7 @@ def rate_hessian_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[n
                 memo.curvatures = [(key, found), *memo.curvatures][:_CURVATURES]
     rows, D = found
     direction = np.asarray(direction, dtype=np.float64)
-    return _hessian_rows(np.ascontiguousarray(shard.X), rows, D, np.ascontiguousarray(direction[:d]), float(direction[d]), out)
+    return rows_product(shard.X, rows, D, direction[:d], float(direction[d]))
 
 
 @numba.njit(nogil=True, cache=True)

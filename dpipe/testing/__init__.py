@@ -63,8 +63,10 @@ def write_store(
     group: np.ndarray | None = None,
     weight: np.ndarray | None = None,
     groups: list[str] | None = None,
+    layout: str = "dense",
 ) -> str:
-    """Write ``X, y`` as a store with the given shard sizes (a 0 makes an empty shard); ``y=None``: an unlabelled store.
+    """Write ``X, y`` as a store with the given shard sizes (a 0 makes an empty shard); ``y=None``: an unlabelled store;
+    ``layout="csr"``: its features sparse (``X`` dense or CSR either way).
 
     Returns
     -------
@@ -78,7 +80,7 @@ def write_store(
     labelled = y is not None
     y = np.asarray(y) if labelled else np.zeros(n, dtype=np.int8)
     with ShardWriter(str(path), d, [f"x{i}" for i in range(d)], max(1, max(sizes)), format=format, with_group=group is not None,
-                     with_weight=weight is not None, labelled=labelled) as w:
+                     with_weight=weight is not None, labelled=labelled, layout=layout) as w:
         start = 0
         for size in sizes:
             sl = slice(start, start + size)

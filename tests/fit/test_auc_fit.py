@@ -118,3 +118,22 @@ def test_the_squared_hinge_takes_no_width(data):
 def test_options_that_do_not_apply_are_refused(data, option, value, why):
     with pytest.raises(ParameterError, match=why):
         dpipe.train(data["plain"], "auc", engine="local", **{option: value})
+
+
+def test_default_ridge_follows_features_per_row_and_counts_weights_as_rows(tmp_path, data):
+    from dpipe.fit._params import auc_lam
+
+    assert auc_lam(32561, 123) == 1e-6 and auc_lam(7770, 8315) == pytest.approx(1e-4 * 8315 / 7770)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 200)).astype(np.float32)  # more features than rows: separable
+    y = np.where(X[:, 0] > 0, 1, -1).astype(np.int8)
+    wide = dpipe.train(write_store(tmp_path / "wide.zarr", X, y), engine="local", train_metrics=False)
+    assert wide.fit["info"]["lam"] == pytest.approx(1e-4 * 200 / 60)
+    given = dpipe.train(write_store(tmp_path / "wide2.zarr", X, y), engine="local", lam=1e-4 * 200 / 60, train_metrics=False)
+    np.testing.assert_array_equal(wide.coef, given.coef)
+    weighted = dpipe.train(data["weighted"], engine="local", train_metrics=False)
+    repeated = dpipe.train(data["repeated"], engine="local", train_metrics=False)
+    n = dpipe.open_store(data["repeated"]).manifest.n_rows
+    assert weighted.fit["info"]["lam"] == repeated.fit["info"]["lam"] == auc_lam(n, 5)  # a row of weight v counts v times
+    lbfgs = dpipe.train(write_store(tmp_path / "wide3.zarr", X, y), engine="local", solver="lbfgs", train_metrics=False)
+    assert lbfgs.fit["info"]["lam"] == wide.fit["info"]["lam"]

@@ -345,7 +345,7 @@ def _set(path, value):
     (_set(["shards", 3], KeyError), "manifest field shards: 3 entries for 4 shards"),
     (_set(["shards", 0, "digests", "X"], "00"), "manifest field shards[0].digests.X"),
     (_set(["shards", 0, "rows"], 49), "manifest field shards[0].rows"),
-    (_set(["shards"], KeyError), "manifest field shards: missing (required by schema_version 2)"),
+    (_set(["shards"], KeyError), "manifest field shards: missing (required by schema_version 3)"),
     (_set(["format"], "hdf5"), "manifest field format"),
     (_set(["schema_version"], 9), "manifest field schema_version: unsupported value 9"),
     (_set(["feature_names"], ["a"]), "manifest field feature_names: 1 names for n_features = 6"),
@@ -370,7 +370,7 @@ def test_manifest_not_json(tmp_path, data):
 def test_checksums_are_recorded_and_bound_to_position(tmp_path, data):
     X, y = data
     m = open_store(_store(tmp_path, data)).manifest
-    assert m.schema_version == 2 and m.checksum_algorithm == "xxh3_128" and len(m.shards) == 4
+    assert m.schema_version == 3 and m.checksum_algorithm == "xxh3_128" and len(m.shards) == 4
     assert m.shards[1].digests["X"] == array_digest("X", X[50:100], 1, 50, 100)
     assert m.shards[1].digests["X"] != array_digest("X", X[50:100], 2, 100, 150)  # the same values elsewhere do not match
     zm = open_store(_store(tmp_path, data, "parquet")).manifest

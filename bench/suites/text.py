@@ -1,0 +1,273 @@
+"""text: sparse, high-dimensional data end to end (issue 27): the seed papers' text task, CSR against dense, wide generated text.
+
+1. **Reuters money-fx** (LaSVM's TF-IDF set, ``../shared/data``; 7,770 x 8,315, 0.5 % non-zero):
+   ``dpipe ingest`` (``--layout auto`` stores it as CSR) and, timed as users run it (whole
+   process, from the store, medians of ``--repeats``, interleaved), ``dpipe train`` with its
+   defaults and with ``--objective prbep-smooth``, against liblinear-ranksvm (built from
+   ``../shared/peers``; C chosen by test AUC from the race's grid) and SVM-perf's recorded
+   ROCArea run (``../shared/data/README.md``: 0.39 s, test AUC .98796; SVM-perf cannot be run
+   here). Test ROC-AUC and PRBEP of each.
+2. **kdd99, dense against CSR**: the race's kdd99 training store (SVM-perf's preprocessing) and
+   the same rows written as CSR: bytes of features a pass reads, and the time of one evaluation
+   of the AUC objective (a score pass, the driver's merge, a gradient pass; local engine, after
+   a warm-up, median of 5).
+3. **Generated text-like stores** (Zipf-distributed token ids hashed into ``2^k`` features,
+   about 100 non-zeros a row, unit-length rows, a planted linear signal): ``dpipe train`` with
+   every default on the embedded 2-worker cluster (``--engine dask --workers 2``): whole-process
+   time, peak RSS of the process tree (the driver, the nanny and worker processes), worker
+   restarts, and whether any d x d array was asked for (the fit would fail with d = 10^6).
+"""
+
+from __future__ import annotations
+
+import bz2
+import json
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._harness import Config, fmt_spread, spread, table_head
+from .race import C_GRID, _dpipe_exe, _git_state, _peer_run, _timed, build_peer
+
+__all__ = ["SVMPERF_REUTERS", "GENERATED", "QUICK_GENERATED", "run", "text_like_store"]
+
+#: SVM-perf ROCArea ``-c 100 -w 3 --b 1`` on Reuters money-fx, whole process from the text file (../shared/data/README.md)
+SVMPERF_REUTERS = (0.39, 0.98796)
+#: generated text-like stores: (rows, features, non-zeros a row)
+GENERATED = ((10_000, 100_000, 100), (100_000, 1_000_000, 100))
+QUICK_GENERATED = ((10_000, 100_000, 100),)
+TRAIN, TEST = "reuters-moneyfx.trn.bz2", "reuters-moneyfx.tst.bz2"
+
+
+# --------------------------------------------------------------------------------------------- Reuters
+
+
+def _reuters(cfg: Config, exe: str) -> dict[str, Any] | None:
+    """Stores (dpipe ingest, timed) and plain svmlight files for the peer, under ``--work``/text/reuters."""
+    if not (cfg.data_dir / TRAIN).exists():
+        print(f"  Reuters skipped: {cfg.data_dir / TRAIN} is absent", flush=True)
+        return None
+    folder = cfg.work / "text" / "reuters"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"train": folder / "train.zarr", "test": folder / "test.zarr", "train_svm": folder / "train.svm", "test_svm": folder / "test.svm"}
+    steps = []
+    for cmd in ([exe, "-q", "ingest", str(cfg.data_dir / TRAIN), str(paths["train"]), "--n-features", "8315", "--overwrite"],
+                [exe, "-q", "ingest", str(cfg.data_dir / TEST), str(paths["test"]), "--like", str(paths["train"]), "--overwrite"]):
+        wall, _ = _timed(cmd)
+        steps.append({"command": " ".join("dpipe" if c == exe else c.replace(str(cfg.data_dir), "DATA").replace(f"{folder}/", "") for c in cmd),
+                      "seconds": wall})
+    for part, name in (("train_svm", TRAIN), ("test_svm", TEST)):
+        with bz2.open(cfg.data_dir / name, "rb") as src, open(paths[part], "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    import dpipe
+
+    m = dpipe.open_store(str(paths["train"])).manifest
+    print(f"  Reuters: ingested ({m.layout}, {m.nnz} non-zeros) in {sum(s['seconds'] for s in steps):.1f} s", flush=True)
+    return {"paths": {k: str(v) for k, v in paths.items()}, "steps": steps, "layout": m.layout, "nnz": m.nnz}
+
+
+def _dpipe_text_run(exe: str, prep: dict[str, Any], tmp: str, objective: str | None) -> dict[str, Any]:
+    """One whole ``dpipe train`` process (defaults, or ``--objective``); test AUC and PRBEP of its model (not timed)."""
+    import dpipe
+
+    out = Path(tmp) / "dpipe-model.json"
+    out.unlink(missing_ok=True)
+    cmd = [exe, "train", prep["paths"]["train"], "--out", str(out), "-q"] + (["--objective", objective] if objective else [])
+    wall, proc = _timed(cmd, cwd=tmp)
+    m = json.loads(out.read_text())
+    fit, info = m["fit"], m["fit"].get("info") or {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = dpipe.evaluate(str(out), prep["paths"]["test"], engine="local")
+    return {"wall": wall, "fit": fit["time_data"] + fit["time_solve"], "nit": fit["nit"], "nfev": fit["nfev"], "cg_steps": info.get("cg_steps"),
+            "objective": m.get("objective"), "test_auc": float(ev["roc_auc"]), "test_prbep": float(ev["prbep"]), "success": fit.get("success")}
+
+
+def _race_reuters(cfg: Config, exe: str, prep: dict[str, Any]) -> dict[str, Any]:
+    peer = build_peer(cfg)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        _dpipe_text_run(exe, prep, tmp, None)  # untimed: the page cache and compiled kernels, as for every later run
+        grid = [_peer_run(peer, C, prep, tmp) for C in C_GRID] if peer is not None else []
+        best = max((g for g in grid if g["test_auc"] is not None), key=lambda g: g["test_auc"], default=None)
+        runs: dict[str, list[dict[str, Any]]] = {"default": [], "prbep-smooth": [], "peer": []}
+        for _ in range(cfg.repeats):
+            runs["default"].append(_dpipe_text_run(exe, prep, tmp, None))
+            if best is not None:
+                runs["peer"].append(_peer_run(peer, best["C"], prep, tmp))
+            runs["prbep-smooth"].append(_dpipe_text_run(exe, prep, tmp, "prbep-smooth"))
+    for key in ("default", "prbep-smooth"):
+        r = runs[key]
+        out[key] = {**r[-1], "wall": spread([x["wall"] for x in r]), "fit": spread([x["fit"] for x in r])}
+    if best is not None:
+        out["peer"] = {"C": best["C"], "wall": spread([x["wall"] for x in runs["peer"]]), "test_auc": best["test_auc"], "grid": grid}
+    d, p = out["default"], out.get("peer")
+    sp_s, sp_auc = SVMPERF_REUTERS
+    out["checks"] = {
+        "whole_le_svmperf": d["wall"]["median"] <= sp_s,
+        "whole_le_peer_plus_0.5": None if p is None else d["wall"]["median"] <= p["wall"]["median"] + 0.5,
+        "fit_5x_faster_than_svmperf_whole": sp_s / d["fit"]["median"] >= 5,
+        "auc_ge_svmperf_minus_5e-4": d["test_auc"] >= sp_auc - 5e-4,
+        "auc_ge_peer_minus_5e-4": None if p is None else d["test_auc"] >= p["test_auc"] - 5e-4,
+    }
+    return out
+
+
+# --------------------------------------------------------------------------------------------- kdd99 dense vs CSR
+
+
+def _kdd99_layouts(cfg: Config) -> dict[str, Any] | None:
+    import dpipe
+    from dpipe.engine import LocalDataset, RankPasses
+    from dpipe.io import ShardWriter
+    from dpipe.reduce._block import block_nbytes
+
+    dense = cfg.work / "race" / "kdd99" / "train.zarr"
+    if not dense.exists():
+        print(f"  kdd99 layouts skipped: {dense} is absent (run `python -m bench race --tasks kdd99` first)", flush=True)
+        return None
+    st = dpipe.open_store(str(dense))
+    m = st.manifest
+    sparse = cfg.work / "text" / "kdd99-csr.zarr"
+    with ShardWriter(str(sparse), m.n_features, m.feature_names, max(b - a for a, b in m.shard_bounds), layout="csr", overwrite=True) as w:
+        for sh in st.iter_shards():
+            w.write_shard(sh.X, sh.y)
+        w.commit()
+    out: dict[str, Any] = {}
+    rng = np.random.default_rng(0)
+    w0 = rng.normal(size=m.n_features)
+    for name, path in (("dense", dense), ("csr", sparse)):
+        store = dpipe.open_store(str(path))
+        nbytes = sum(block_nbytes(sh.X) for sh in store.iter_shards())
+        with LocalDataset(store) as ds:
+            passes = RankPasses(ds)
+            times = []
+            for k in range(7):
+                t0 = time.perf_counter()
+                merged = passes.scores(w0)
+                passes.gradient(np.ones(merged.pos.size), np.ones(merged.neg.size))
+                if k >= 2:  # the first two: kernels loaded, pages touched
+                    times.append(time.perf_counter() - t0)
+        out[name] = {"feature_bytes": nbytes, "evaluation": spread(times)}
+    out["bytes_ratio"] = out["csr"]["feature_bytes"] / out["dense"]["feature_bytes"]
+    out["time_ratio"] = out["csr"]["evaluation"]["median"] / out["dense"]["evaluation"]["median"]
+    out["density"] = dpipe.open_store(str(sparse)).manifest.nnz / (m.n_rows * m.n_features)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- generated text
+
+
+def text_like_store(path: Path, rows: int, features: int, per_row: int, seed: int = 0, block: int = 20_000) -> dict[str, Any]:
+    """A CSR store of text-like rows: Zipf(1.1) token ids hashed into ``features`` columns, about ``per_row`` distinct
+    tokens a row, unit-length rows, labels from a planted sparse linear signal (about 20 % positive)."""
+    from dpipe.io import ShardWriter
+    from dpipe.reduce._block import csr_block
+
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(features)  # token rank -> column (a hashing's scattering)
+    signal = np.zeros(features)
+    hot = perm[rng.choice(min(features, 20 * per_row), size=min(features, 2 * per_row), replace=False)]
+    signal[hot] = rng.normal(size=hot.size)
+    t0 = time.perf_counter()
+    with ShardWriter(str(path), features, [f"t{j}" for j in range(features)], max(1024, rows // 4), layout="csr", overwrite=True) as w:
+        for start in range(0, rows, block):
+            n = min(block, rows - start)
+            lengths = rng.poisson(per_row, n).clip(1)
+            tokens = perm[(rng.zipf(1.1, lengths.sum()) - 1) % features]
+            row_of = np.repeat(np.arange(n), lengths)
+            key = np.unique(row_of.astype(np.int64) * features + tokens)  # distinct tokens of a row, sorted
+            r, c = key // features, key % features
+            counts = np.bincount(r, minlength=n)
+            vals = 1.0 / np.sqrt(np.maximum(counts, 1))[r]
+            indptr = np.concatenate([[0], np.cumsum(counts)])
+            X = csr_block(vals.astype(np.float32), c, indptr, features)
+            score = np.bincount(r, weights=vals * signal[c], minlength=n) + 0.05 * rng.normal(size=n)
+            y = np.where(score > np.quantile(score, 0.8), 1, -1).astype(np.int8)
+            w.append(X, y)
+        m = w.commit()
+    return {"rows": rows, "features": features, "nnz": m.nnz, "shards": m.n_shards, "seconds": time.perf_counter() - t0}
+
+
+def _generated(cfg: Config, exe: str) -> list[dict[str, Any]]:
+    from .scale_race import run_tree
+
+    out = []
+    for rows, features, per_row in QUICK_GENERATED if cfg.quick else GENERATED:
+        path = cfg.work / "text" / f"generated-{rows}x{features}.zarr"
+        made = text_like_store(path, rows, features, per_row)
+        print(f"  generated {rows} x {features}: {made['nnz']} non-zeros in {made['seconds']:.1f} s", flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            model = Path(tmp) / "m.json"
+            r = run_tree([exe, "train", str(path), "--out", str(model), "--engine", "dask", "--workers", "2", "-q"], timeout=1800)
+            rec: dict[str, Any] = {**made, "seconds_train": r["seconds"], "returncode": r["returncode"], "peak_tree_rss": r["peak_tree_rss"],
+                                   "restarts": sum(("restart" in ln.lower() or "nanny" in ln.lower() and "died" in ln.lower())
+                                                   for ln in r["stderr"].splitlines()),
+                                   "stderr_tail": [ln for ln in r["stderr"].splitlines() if ln.strip()][-3:]}
+            if r["returncode"] == 0:
+                fit = json.loads(model.read_text())["fit"]
+                rec.update(nit=fit["nit"], fit=fit["time_data"] + fit["time_solve"], objective=json.loads(model.read_text())["objective"])
+        print(f"  generated {rows} x {features}: trained in {rec['seconds_train']:.1f} s (exit {rec['returncode']}), "
+              f"peak tree RSS {rec['peak_tree_rss'] / 2**20:.0f} MB", flush=True)
+        out.append(rec)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- report
+
+
+def _yes(ok: bool | None) -> str:
+    return "-" if ok is None else ("yes" if ok else "**no**")
+
+
+def markdown(payload: dict[str, Any]) -> str:
+    lines = [f"`python -m bench text` in {payload['tree']['head'][:9]}" + (" (uncommitted changes under dpipe/)" if payload["tree"]["dpipe_diff_sha1"] else "")
+             + f"; load average {payload['load_start'][0]:.2f} at the start, {payload['load_end'][0]:.2f} at the end (2 shared cores).", ""]
+    r = payload.get("reuters")
+    if r:
+        d, ps, p = r["default"], r["prbep-smooth"], r.get("peer")
+        lines += [f"## Reuters money-fx (stored {payload['reuters_prep']['layout']}, {payload['reuters_prep']['nnz']:,} non-zeros)", "",
+                  f"Whole process from the store (dpipe) or the svmlight file (peer), median (min-max) of {payload['repeats']}, interleaved.", "",
+                  *table_head(["run", "whole s", "fit s", "iterations", "test ROC-AUC", "test PRBEP"]),
+                  f"| dpipe train (defaults: {d['objective']}) | {fmt_spread(d['wall'])} | {fmt_spread(d['fit'], digits=3)} | "
+                  f"{d['nit']} / {d['cg_steps']} CG | {d['test_auc']:.5f} | {d['test_prbep']:.4f} |",
+                  f"| dpipe train --objective prbep-smooth | {fmt_spread(ps['wall'])} | {fmt_spread(ps['fit'], digits=3)} | {ps['nit']} ({ps['nfev']} evals) | "
+                  f"{ps['test_auc']:.5f} | {ps['test_prbep']:.4f} |"]
+        if p:
+            lines.append(f"| liblinear-ranksvm -c {p['C']:g} | {fmt_spread(p['wall'])} | - | - | {p['test_auc']:.5f} | - |")
+        lines += [f"| SVM-perf ROCArea (recorded) | {SVMPERF_REUTERS[0]:.2f} | - | - | {SVMPERF_REUTERS[1]:.5f} | - |", "",
+                  "Checks: " + ", ".join(f"{k} {_yes(v)}" for k, v in r["checks"].items()), ""]
+    k = payload.get("kdd99")
+    if k:
+        lines += ["## kdd99 (SVM-perf's preprocessing), dense against CSR", "",
+                  f"{100 * k['density']:.1f} % of the entries are non-zero.", "",
+                  *table_head(["layout", "feature bytes a pass reads", "one AUC evaluation (ms)"]),
+                  *(f"| {name} | {k[name]['feature_bytes']:,} | {fmt_spread(k[name]['evaluation'], 1e3, 1)} |" for name in ("dense", "csr")),
+                  "", f"CSR / dense: bytes {k['bytes_ratio']:.3f}x, evaluation time {k['time_ratio']:.2f}x.", ""]
+    g = payload.get("generated")
+    if g:
+        lines += ["## Generated text-like stores on the embedded 2-worker cluster (every default)", "",
+                  *table_head(["rows x features", "non-zeros", "train whole s", "fit s", "iterations", "peak RSS of the process tree", "restarts", "exit"])]
+        for rec in g:
+            lines.append(f"| {rec['rows']:,} x {rec['features']:,} | {rec['nnz']:,} | {rec['seconds_train']:.1f} | "
+                         f"{rec.get('fit', float('nan')):.2f} | {rec.get('nit', '-')} | {rec['peak_tree_rss'] / 2**20:.0f} MB | {rec['restarts']} | {rec['returncode']} |")
+    return "\n".join(lines) + "\n"
+
+
+def run(cfg: Config) -> tuple[dict[str, Any], str]:
+    exe = _dpipe_exe()
+    payload: dict[str, Any] = {"tree": _git_state(), "load_start": list(os.getloadavg()), "repeats": cfg.repeats}
+    prep = _reuters(cfg, exe)
+    if prep is not None:
+        payload["reuters_prep"] = prep
+        payload["reuters"] = _race_reuters(cfg, exe, prep)
+    payload["kdd99"] = _kdd99_layouts(cfg)
+    payload["generated"] = _generated(cfg, exe)
+    payload["load_end"] = list(os.getloadavg())
+    return payload, markdown(payload)

@@ -1,0 +1,143 @@
+"""CSR stores (manifest layout csr, schema 3): written, read, verified and refused like dense ones, in Zarr and Parquet."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import zarr
+
+import dpipe
+from dpipe.exceptions import ParameterError, StoreError
+from dpipe.io import ingest, open_store, split_store
+from dpipe.reduce._block import is_csr
+from dpipe.testing import write_store
+
+
+def _rows(n=900, d=60, seed=0):
+    rng = np.random.default_rng(seed)
+    D = np.where(rng.random((n, d)) < 0.08, rng.normal(size=(n, d)), 0).astype(np.float32)
+    y = np.where(D[:, :5].sum(axis=1) + 0.3 * rng.normal(size=n) > 0, 1, -1).astype(np.int8)
+    return D, y, rng.integers(0, 3, n).astype(np.int16), rng.integers(0, 4, n).astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt", ["zarr", "parquet"])
+def test_csr_store_round_trip_with_groups_and_weights(tmp_path, fmt):
+    D, y, g, v = _rows()
+    path = write_store(tmp_path / "s", sp.csr_array(D), y, [300, 0, 400, 200], format=fmt, group=g, weight=v, groups=["a", "b", "c"], layout="csr")
+    st = open_store(path, verify=True)
+    m = st.manifest
+    assert (m.layout, m.schema_version, m.n_shards) == ("csr", 3, 4)
+    assert m.shard_nnz == [int((D[a:b] != 0).sum()) for a, b in m.shard_bounds] and m.nnz == int((D != 0).sum())
+    assert st.nbytes < 0.5 * D.nbytes  # the memory model counts stored values, not 4 d bytes a row
+    for i, (a, b) in enumerate(m.shard_bounds):
+        sh = st.read_shard(i)
+        assert is_csr(sh.X) and sh.X.shape == (b - a, 60)
+        np.testing.assert_array_equal(sh.X.toarray(), D[a:b])
+        np.testing.assert_array_equal(sh.y, y[a:b])
+        np.testing.assert_array_equal(sh.group, g[a:b])
+        np.testing.assert_array_equal(sh.weight, v[a:b])
+    np.testing.assert_array_equal(st.read_all().X.toarray(), D)
+
+
+def test_zarr_csr_store_is_anndata_csr_encoded(tmp_path):
+    D, y, _, _ = _rows()
+    path = write_store(tmp_path / "s.zarr", D, y, [450, 450], layout="csr")
+    x = zarr.open_group(path, mode="r")["X"]
+    assert x.attrs["encoding-type"] == "csr_matrix" and list(x.attrs["shape"]) == [900, 60]
+    ref = sp.csr_array(D)
+    np.testing.assert_array_equal(x["indptr"][:], ref.indptr)
+    np.testing.assert_array_equal(x["indices"][:], ref.indices)
+    np.testing.assert_array_equal(x["data"][:], ref.data)
+
+
+def test_out_of_range_feature_index_is_refused_naming_the_shard(tmp_path):
+    D, y, _, _ = _rows()
+    path = write_store(tmp_path / "s.zarr", D, y, [450, 450], layout="csr")
+    x = zarr.open_group(path, mode="r+")["X"]
+    start = int(x["indptr"][450])
+    idx = x["indices"][:]
+    idx[start + 2] = 60  # one beyond d: the kernels would read past w
+    x["indices"][:] = idx
+    st = open_store(path, verify=False)
+    st.read_shard(0)
+    with pytest.raises(StoreError, match=r"shard 1 .*feature index 60 at row \d+ of the shard is outside \[0, 60\)"):
+        st.read_shard(1)
+
+
+def test_changed_value_fails_verification(tmp_path):
+    D, y, _, _ = _rows()
+    path = write_store(tmp_path / "s.zarr", D, y, [450, 450], layout="csr")
+    x = zarr.open_group(path, mode="r+")["X"]
+    data = x["data"][:]
+    data[-1] += 1.0
+    x["data"][:] = data
+    st = open_store(path, verify=True)
+    st.read_shard(0)
+    with pytest.raises(StoreError, match="shard 1 .*content hash of X differs"):
+        st.read_shard(1)
+
+
+def test_manifest_layout_must_match_the_arrays(tmp_path):
+    D, y, _, _ = _rows()
+    path = write_store(tmp_path / "s.parquet", D, y, [900], format="parquet")  # dense
+    man = os.path.join(path, "manifest.json")
+    with open(man) as f:
+        d = json.load(f)
+    d["layout"], d["shard_nnz"] = "csr", [10]
+    with open(man, "w") as f:
+        json.dump(d, f)
+    with pytest.raises(StoreError, match="X is dense, the manifest says layout csr"):
+        open_store(path, verify=False).read_shard(0)
+    d["schema_version"] = 2
+    with open(man, "w") as f:
+        json.dump(d, f)
+    with pytest.raises(StoreError, match="manifest field layout: a schema_version 2 store is dense"):
+        open_store(path)
+
+
+def test_svmlight_ingest_layout_auto_sparse_and_dense_hold_the_same_rows(tmp_path):
+    D, y, _, _ = _rows(n=500, d=200)
+    src = tmp_path / "t.svm"
+    with open(src, "w") as f:
+        for row, label in zip(D, y):
+            nz = np.flatnonzero(row)
+            f.write(f"{label} " + " ".join(f"{j + 1}:{float(row[j])!r}" for j in nz) + "\n")
+    auto = ingest(str(src), str(tmp_path / "auto.zarr"), n_features=200)
+    dense = ingest(str(src), str(tmp_path / "dense.zarr"), n_features=200, layout="dense")
+    sparse_pq = ingest(str(src), str(tmp_path / "sp.parquet"), n_features=200, layout="sparse", format="parquet")
+    assert (auto.layout, dense.layout, sparse_pq.layout) == ("csr", "dense", "csr")
+    ref = open_store(tmp_path / "dense.zarr").read_all()
+    for name in ("auto.zarr", "sp.parquet"):
+        got = open_store(tmp_path / name).read_all()
+        np.testing.assert_array_equal(got.X.toarray(), ref.X)
+        np.testing.assert_array_equal(got.y, ref.y)
+    with pytest.raises(ParameterError, match="'layout' parameter of ingest is 'sparse', but log1p / scale"):
+        ingest(str(src), str(tmp_path / "x.zarr"), layout="sparse", scale="minmax")
+    with pytest.raises(ParameterError, match="'layout' parameter of ingest must be one of"):
+        ingest(str(src), str(tmp_path / "x.zarr"), layout="csc")
+
+
+def test_split_keeps_the_layout_and_transforms_are_refused_in_one_line(tmp_path):
+    D, y, _, _ = _rows()
+    path = write_store(tmp_path / "s.zarr", D, y, [450, 450], layout="csr")
+    tr, te = split_store(path, tmp_path / "tr.zarr", tmp_path / "te.zarr", train_fraction=0.7, seed=1)
+    assert tr.layout == te.layout == "csr" and tr.n_rows + te.n_rows == 900
+    rows = np.concatenate([open_store(tmp_path / "tr.zarr").read_all().X.toarray(), open_store(tmp_path / "te.zarr").read_all().X.toarray()])
+    assert sorted(map(bytes, rows)) == sorted(map(bytes, D))
+    with pytest.raises(ParameterError, match="a CSR store; log1p and scale transforms"):
+        split_store(path, tmp_path / "tr2.zarr", tmp_path / "te2.zarr", scale="minmax")
+    assert not os.path.exists(tmp_path / "tr2.zarr")
+
+
+def test_predict_and_evaluate_agree_across_layouts(tmp_path):
+    D, y, _, _ = _rows()
+    dense = write_store(tmp_path / "d.zarr", D, y, [450, 450])
+    sparse = write_store(tmp_path / "s.zarr", D, y, [450, 450], layout="csr")
+    model = dpipe.train(dense, "auc", engine="local")
+    a, b = dpipe.evaluate(model, dense, engine="local"), dpipe.evaluate(model, sparse, engine="local")
+    for key in ("roc_auc", "prbep", "accuracy"):
+        assert a[key] == pytest.approx(b[key], abs=1e-12), key
