@@ -12,8 +12,10 @@ offsets into the whole store, chunked with the shards), ``X/indices`` (int32 col
 indices) and ``X/data`` (float32 values), the group's attributes holding
 ``encoding-type: csr_matrix`` and ``shape``. In Parquet, a part holds two list columns,
 ``indices`` (list of int32) and ``values`` (list of float32): Arrow's list offsets and
-values are then the shard's CSR arrays, read without a copy (a map column would hold
-the same buffers as a list of structs, and read slower). A shard reads as a
+values are then the shard's CSR arrays, read without a copy. A map column holds the same
+buffers (the files are the same size) but read slower here: 200,000 rows of 50 values
+(2^20 features) took 92-122 ms as two list columns and 132-154 ms as a map (medians of 7,
+three rounds). A shard reads as a
 ``scipy.sparse.csr_array`` (:mod:`dpipe.reduce._block`); its indices are checked to lie
 in ``[0, d)`` on every read.
 
