@@ -85,7 +85,7 @@ def is_dpipe_store(path: str) -> bool:
         return False
     try:
         with open(manifest, "rb") as f:
-            decode_manifest(f.read(), where=path)
+            decode_manifest(f.read(), where=path, directory=path)
     except (ValueError, OSError):  # StoreError is a ValueError
         return False
     return True

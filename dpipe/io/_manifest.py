@@ -11,6 +11,14 @@ one :class:`ShardRecord` per shard with its row count, class counts and a conten
 hash of every array (see :mod:`dpipe.io._checksum`); 3 adds the feature ``layout``
 (``dense`` or ``csr``) and, for CSR stores, the stored values of every shard
 (``shard_nnz``). Schema 1 and 2 stores are dense and still read.
+
+Wide stores (schema 3, more than :data:`dpipe._wide.INLINE_MAX` features) keep their
+feature names out of the manifest, so that opening a store of 10^6 features does not
+parse and compare 10^6 strings twice: names that follow a pattern (svmlight's ``f1 ..
+fd``, hashed or generated features) are written as ``{"prefix", "start", "count"}``, any
+other list in ``feature_names.json`` beside the manifest, referred to as ``{"file",
+"sha256", "count"}`` and checked against its hash when read. A decoded :class:`Manifest`
+always holds the full list.
 """
 
 from __future__ import annotations
@@ -26,17 +34,21 @@ from typing import Any, Literal
 import msgspec
 
 from .._modes import set_default_mode
+from .._wide import INLINE_MAX, compact_names, expand_names
 from ..exceptions import StoreError
 from ._checksum import CHECKSUM_ALGORITHM
 
 __all__ = [
     "Manifest", "ShardRecord", "SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS", "MANIFEST_NAME",
     "read_manifest", "write_manifest", "decode_manifest", "validate_manifest", "canonical_json", "write_json_atomic",
+    "stored_feature_names", "FEATURE_NAMES_FILE",
 ]
 
 SCHEMA_VERSION = 3
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 MANIFEST_NAME = "manifest.json"
+#: a wide store's irregular feature names, beside the manifest
+FEATURE_NAMES_FILE = "feature_names.json"
 
 _HEX128 = re.compile(r"[0-9a-f]{32}")
 
@@ -103,6 +115,9 @@ class Manifest(msgspec.Struct, kw_only=True):
         (row offsets, int32 column indices and float32 values; see :mod:`dpipe.io._store`).
     shard_nnz : list of int or None
         Schema 3, CSR stores: stored values per shard (what the memory model counts).
+    feature_names_stored : dict or None
+        How a wide store writes its ``feature_names`` (a pattern or a file reference; see
+        the module docstring); None: the list itself. Not a field of the JSON.
     """
 
     format: Literal["zarr", "parquet"]
@@ -125,6 +140,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     checksum_algorithm: str | None = None
     layout: Literal["dense", "csr"] = "dense"
     shard_nnz: list[int] | None = None
+    feature_names_stored: dict[str, Any] | None = None
 
     @property
     def n_shards(self) -> int:
@@ -154,6 +170,9 @@ class Manifest(msgspec.Struct, kw_only=True):
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON dictionary (a schema-1 manifest keeps its old layout, so its digest is unchanged)."""
         d = msgspec.to_builtins(self)
+        stored = d.pop("feature_names_stored", None)
+        if stored is not None:
+            d["feature_names"] = stored
         if self.schema_version < 3:
             d.pop("layout", None)
             d.pop("shard_nnz", None)
@@ -194,10 +213,51 @@ def _field_of(error: msgspec.ValidationError) -> tuple[str, str]:
     return "(top level)", text
 
 
-def decode_manifest(raw: Any, where: str) -> Manifest:
+def stored_feature_names(names: list[str], schema_version: int = SCHEMA_VERSION) -> dict[str, Any] | None:
+    """How a manifest of this schema writes ``names``: None (the list), a pattern, or a reference to ``feature_names.json``."""
+    if schema_version < 3 or len(names) <= INLINE_MAX:
+        return None
+    compact = compact_names(names)
+    if isinstance(compact, dict):
+        return compact
+    return {"file": FEATURE_NAMES_FILE, "sha256": hashlib.sha256(canonical_json(names).encode()).hexdigest(), "count": len(names)}
+
+
+def _expand_feature_names(raw: dict[str, Any], where: str, directory: str | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``raw`` with its compact ``feature_names`` expanded to the list, and the compact form (None when it was a list)."""
+    value = raw.get("feature_names")
+    if "feature_names_stored" in raw:
+        raise StoreError(f"{where}: manifest field feature_names_stored: not a field of the JSON")
+    if not isinstance(value, dict):
+        return raw, None
+    if raw.get("schema_version", 0) < 3:
+        raise StoreError(f"{where}: manifest field feature_names: a list in a schema_version {raw.get('schema_version')} manifest, got an object")
+    if set(value) == {"file", "sha256", "count"}:
+        if directory is None:
+            raise StoreError(f"{where}: manifest field feature_names: in {value.get('file')!r}, which is read with the store (open the store)")
+        fn = os.path.join(directory, str(value["file"]))
+        if os.path.basename(fn) != FEATURE_NAMES_FILE:
+            raise StoreError(f"{where}: manifest field feature_names: file must be {FEATURE_NAMES_FILE!r}, got {value['file']!r}")
+        try:
+            with open(fn, "rb") as f:
+                text = f.read()
+        except FileNotFoundError:
+            raise StoreError(f"{where}: {FEATURE_NAMES_FILE} (the feature names) is missing") from None
+        names = msgspec.json.decode(text)
+        if not isinstance(names, list) or hashlib.sha256(canonical_json(names).encode()).hexdigest() != value["sha256"]:
+            raise StoreError(f"{where}: {FEATURE_NAMES_FILE} differs from the hash recorded in the manifest (changed or replaced since)")
+        return {**raw, "feature_names": names}, value
+    try:
+        return {**raw, "feature_names": expand_names(value, f"{where}: manifest field feature_names")}, value
+    except ValueError as exc:
+        raise StoreError(str(exc)) from None
+
+
+def decode_manifest(raw: Any, where: str, directory: str | None = None) -> Manifest:
     """Decode a manifest from JSON text/bytes or an already parsed object, then validate it.
 
-    ``where`` names the store in error messages.
+    ``where`` names the store in error messages; ``directory``, the store's folder, is where a
+    wide store's ``feature_names.json`` is read from.
     """
     if isinstance(raw, (bytes, str)):
         try:
@@ -209,8 +269,9 @@ def decode_manifest(raw: Any, where: str) -> Manifest:
     version = raw.get("schema_version")
     if type(version) is not int or version not in READABLE_SCHEMA_VERSIONS:
         raise StoreError(f"{where}: manifest field schema_version: unsupported value {version!r} (this dpipe reads {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})")
+    raw, stored = _expand_feature_names(raw, where, directory)
     try:
-        m = msgspec.convert(raw, Manifest, strict=True)
+        m = msgspec.convert({**raw, "feature_names_stored": stored} if stored is not None else raw, Manifest, strict=True)
     except msgspec.ValidationError as exc:
         field, msg = _field_of(exc)
         raise StoreError(f"{where}: manifest field {field}: {msg}") from None
@@ -314,7 +375,11 @@ def write_json_atomic(path: str, obj: Any, indent: int | None = 1) -> None:
 
 
 def write_manifest(directory: str, manifest: Manifest) -> None:
-    """Write ``manifest.json`` into ``directory`` (temporary file + rename)."""
+    """Write ``manifest.json`` into ``directory`` (temporary file + rename), and ``feature_names.json`` first when the
+    manifest refers to it."""
+    stored = manifest.feature_names_stored
+    if stored is not None and "file" in stored:
+        write_json_atomic(os.path.join(directory, FEATURE_NAMES_FILE), list(manifest.feature_names), indent=None)
     write_json_atomic(os.path.join(directory, MANIFEST_NAME), manifest.to_dict())
 
 
@@ -331,4 +396,4 @@ def read_manifest_raw(directory: str) -> bytes:
 
 def read_manifest(directory: str) -> Manifest:
     """Read and validate the manifest of the store at ``directory``."""
-    return decode_manifest(read_manifest_raw(directory), where=directory)
+    return decode_manifest(read_manifest_raw(directory), where=directory, directory=directory)

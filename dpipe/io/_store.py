@@ -479,7 +479,7 @@ class Store:
         self.path = os.path.abspath(os.fspath(path))
         mode = resolve_verify(verify, "Store")
         raw = read_manifest_raw(self.path)
-        self.manifest: Manifest = decode_manifest(raw, where=self.path)
+        self.manifest: Manifest = decode_manifest(raw, where=self.path, directory=self.path)
         m = self.manifest
         if m.format == "zarr":
             try:

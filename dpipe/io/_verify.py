@@ -60,7 +60,7 @@ def record_checksums(path: str | os.PathLike, progress: Progress | None = None) 
         if progress is not None:
             progress(i + 1, st.n_shards, rows)
     new = msgspec.structs.replace(m, schema_version=SCHEMA_VERSION, shards=records, checksum_algorithm=CHECKSUM_ALGORITHM)
-    decode_manifest(new.to_dict(), st.path)  # the record must read back
+    decode_manifest(new.to_dict(), st.path, directory=st.path)  # the record must read back
     if m.format == "zarr":
         zjson = os.path.join(st.path, "zarr.json")
         with open(zjson) as f:

@@ -34,7 +34,7 @@ from .._output import check_not_inside, destination_lock, is_dpipe_store
 from ..exceptions import DPipeError, ParameterError, StoreError
 from ..reduce._block import LAYOUTS, block_nnz, concat_rows, is_csr, to_float32
 from ._checksum import CHECKSUM_ALGORITHM, shard_digests
-from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, write_manifest
+from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, stored_feature_names, write_manifest
 
 __all__ = ["ShardWriter", "STORE_FORMATS", "STORE_CODECS", "choose_codec", "default_shard_rows", "shard_rows_for", "prepare_destination",
            "store_lock"]
@@ -449,6 +449,7 @@ class ShardWriter:
             checksum_algorithm=CHECKSUM_ALGORITHM,
             layout=self.layout,
             shard_nnz=self.shard_nnz if self.layout == "csr" else None,
+            feature_names_stored=stored_feature_names(self.feature_names),
             **manifest_fields,
         )
         if self.format == "zarr":

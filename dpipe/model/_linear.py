@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._formats import MODEL_FORMAT
+from .._wide import compact_names, decode_vector, encode_vector, expand_names, is_pattern
 from .._modes import current_umask as _umask
 from .._output import destination_lock
 from .._ramp import ramp
@@ -94,13 +95,22 @@ def _check_document(d: Any, where: str) -> None:
         if field not in d:
             raise bad(field, "missing")
     coef = d["coef"]
-    if not isinstance(coef, list):
+    if isinstance(coef, Mapping):  # a wide model's weights: base64 of little-endian float64
+        try:
+            coef = decode_vector(coef)
+        except ValueError as exc:
+            raise bad("coef", str(exc)) from None
+        bad_at = np.flatnonzero(~np.isfinite(coef))
+        if bad_at.size:
+            raise bad(f"coef[{int(bad_at[0])}]", f"expected a finite number, got {float(coef[bad_at[0]])!r}")
+    elif not isinstance(coef, list):
         raise bad("coef", f"expected a list of numbers, got {_kind(coef)}")
-    for i, v in enumerate(coef):
-        if not _is_number(v):
-            raise bad(f"coef[{i}]", f"expected a number, got {_kind(v)}")
-        if not math.isfinite(v):
-            raise bad(f"coef[{i}]", f"expected a finite number, got {v!r}")
+    else:
+        for i, v in enumerate(coef):
+            if not _is_number(v):
+                raise bad(f"coef[{i}]", f"expected a number, got {_kind(v)}")
+            if not math.isfinite(v):
+                raise bad(f"coef[{i}]", f"expected a finite number, got {v!r}")
     intercept = d["intercept"]
     if not _is_number(intercept):
         raise bad("intercept", f"expected a number, got {_kind(intercept)}")
@@ -110,6 +120,11 @@ def _check_document(d: Any, where: str) -> None:
     if problem is not None:
         raise bad(*problem)
     names = d.get("feature_names")
+    if is_pattern(names):
+        try:
+            names = expand_names(names, where)
+        except ValueError as exc:
+            raise ParameterError(str(exc)) from None
     if names is not None:
         if not isinstance(names, list):
             raise bad("feature_names", f"expected a list of strings, got {_kind(names)}")
@@ -371,9 +386,9 @@ class LinearModel:
             "created": self.created,
             "objective": self.objective,
             "params": self.params,
-            "coef": self.coef.tolist(),
+            "coef": encode_vector(self.coef),
             "intercept": self.intercept,
-            "feature_names": self.feature_names,
+            "feature_names": compact_names(self.feature_names),
             "encoding": self.encoding,
             "training": self.training,
             "fit": self.fit,
@@ -390,16 +405,19 @@ class LinearModel:
             One line naming ``where`` and the field that is wrong.
         """
         _check_document(d, where)
+        coef = decode_vector(d["coef"]) if isinstance(d["coef"], Mapping) else d["coef"]
+        names = d.get("feature_names")
+        names = expand_names(names, where) if is_pattern(names) else names
         encoding = d.get("encoding") or {}
         if encoding.get("transform") is not None:
             try:
-                FeatureTransform.from_dict(encoding["transform"], d.get("feature_names") or [f"x{i}" for i in range(len(d["coef"]))], f"{where}: encoding")
+                FeatureTransform.from_dict(encoding["transform"], names or [f"x{i}" for i in range(len(coef))], f"{where}: encoding")
             except ValueError as exc:
                 raise ParameterError(str(exc)) from None
         return cls(
-            d["coef"],
+            coef,
             d["intercept"],
-            feature_names=d.get("feature_names"),
+            feature_names=names,
             objective=d.get("objective", ""),
             params=d.get("params"),
             encoding=d.get("encoding"),

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from .._wide import encode_vector
+
 __all__ = ["FitResult", "Candidate"]
 
 
@@ -78,7 +80,7 @@ class FitResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dictionary."""
         d = dataclasses.asdict(self)
-        d["x"] = np.asarray(self.x).tolist()
+        d["x"] = encode_vector(np.asarray(self.x))  # compact beyond 10,000 values (dpipe._wide)
         return _jsonable(d)
 
 

@@ -141,3 +141,50 @@ def test_predict_and_evaluate_agree_across_layouts(tmp_path):
     a, b = dpipe.evaluate(model, dense, engine="local"), dpipe.evaluate(model, sparse, engine="local")
     for key in ("roc_auc", "prbep", "accuracy"):
         assert a[key] == pytest.approx(b[key], abs=1e-12), key
+
+
+@pytest.mark.parametrize("regular", [True, False])
+def test_wide_store_keeps_its_feature_names_out_of_the_manifest(tmp_path, regular):
+    from dpipe.io import ShardWriter
+
+    d = 12_000
+    names = [f"f{j + 1}" for j in range(d)] if regular else [f"tok_{(7 * j) % d}" for j in range(d)]
+    X = sp.csr_array((np.ones(20, np.float32), (np.arange(20), np.arange(20) * 600)), shape=(20, d))
+    path = str(tmp_path / "wide.zarr")
+    with ShardWriter(path, d, names, 20, layout="csr") as w:
+        w.append(X, np.where(np.arange(20) % 2 == 0, 1, -1))
+        written = w.commit()
+    with open(os.path.join(path, "manifest.json")) as f:
+        raw = json.load(f)
+    assert raw["feature_names"] == ({"prefix": "f", "start": 1, "count": d} if regular else
+                                    {"file": "feature_names.json", "sha256": raw["feature_names"]["sha256"], "count": d})
+    assert os.path.getsize(os.path.join(path, "manifest.json")) < 4000
+    st = open_store(path, verify=True)
+    assert st.manifest.feature_names == names and st.manifest.digest() == written.digest()
+    if not regular:
+        with open(os.path.join(path, "feature_names.json"), "w") as f:
+            json.dump(names[::-1], f)
+        with pytest.raises(StoreError, match="feature_names.json differs from the hash recorded in the manifest"):
+            open_store(path)
+        os.unlink(os.path.join(path, "feature_names.json"))
+        with pytest.raises(StoreError, match="feature_names.json .*is missing"):
+            open_store(path)
+
+
+def test_wide_model_is_written_compactly_and_reads_back_exactly(tmp_path):
+    d = 50_000
+    rng = np.random.default_rng(0)
+    rows = 300
+    X = sp.csr_array((rng.random(rows * 5).astype(np.float32), (np.repeat(np.arange(rows), 5), rng.integers(0, d, rows * 5))), shape=(rows, d))
+    X.sum_duplicates()
+    y = np.where(rng.random(rows) < 0.3, 1, -1).astype(np.int8)
+    model = dpipe.train(write_store(tmp_path / "w.zarr", X, y, layout="csr"), engine="local", lam=1e-2, train_metrics=False)
+    path = model.save(tmp_path / "m.json")
+    with open(path) as f:
+        raw = json.load(f)
+    assert raw["coef"]["dtype"] == "<f8" and raw["feature_names"] == {"prefix": "x", "start": 0, "count": d}
+    assert os.path.getsize(path) < 12 * 8 * d  # two base64 vectors (coef and the solver's x), not 2 x 50,000 decimals
+    back = dpipe.LinearModel.load(path)
+    np.testing.assert_array_equal(back.coef, model.coef)
+    assert back.feature_names == model.feature_names
+    np.testing.assert_array_equal(back.decision_function(X), model.decision_function(X))
