@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from .._formats import MODEL_FORMAT
-from .._wide import compact_names, decode_vector, encode_vector, expand_names, is_pattern
 from .._modes import current_umask as _umask
 from .._output import destination_lock
 from .._ramp import ramp
 from .._transform import FeatureTransform
+from .._wide import compact_names, decode_vector, encode_vector, expand_names, is_pattern
 from ..exceptions import OutputError, ParameterError
 
 __all__ = ["LinearModel", "MODEL_FORMAT", "MODEL_FORMAT_VERSION", "MAX_COEF_L1", "MAX_INTERCEPT"]
