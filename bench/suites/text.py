@@ -16,6 +16,10 @@
    every default on the embedded 2-worker cluster (``--engine dask --workers 2``): whole-process
    time, peak RSS of the process tree (the driver, the nanny and worker processes), worker
    restarts, and whether any d x d array was asked for (the fit would fail with d = 10^6).
+4. **The big text store** (:data:`BIG`: 10^6 rows x 2^20 features, about 50 non-zeros a row):
+   written as svmlight (scikit-learn's writer), ``dpipe ingest`` of that file (peak RSS of
+   the process), one AUC evaluation against two plain passes over the same persisted shards
+   on the 2-worker cluster, and ``dpipe train`` streamed at 500 MB per worker.
 """
 
 from __future__ import annotations
@@ -35,13 +39,18 @@ import numpy as np
 from .._harness import Config, fmt_spread, spread, table_head
 from .race import C_GRID, _dpipe_exe, _git_state, _peer_run, _timed, build_peer
 
-__all__ = ["SVMPERF_REUTERS", "GENERATED", "QUICK_GENERATED", "run", "text_like_store"]
+__all__ = ["SVMPERF_REUTERS", "GENERATED", "QUICK_GENERATED", "BIG", "QUICK_BIG", "run", "text_like_store"]
 
 #: SVM-perf ROCArea ``-c 100 -w 3 --b 1`` on Reuters money-fx, whole process from the text file (../shared/data/README.md)
 SVMPERF_REUTERS = (0.39, 0.98796)
 #: generated text-like stores: (rows, features, non-zeros a row)
 GENERATED = ((10_000, 100_000, 100), (100_000, 1_000_000, 100))
 QUICK_GENERATED = ((10_000, 100_000, 100),)
+#: the big text store (rows, features, non-zeros a row): ingested from svmlight, passes timed on the cluster, streamed
+BIG = (1_000_000, 2**20, 50)
+QUICK_BIG = (100_000, 2**20, 50)
+#: memory limit per worker of the streamed run on the big store
+STREAM_LIMIT = "500MB"
 TRAIN, TEST = "reuters-moneyfx.trn.bz2", "reuters-moneyfx.tst.bz2"
 
 
@@ -219,6 +228,94 @@ def _generated(cfg: Config, exe: str) -> list[dict[str, Any]]:
     return out
 
 
+def _write_svmlight_blocks(store: Path, dest: Path) -> float:
+    """The store's rows as an svmlight file (scikit-learn's writer, shard by shard: bounded memory); seconds."""
+    import dpipe
+    from sklearn.datasets import dump_svmlight_file
+
+    t0 = time.perf_counter()
+    tmp = dest.with_name(dest.name + ".tmp")
+    with open(tmp, "wb") as f:
+        for sh in dpipe.open_store(str(store)).iter_shards():
+            dump_svmlight_file(sh.X, sh.y, f, zero_based=False)
+    os.replace(tmp, dest)
+    return time.perf_counter() - t0
+
+
+def _passes_on_cluster(store: Path) -> dict[str, Any]:
+    """One AUC evaluation (score pass, merge, gradient pass) against two plain passes (``X w``, ``X^T g``) over the same
+    persisted CSR shards on a 2-worker LocalCluster; medians of 5 after 2 untimed."""
+    import dpipe
+    from dpipe.engine import RankPasses, open_dataset
+    from dpipe.reduce._linalg import matvec, rmatvec
+
+    from .._harness import local_cluster
+
+    def plain_scores(shard, w):
+        return float(matvec(shard.X, w).sum())  # a scalar back: the pass, not the transfer
+
+    def plain_rows(shard, w):
+        return rmatvec(shard.X, np.ones(shard.n_rows))
+
+    st = dpipe.open_store(str(store))
+    w = np.random.default_rng(0).normal(size=st.manifest.n_features) * 1e-2
+    out: dict[str, Any] = {}
+    with local_cluster(2) as client:
+        with open_dataset(st, client=client, cache="memory") as ds:
+            passes = RankPasses(ds)
+            evals, plain = [], []
+            for k in range(7):
+                t0 = time.perf_counter()
+                merged = passes.scores(w)
+                passes.gradient(np.ones(merged.pos.size), np.ones(merged.neg.size))
+                t1 = time.perf_counter()
+                ds.map_gather(plain_scores, w)
+                ds.map_reduce(plain_rows, np.add, w)
+                t2 = time.perf_counter()
+                if k >= 2:
+                    evals.append(t1 - t0)
+                    plain.append(t2 - t1)
+    out = {"evaluation": spread(evals), "two_plain_passes": spread(plain)}
+    out["ratio"] = out["evaluation"]["median"] / out["two_plain_passes"]["median"]
+    return out
+
+
+def _big(cfg: Config, exe: str) -> dict[str, Any]:
+    """The big text store: generated, written as svmlight, ingested (peak RSS), passes timed, trained streamed at 500 MB a worker."""
+    from .scale_race import run_tree
+
+    rows, features, per_row = QUICK_BIG if cfg.quick else BIG
+    folder = cfg.work / "text"
+    gen = folder / f"big-{rows}x{features}-generated.zarr"
+    made = text_like_store(gen, rows, features, per_row, seed=1)
+    svm = folder / f"big-{rows}x{features}.svm"
+    svm_seconds = _write_svmlight_blocks(gen, svm)
+    store = folder / f"big-{rows}x{features}.zarr"
+    ing = run_tree([exe, "-q", "ingest", str(svm), str(store), "--n-features", str(features), "--overwrite"])
+    print(f"  big {rows} x {features}: {made['nnz']} non-zeros; svmlight {svm.stat().st_size / 1e9:.2f} GB in {svm_seconds:.0f} s; "
+          f"ingest {ing['seconds']:.1f} s, peak RSS {ing['peak_tree_rss'] / 2**20:.0f} MB (exit {ing['returncode']})", flush=True)
+    rec: dict[str, Any] = {"rows": rows, "features": features, "nnz": made["nnz"], "svmlight_bytes": svm.stat().st_size,
+                           "ingest": {k: ing[k] for k in ("seconds", "returncode", "peak_tree_rss")}}
+    if ing["returncode"] != 0:
+        rec["ingest"]["stderr"] = ing["stderr"][-600:]
+        return rec
+    rec["passes"] = _passes_on_cluster(store)
+    print(f"  big: one evaluation {rec['passes']['evaluation']['median']:.2f} s, two plain passes "
+          f"{rec['passes']['two_plain_passes']['median']:.2f} s ({rec['passes']['ratio']:.2f}x)", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        r = run_tree([exe, "train", str(store), "--out", str(Path(tmp) / "m.json"), "--engine", "dask", "--workers", "2",
+                      "--memory-limit", STREAM_LIMIT, "--cache", "stream", "-q"], timeout=3600)
+        rec["streamed"] = {"seconds": r["seconds"], "returncode": r["returncode"], "peak_tree_rss": r["peak_tree_rss"],
+                           "restarts": sum("restart" in ln.lower() for ln in r["stderr"].splitlines()),
+                           "stderr_tail": [ln for ln in r["stderr"].splitlines() if ln.strip()][-3:]}
+        if r["returncode"] == 0:
+            fit = json.loads((Path(tmp) / "m.json").read_text())["fit"]
+            rec["streamed"].update(nit=fit["nit"], fit=fit["time_data"] + fit["time_solve"])
+    print(f"  big: streamed at {STREAM_LIMIT} a worker: {r['seconds']:.1f} s (exit {r['returncode']}), peak tree RSS "
+          f"{r['peak_tree_rss'] / 2**20:.0f} MB, {rec['streamed']['restarts']} restart lines", flush=True)
+    return rec
+
+
 # --------------------------------------------------------------------------------------------- report
 
 
@@ -257,6 +354,21 @@ def markdown(payload: dict[str, Any]) -> str:
         for rec in g:
             lines.append(f"| {rec['rows']:,} x {rec['features']:,} | {rec['nnz']:,} | {rec['seconds_train']:.1f} | "
                          f"{rec.get('fit', float('nan')):.2f} | {rec.get('nit', '-')} | {rec['peak_tree_rss'] / 2**20:.0f} MB | {rec['restarts']} | {rec['returncode']} |")
+    b = payload.get("big")
+    if b:
+        ing = b["ingest"]
+        lines += ["", f"## {b['rows']:,} x {b['features']:,} text-like rows ({b['nnz']:,} non-zeros)", "",
+                  f"- `dpipe ingest` of the {b['svmlight_bytes'] / 1e9:.2f} GB svmlight file: {ing['seconds']:.1f} s, peak RSS "
+                  f"{ing['peak_tree_rss'] / 2**20:.0f} MB (exit {ing['returncode']})."]
+        if "passes" in b:
+            p = b["passes"]
+            lines.append(f"- On the embedded 2-worker cluster (persisted): one AUC evaluation {fmt_spread(p['evaluation'])} s against two plain "
+                         f"passes (`X w`, `X^T g`) {fmt_spread(p['two_plain_passes'])} s: {p['ratio']:.2f}x.")
+        if "streamed" in b:
+            st = b["streamed"]
+            lines.append(f"- `dpipe train --engine dask --workers 2 --memory-limit {STREAM_LIMIT} --cache stream`: {st['seconds']:.1f} s "
+                         f"(exit {st['returncode']}{', fit %.1f s, %d iterations' % (st['fit'], st['nit']) if 'fit' in st else ''}), peak RSS of the "
+                         f"process tree {st['peak_tree_rss'] / 2**20:.0f} MB, {st['restarts']} restart lines.")
     return "\n".join(lines) + "\n"
 
 
@@ -269,5 +381,6 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
         payload["reuters"] = _race_reuters(cfg, exe, prep)
     payload["kdd99"] = _kdd99_layouts(cfg)
     payload["generated"] = _generated(cfg, exe)
+    payload["big"] = _big(cfg, exe)
     payload["load_end"] = list(os.getloadavg())
     return payload, markdown(payload)
