@@ -26,8 +26,9 @@ import numpy as np
 
 __all__ = ["FeatureTransform", "SCALES"]
 
-#: ``scale=`` values: min-max to [0, 1] on the fitting data, zero mean / unit variance, or none
-SCALES = ("minmax", "standard", "none")
+#: ``scale=`` values: min-max to [0, 1] on the fitting data, zero mean / unit variance, division by the largest |value|
+#: (keeps zeros: the scale of sparse stores), or none
+SCALES = ("minmax", "standard", "maxabs", "none")
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class FeatureTransform:
     n_features : int
     log1p : tuple of int
         Features replaced by ``log1p(x)`` (their values must be >= 0).
-    scale : {"minmax", "standard", "none"}
+    scale : {"minmax", "standard", "maxabs", "none"}
         How ``offset`` and ``factor`` were fitted.
     features : tuple of int
         Features the affine map applies to (one-hot indicators are left out).
@@ -80,6 +81,8 @@ class FeatureTransform:
         ValueError
             A ``log1p`` feature is negative (or not finite), naming the feature and the row.
         """
+        if not isinstance(X, np.ndarray) and getattr(X, "format", None) == "csr":
+            return self._apply_csr(X, first_row, where)
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ValueError(f"{where or 'transform'}: X has shape {X.shape}; the transform expects (n, {self.n_features})")
@@ -106,6 +109,38 @@ class FeatureTransform:
             T[:, pos] -= np.asarray(self.offset)
             T[:, pos] *= np.asarray(self.factor)
         out[:, cols] = T  # the one rounding to float32
+        return out
+
+    @property
+    def keeps_zeros(self) -> bool:
+        """Whether a zero stays zero (``log1p`` and a scale without offset): the transform of a sparse row stays sparse."""
+        return not any(self.offset)
+
+    def _apply_csr(self, X: Any, first_row: int, where: str) -> Any:
+        """:meth:`apply` of a CSR block (a scipy.sparse CSR array, float32): the stored values, the same arithmetic as a dense row's."""
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"{where or 'transform'}: X has shape {X.shape}; the transform expects (n, {self.n_features})")
+        if not self.keeps_zeros:
+            raise ValueError(f"{where or 'transform'}: a {self.scale} transform shifts zeros; it cannot keep sparse rows sparse")
+        out = X.astype(np.float32, copy=True)
+        cols = np.asarray(out.indices, dtype=np.int64)
+        t = out.data.astype(np.float64)
+        if self.log1p:
+            logged = np.zeros(self.n_features, dtype=bool)
+            logged[list(self.log1p)] = True
+            hit = logged[cols]
+            bad = hit & ~(t >= 0)
+            if bad.any():
+                p = int(np.argmax(bad))
+                row = int(np.searchsorted(out.indptr, p, side="right") - 1)
+                raise ValueError(f"{where + ': ' if where else ''}feature {self.feature_names[cols[p]]!r} is {float(t[p])!r} in row {first_row + row}; "
+                                 "its transform takes log1p, which needs values >= 0")
+            t[hit] = np.log1p(t[hit])
+        if self.features:
+            factor = np.ones(self.n_features)
+            factor[list(self.features)] = self.factor
+            t *= factor[cols]
+        out.data = t.astype(np.float32)  # the one rounding to float32
         return out
 
     def to_dict(self) -> dict[str, Any]:

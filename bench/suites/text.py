@@ -19,7 +19,7 @@
 4. **The big text store** (:data:`BIG`: 10^6 rows x 2^20 features, about 50 non-zeros a row):
    written as svmlight (scikit-learn's writer), ``dpipe ingest`` of that file (peak RSS of
    the process), one AUC evaluation against two plain passes over the same persisted shards
-   on the 2-worker cluster, and ``dpipe train`` streamed at 500 MB per worker.
+   on the 2-worker cluster, and ``dpipe train`` streamed at 500 MB and 700 MB per worker.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ QUICK_GENERATED = ((10_000, 100_000, 100),)
 #: the big text store (rows, features, non-zeros a row): ingested from svmlight, passes timed on the cluster, streamed
 BIG = (1_000_000, 2**20, 50)
 QUICK_BIG = (100_000, 2**20, 50)
-#: memory limit per worker of the streamed run on the big store
-STREAM_LIMIT = "500MB"
+#: memory limits per worker of the streamed runs on the big store (the issue asks for 500 MB)
+STREAM_LIMITS = ("500MB", "700MB")
 TRAIN, TEST = "reuters-moneyfx.trn.bz2", "reuters-moneyfx.tst.bz2"
 
 
@@ -230,8 +230,9 @@ def _generated(cfg: Config, exe: str) -> list[dict[str, Any]]:
 
 def _write_svmlight_blocks(store: Path, dest: Path) -> float:
     """The store's rows as an svmlight file (scikit-learn's writer, shard by shard: bounded memory); seconds."""
-    import dpipe
     from sklearn.datasets import dump_svmlight_file
+
+    import dpipe
 
     t0 = time.perf_counter()
     tmp = dest.with_name(dest.name + ".tmp")
@@ -302,17 +303,22 @@ def _big(cfg: Config, exe: str) -> dict[str, Any]:
     rec["passes"] = _passes_on_cluster(store)
     print(f"  big: one evaluation {rec['passes']['evaluation']['median']:.2f} s, two plain passes "
           f"{rec['passes']['two_plain_passes']['median']:.2f} s ({rec['passes']['ratio']:.2f}x)", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        r = run_tree([exe, "train", str(store), "--out", str(Path(tmp) / "m.json"), "--engine", "dask", "--workers", "2",
-                      "--memory-limit", STREAM_LIMIT, "--cache", "stream", "-q"], timeout=3600)
-        rec["streamed"] = {"seconds": r["seconds"], "returncode": r["returncode"], "peak_tree_rss": r["peak_tree_rss"],
-                           "restarts": sum("restart" in ln.lower() for ln in r["stderr"].splitlines()),
-                           "stderr_tail": [ln for ln in r["stderr"].splitlines() if ln.strip()][-3:]}
-        if r["returncode"] == 0:
-            fit = json.loads((Path(tmp) / "m.json").read_text())["fit"]
-            rec["streamed"].update(nit=fit["nit"], fit=fit["time_data"] + fit["time_solve"])
-    print(f"  big: streamed at {STREAM_LIMIT} a worker: {r['seconds']:.1f} s (exit {r['returncode']}), peak tree RSS "
-          f"{r['peak_tree_rss'] / 2**20:.0f} MB, {rec['streamed']['restarts']} restart lines", flush=True)
+    rec["streamed"] = []
+    for limit in STREAM_LIMITS:
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run_tree([exe, "train", str(store), "--out", str(Path(tmp) / "m.json"), "--engine", "dask", "--workers", "2",
+                          "--memory-limit", limit, "--cache", "stream", "-q"], timeout=900)
+            lines = r["stderr"].splitlines()
+            st: dict[str, Any] = {"limit": limit, "seconds": r["seconds"], "returncode": r["returncode"], "timed_out": r["timed_out"],
+                                  "peak_tree_rss": r["peak_tree_rss"], "restarts": sum("Restarting worker" in ln for ln in lines),
+                                  "pauses": sum("Pausing worker" in ln for ln in lines),
+                                  "stderr_tail": [ln for ln in lines if ln.strip()][-3:]}
+            if r["returncode"] == 0:
+                fit = json.loads((Path(tmp) / "m.json").read_text())["fit"]
+                st.update(nit=fit["nit"], fit=fit["time_data"] + fit["time_solve"])
+        rec["streamed"].append(st)
+        print(f"  big: streamed at {limit} a worker: {r['seconds']:.1f} s (exit {r['returncode']}{', timed out' if r['timed_out'] else ''}), "
+              f"peak tree RSS {r['peak_tree_rss'] / 2**20:.0f} MB, {st['restarts']} restarts, {st['pauses']} pauses", flush=True)
     return rec
 
 
@@ -364,11 +370,11 @@ def markdown(payload: dict[str, Any]) -> str:
             p = b["passes"]
             lines.append(f"- On the embedded 2-worker cluster (persisted): one AUC evaluation {fmt_spread(p['evaluation'])} s against two plain "
                          f"passes (`X w`, `X^T g`) {fmt_spread(p['two_plain_passes'])} s: {p['ratio']:.2f}x.")
-        if "streamed" in b:
-            st = b["streamed"]
-            lines.append(f"- `dpipe train --engine dask --workers 2 --memory-limit {STREAM_LIMIT} --cache stream`: {st['seconds']:.1f} s "
-                         f"(exit {st['returncode']}{', fit %.1f s, %d iterations' % (st['fit'], st['nit']) if 'fit' in st else ''}), peak RSS of the "
-                         f"process tree {st['peak_tree_rss'] / 2**20:.0f} MB, {st['restarts']} restart lines.")
+        for st in b.get("streamed", []):
+            lines.append(f"- `dpipe train --engine dask --workers 2 --memory-limit {st['limit']} --cache stream`: {st['seconds']:.1f} s "
+                         f"(exit {st['returncode']}{', timed out' if st.get('timed_out') else ''}"
+                         f"{', fit %.1f s, %d iterations' % (st['fit'], st['nit']) if 'fit' in st else ''}), peak RSS of the "
+                         f"process tree {st['peak_tree_rss'] / 2**20:.0f} MB, {st['restarts']} worker restarts, {st['pauses']} pauses.")
     return "\n".join(lines) + "\n"
 
 

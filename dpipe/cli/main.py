@@ -88,9 +88,10 @@ def _add_transform_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log1p", metavar="COLS|auto|all",
                    help="store log1p(x) for these comma-separated features, every numeric feature (all), or the heavy-tailed ones "
                         "(auto: never negative, max >= ~128 x median on 1 + x; reported per feature); one-hot indicators never")
-    p.add_argument("--scale", choices=("none", "minmax", "standard"), default="none",
-                   help="scale every numeric feature (after --log1p) to [0, 1] (minmax) or to zero mean, unit variance (standard), "
-                        "fitted on the training rows and kept in the manifest; --like stores and models re-apply it (default none)")
+    p.add_argument("--scale", choices=("none", "minmax", "standard", "maxabs"), default="none",
+                   help="scale every numeric feature (after --log1p) to [0, 1] (minmax), to zero mean, unit variance (standard) or by its "
+                        "largest |value| (maxabs: keeps zeros, the scale of sparse stores), fitted on the training rows and kept in the "
+                        "manifest; --like stores and models re-apply it (default none)")
 
 
 def _ingest_kwargs(a: argparse.Namespace) -> dict[str, Any]:

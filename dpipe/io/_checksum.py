@@ -48,11 +48,13 @@ def array_digest(name: str, values: np.ndarray, index: int, start: int, stop: in
 
 def csr_digest(X, index: int, start: int, stop: int) -> str:
     """xxh3_128 hex digest of a CSR feature block: its shape, then the row offsets from 0 (int64), the column
-    indices (int64) and the values (float32), after the same position header as :func:`array_digest`."""
+    indices (int32, int64 only where ``d`` needs it: hashed as read, no widened copy of 4 bytes a value) and the
+    values (float32), after the same position header as :func:`array_digest`."""
     h = xxhash.xxh3_128()
     h.update(f"dpipe-shard:X:csr:{list(X.shape)}:{index}:{start}:{stop};".encode())
     indptr = np.asarray(X.indptr, dtype="<i8")
-    for a in (indptr - indptr[0], np.asarray(X.indices, dtype="<i8"), np.asarray(X.data, dtype="<f4")):
+    index_dtype = "<i4" if X.shape[1] < 2**31 else "<i8"
+    for a in (indptr - indptr[0], np.asarray(X.indices, dtype=index_dtype), np.asarray(X.data, dtype="<f4")):
         if a.size:
             h.update(np.ascontiguousarray(a).view(np.uint8))
     return h.hexdigest()

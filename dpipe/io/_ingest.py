@@ -911,10 +911,11 @@ def ingest(
         the heavy-tailed ones ("auto": never negative, maximum at least about 128 times
         the median on ``1 + x``; see :mod:`dpipe.io._transform`, every feature's figures
         are kept in the manifest). One-hot indicators are never logged.
-    scale : {"none", "minmax", "standard"}
+    scale : {"none", "minmax", "standard", "maxabs"}
         Affine map of every numeric feature (after ``log1p``), fitted on this source (a row of
         ``weight_col`` weight ``v`` counting as ``v`` repeated rows): to
-        [0, 1] by minimum and maximum, or to zero mean and unit variance. The fitted
+        [0, 1] by minimum and maximum, to zero mean and unit variance, or divided by the
+        largest absolute value (``maxabs``: zeros stay zeros, so a sparse store stays sparse). The fitted
         transform is kept in the manifest (``encoding["transform"]``); ``like=`` ingests
         re-apply it (their values may fall outside [0, 1]) and models trained on the store
         carry it, so raw rows score as stored rows do. Fitting costs one more read and
@@ -931,7 +932,9 @@ def ingest(
         non-zero values, read and multiplied in O(nnz); see :mod:`dpipe.io._store`).
         ``auto``: the ``like`` store's layout; else an svmlight source is stored sparse
         when at most :data:`SPARSE_MAX_DENSITY` of its entries are non-zero (the choice
-        is logged), a tabular source dense.
+        is logged), a tabular source dense. A sparse store takes ``log1p`` and
+        ``scale="maxabs"``, which keep zeros; ``minmax`` and ``standard`` make ``auto``
+        dense and are refused with ``sparse``.
 
     Returns
     -------
@@ -998,10 +1001,11 @@ def ingest(
                              "drop log1p= and scale= (a transform is fitted on the training store and re-applied by like=).")
     if like_manifest is not None and like_manifest.encoding.get("transform") is not None:
         transform = stored_transform(like_manifest, os.fspath(like))
-    if layout == "sparse" and (log1p is not None or scale != "none" or transform is not None):
-        raise ParameterError(f"The 'layout' parameter of {OWNER} is 'sparse', but log1p / scale transforms are applied to dense stores only for now; "
-                             "use layout='dense' (or 'auto') with them.")
-    if layout == "auto" and (log1p is not None or scale != "none" or transform is not None):
+    shifting = scale in ("minmax", "standard") or (transform is not None and not transform.keeps_zeros)
+    if layout == "sparse" and shifting:
+        raise ParameterError(f"The 'layout' parameter of {OWNER} is 'sparse', but scale={scale if transform is None else transform.scale!r} would "
+                             "shift every zero; use scale='maxabs' (it keeps zeros, as log1p does) or layout='dense'.")
+    if layout == "auto" and shifting:
         layout = "dense"
     with store_lock(dest):  # one writer of dest from the check to the rename (the ShardWriter re-enters it)
         prepare_destination(dest, overwrite)
@@ -1089,7 +1093,7 @@ def ingest(
                          overwrite=overwrite, labelled=not unlabeled, layout=store_layout) as writer:
             with Progress(f"ingest: writing {dest} (pass 2 of 2)", total_rows=job.n_rows, bytes_label="of features"):
                 if store_layout == "csr" and isinstance(job, _SvmlightJob):
-                    written = _write_csr_shards(job, writer)
+                    written = _write_csr_shards(job, writer, transform, ", ".join(paths))
                 else:
                     written = _write_shards(job, writer, rows_per_shard, d, transform, ", ".join(paths))
             if written != job.n_rows:
@@ -1117,11 +1121,17 @@ def _choose_layout(layout: str, job: _SvmlightJob | _TabularJob, like: Manifest 
     return chosen
 
 
-def _write_csr_shards(job: _SvmlightJob, writer: ShardWriter) -> int:
-    """Pass 2 of an svmlight source into a CSR store: the parsed rows go to the writer as CSR blocks (never dense)."""
+def _write_csr_shards(job: _SvmlightJob, writer: ShardWriter, transform: FeatureTransform | None = None, where: str = "") -> int:
+    """Pass 2 of an svmlight source into a CSR store: the parsed rows go to the writer as CSR blocks (never dense),
+    transformed by the like= store's ``transform`` (one that keeps zeros)."""
     total = 0
     for n, encode in job.parts():
         X, y = encode(0, n, None)
+        if transform is not None:
+            try:
+                X = transform.apply(X, first_row=total, where=where)
+            except ValueError as exc:
+                raise InputError(f"{exc} (a row of the source, counted from 0; the transform is the like= store's)") from None
         writer.append(X, y)
         total += n
         advance(rows=n, nbytes=8 * X.nnz)

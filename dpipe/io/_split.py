@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._transform import SCALES
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import InputError, ParameterError
 from ..reduce._block import take_rows
@@ -86,7 +87,7 @@ def split_store(
     seed = check_int(seed, "seed", OWNER, 0, 2**32 - 1)
     check_choice(method, "method", OWNER, SPLIT_METHODS)
     log1p = check_log1p(log1p, OWNER)
-    check_choice(scale, "scale", OWNER, ("minmax", "standard", "none"))
+    check_choice(scale, "scale", OWNER, SCALES)
     st = store if isinstance(store, Store) else open_store(store)
     m = st.manifest
     paths = [os.path.realpath(p) for p in (st.path, os.fspath(train_dest), os.fspath(test_dest))]

@@ -28,6 +28,7 @@ import numpy as np
 
 from .._transform import SCALES, FeatureTransform
 from ..exceptions import InputError, ParameterError, StoreError
+from ..reduce._block import first_nonfinite, is_csr, take_rows, value_at
 from ._manifest import Manifest
 from ._store import Store, open_store
 
@@ -119,12 +120,21 @@ def indicator_features(m: Manifest) -> np.ndarray:
     return mask
 
 
-def check_finite(X: np.ndarray, first_row: int, where: str, feature_names: Sequence[str]) -> None:
-    """Refuse a block with a NaN or infinite feature, naming the feature and the row (``first_row`` + its index)."""
-    bad = ~np.isfinite(X)
-    if bad.any():
-        i, j = np.argwhere(bad)[0]
-        raise InputError(f"{where}: feature {feature_names[j]!r} is {float(X[i, j])!r} in row {first_row + int(i)}; a transform is fitted on finite values only")
+def check_sparse_scale(scale: str, layout: str, owner: str, where: str) -> None:
+    """A sparse store keeps its zeros: ``log1p`` and ``scale="maxabs"`` do; ``minmax`` and ``standard`` shift them (refused,
+    as scikit-learn's ``StandardScaler(with_mean=True)`` refuses sparse input)."""
+    if layout == "csr" and scale in ("minmax", "standard"):
+        raise ParameterError(f"{where}: a sparse store; scale={scale!r} would shift its zeros and make it dense. Use scale='maxabs' "
+                             f"(divides each feature by its largest |value|; with log1p= if wanted), or a dense layout ({owner}).")
+
+
+def check_finite(X: Any, first_row: int, where: str, feature_names: Sequence[str]) -> None:
+    """Refuse a block (dense or CSR) with a NaN or infinite feature, naming the feature and the row (``first_row`` + its index)."""
+    found = first_nonfinite(X)
+    if found is not None:
+        i, j = found
+        raise InputError(f"{where}: feature {feature_names[j]!r} is {value_at(X, i, j)!r} in row {first_row + int(i)}; "
+                         "a transform is fitted on finite values only")
 
 
 class FeatureStats:
@@ -157,15 +167,53 @@ class FeatureStats:
         delta = mean_b - mean_a
         return mean_a + delta * (n_b / n), m2_a + m2_b + delta**2 * (n_a * n_b / n)
 
-    def add(self, X: np.ndarray, weight: np.ndarray | None = None) -> None:
-        """Add a block of rows (float32 features as stored) with their sample weights (None: 1 each)."""
+    def _merge_sums(self, n_a: float, mean_a: np.ndarray, m2_a: np.ndarray, n_b: float, mean_b: np.ndarray,
+                    m2_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = n_a + n_b
+        delta = mean_b - mean_a
+        return mean_a + delta * (n_b / n), m2_a + m2_b + delta**2 * (n_a * n_b / n)
+
+    def _add_csr(self, X: Any, v: np.ndarray, n_b: float) -> None:
+        """:meth:`add` of a CSR block in O(nnz): every column's unstored entries are zeros of the rows' remaining weight."""
+        d = X.shape[1]
+        rv = np.repeat(v, np.diff(X.indptr))
+        cols = np.asarray(X.indices, dtype=np.int64)
+        x = X.data.astype(np.float64)
+        covered = np.bincount(cols, weights=rv, minlength=d)
+        stored = np.bincount(cols, minlength=d)
+        has_zero = stored < X.shape[0]
+        for values, lo, hi in ((x, "min", "max"), (np.log1p(np.maximum(x, 0.0)), "log_min", "log_max")):
+            col_min, col_max = np.full(d, np.inf), np.full(d, -np.inf)
+            np.minimum.at(col_min, cols, values)
+            np.maximum.at(col_max, cols, values)
+            col_min[has_zero] = np.minimum(col_min[has_zero], 0.0)
+            col_max[has_zero] = np.maximum(col_max[has_zero], 0.0)
+            setattr(self, lo, np.minimum(getattr(self, lo), col_min))
+            setattr(self, hi, np.maximum(getattr(self, hi), col_max))
+        for values, mean_name, m2_name in ((x, "mean", "m2"), (np.log1p(np.maximum(x, 0.0)), "log_mean", "log_m2")):
+            mean_b = np.bincount(cols, weights=rv * values, minlength=d) / n_b
+            m2_b = np.bincount(cols, weights=rv * (values - mean_b[cols]) ** 2, minlength=d) + (n_b - covered) * mean_b**2
+            mean, m2 = self._merge_sums(self.n, getattr(self, mean_name), getattr(self, m2_name), n_b, mean_b, m2_b)
+            setattr(self, mean_name, mean)
+            setattr(self, m2_name, m2)
+        if self.hist is not None:
+            self.hist += np.bincount(cols * _BINS + _octaves(x), weights=rv, minlength=d * _BINS).reshape(d, _BINS)
+            self.hist[:, 0] += n_b - covered  # the zeros: octave 0
+        self.n += n_b
+        self.rows += X.shape[0]
+
+    def add(self, X: Any, weight: np.ndarray | None = None) -> None:
+        """Add a block of rows (float32 features as stored, dense or CSR) with their sample weights (None: 1 each)."""
         v = np.ones(X.shape[0]) if weight is None else np.asarray(weight, dtype=np.float64)
         if weight is not None:
             keep = v > 0
-            X, v = X[keep], v[keep]
+            X, v = take_rows(X, keep), v[keep]
         if X.shape[0] == 0:
             return
         n_b = float(v.sum())
+        if is_csr(X):
+            self._add_csr(X, v, n_b)
+            return
         X64 = X.astype(np.float64)
         self.min = np.minimum(self.min, X64.min(axis=0))
         self.max = np.maximum(self.max, X64.max(axis=0))
@@ -288,6 +336,8 @@ def fit_transform(
         hi = np.where(is_log, stats.log_max, stats.max)[feats]
         if scale == "minmax":
             offset, span = lo, hi - lo
+        elif scale == "maxabs":  # zeros stay zeros: the one scale of a sparse store
+            offset, span = np.zeros(len(feats)), np.maximum(np.abs(lo), np.abs(hi))
         else:
             offset = np.where(is_log, stats.log_mean, stats.mean)[feats]
             span = np.sqrt(np.where(is_log, stats.log_m2, stats.m2)[feats] / stats.n)
@@ -305,9 +355,7 @@ def fit_on_store(st: Store, *, log1p: str | Sequence[str | int] | None, scale: s
     in one pass, each row weighted by its sample weight. Returns the transform and its manifest record
     (``encoding["transform"]``: the transform, ``fitted_on`` with the rows that counted, and ``auto``'s report)."""
     m = st.manifest
-    if m.layout == "csr":
-        raise ParameterError(f"{st.path}: a CSR store; log1p and scale transforms are fitted on dense stores only for now "
-                             "(ingest with --layout dense to transform it)")
+    check_sparse_scale(scale, m.layout, owner, st.path)
     resolve_log1p_names(log1p, m, owner)  # a bad name or an auto beyond AUTO_MAX_FEATURES before the pass, not after it
     stats = FeatureStats(m.n_features, histograms=log1p == "auto")
     for i, shard in enumerate(st.iter_shards()):
@@ -351,7 +399,7 @@ def transform_store(
     log1p : "auto", "all" or list of feature names / indices, optional
         Features replaced by ``log1p(x)``; "all": every numeric feature; "auto": the
         heavy-tailed ones (module docstring). One-hot indicators are never logged.
-    scale : {"minmax", "standard", "none"}
+    scale : {"minmax", "standard", "maxabs", "none"}
         Affine map of every numeric feature, fitted on ``src``: to [0, 1] by its minimum
         and maximum, or to zero mean and unit variance (after ``log1p``).
     like : path, optional
@@ -400,12 +448,10 @@ def _write_transformed(st: Store, dest: str, t: FeatureTransform, record: dict[s
     from ._writer import ShardWriter
 
     m = st.manifest
-    if m.layout == "csr":
-        raise ParameterError(f"{st.path}: a CSR store; log1p and scale transforms apply to dense stores only for now "
-                             "(ingest with --layout dense to transform it)")
+    check_sparse_scale(t.scale, m.layout, "the transform", st.path)
     sizes = [b - a for a, b in m.shard_bounds]
     with ShardWriter(dest, m.n_features, list(m.feature_names), max(sizes, default=1) or 1, format=m.format,
-                     with_group=m.group_counts is not None, with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled) as w:
+                     with_group=m.group_counts is not None, with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled, layout=m.layout) as w:
         for i, shard in enumerate(st.iter_shards()):
             start = m.shard_bounds[i][0]
             try:

@@ -40,8 +40,9 @@ __all__ = ["ShardWriter", "STORE_FORMATS", "STORE_CODECS", "choose_codec", "defa
            "store_lock"]
 
 STORE_FORMATS = ("zarr", "parquet")
-#: values per Zarr chunk of a CSR store's ``X/indices`` and ``X/data`` (a shard of ``dpipe.shard-bytes`` spans about one)
-CSR_CHUNK_VALUES = 1 << 23
+#: values per Zarr chunk of a CSR store's ``X/indices`` and ``X/data``: 4 MB of each, so that reading a shard decodes at most two
+#: chunks beyond its own values (a streamed worker's memory; a 32 MB chunk restarted workers capped at 500 MB)
+CSR_CHUNK_VALUES = 1 << 20
 
 
 def default_shard_rows(n_features: int, target_bytes: int, nnz_per_row: float | None = None) -> int:

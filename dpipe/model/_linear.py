@@ -274,10 +274,9 @@ class LinearModel:
 
     def _sparse_scores(self, X: Any, raw: bool) -> np.ndarray:
         """:meth:`decision_function` of a scipy.sparse matrix (as CSR; its own product, so this module imports no scipy)."""
-        if raw and self.transform is not None:
-            raise ValueError(f"{self.path or 'LinearModel'}: raw=True applies the training store's transform, which is for dense rows; "
-                             "pass the rows dense, or as the store holds them")
         X = X.tocsr()
+        if raw and self.transform is not None:  # a transform that keeps zeros (log1p, maxabs) keeps the rows sparse
+            X = self.transform.apply(X, where=self.path or "LinearModel")
         if len(X.shape) != 2 or X.shape[1] != self.n_features:
             raise ValueError(f"LinearModel: X has shape {X.shape}; expected (n, {self.n_features})")
         with np.errstate(over="ignore", invalid="ignore"):

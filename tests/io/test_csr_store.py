@@ -115,22 +115,52 @@ def test_svmlight_ingest_layout_auto_sparse_and_dense_hold_the_same_rows(tmp_pat
         got = open_store(tmp_path / name).read_all()
         np.testing.assert_array_equal(got.X.toarray(), ref.X)
         np.testing.assert_array_equal(got.y, ref.y)
-    with pytest.raises(ParameterError, match="'layout' parameter of ingest is 'sparse', but log1p / scale"):
+    with pytest.raises(ParameterError, match="'layout' parameter of ingest is 'sparse', but scale='minmax' would shift every zero"):
         ingest(str(src), str(tmp_path / "x.zarr"), layout="sparse", scale="minmax")
     with pytest.raises(ParameterError, match="'layout' parameter of ingest must be one of"):
         ingest(str(src), str(tmp_path / "x.zarr"), layout="csc")
 
 
-def test_split_keeps_the_layout_and_transforms_are_refused_in_one_line(tmp_path):
+def test_split_keeps_the_layout_and_sparse_transforms_equal_the_dense_ones(tmp_path):
     D, y, _, _ = _rows()
-    path = write_store(tmp_path / "s.zarr", D, y, [450, 450], layout="csr")
-    tr, te = split_store(path, tmp_path / "tr.zarr", tmp_path / "te.zarr", train_fraction=0.7, seed=1)
-    assert tr.layout == te.layout == "csr" and tr.n_rows + te.n_rows == 900
-    rows = np.concatenate([open_store(tmp_path / "tr.zarr").read_all().X.toarray(), open_store(tmp_path / "te.zarr").read_all().X.toarray()])
-    assert sorted(map(bytes, rows)) == sorted(map(bytes, D))
-    with pytest.raises(ParameterError, match="a CSR store; log1p and scale transforms"):
-        split_store(path, tmp_path / "tr2.zarr", tmp_path / "te2.zarr", scale="minmax")
+    D = np.abs(D)  # log1p needs values >= 0
+    sparse = write_store(tmp_path / "s.zarr", D, y, [450, 450], layout="csr")
+    dense = write_store(tmp_path / "d.zarr", D, y, [450, 450])
+    out = {}
+    for name, path in (("csr", sparse), ("dense", dense)):
+        tr, te = split_store(path, tmp_path / f"tr-{name}.zarr", tmp_path / f"te-{name}.zarr", train_fraction=0.7, seed=1,
+                             log1p="all", scale="maxabs")
+        assert tr.layout == te.layout == name and tr.n_rows + te.n_rows == 900
+        out[name] = [open_store(tmp_path / f"{part}-{name}.zarr").read_all() for part in ("tr", "te")]
+        assert tr.encoding["transform"]["scale"] == "maxabs"
+    for a, b in zip(out["csr"], out["dense"]):
+        np.testing.assert_array_equal(a.X.toarray(), b.X)  # the same arithmetic on the stored values: bit-identical
+        np.testing.assert_array_equal(a.y, b.y)
+    assert float(np.abs(out["csr"][0].X.toarray()).max()) == 1.0
+    for scale in ("standard", "minmax"):
+        with pytest.raises(ParameterError, match=f"a sparse store; scale='{scale}' would shift its zeros .*Use scale='maxabs'"):
+            split_store(sparse, tmp_path / "tr2.zarr", tmp_path / "te2.zarr", scale=scale)
     assert not os.path.exists(tmp_path / "tr2.zarr")
+
+
+def test_a_model_scores_raw_sparse_rows_through_its_transform(tmp_path):
+    D, y, _, _ = _rows()
+    D = np.abs(D) * 7
+    src = tmp_path / "t.svm"
+    with open(src, "w") as f:
+        for row, label in zip(D, y):
+            f.write(f"{label} " + " ".join(f"{j + 1}:{float(row[j])!r}" for j in np.flatnonzero(row)) + "\n")
+    m = ingest(str(src), str(tmp_path / "t.zarr"), n_features=60, log1p="all", scale="maxabs", layout="sparse")
+    assert m.layout == "csr" and m.encoding["transform"]["scale"] == "maxabs"
+    stored = open_store(tmp_path / "t.zarr").read_all()
+    model = dpipe.train(str(tmp_path / "t.zarr"), engine="local", train_metrics=False)
+    raw = sp.csr_array(D.astype(np.float32))
+    np.testing.assert_array_equal(model.decision_function(raw, raw=True), model.decision_function(stored.X))
+    test = ingest(str(src), str(tmp_path / "t2.zarr"), like=str(tmp_path / "t.zarr"))  # like= re-applies it, sparse
+    assert test.layout == "csr"
+    np.testing.assert_array_equal(open_store(tmp_path / "t2.zarr").read_all().X.toarray(), stored.X.toarray())
+    with pytest.raises(ParameterError, match="'layout' parameter of ingest is 'sparse', but scale='standard' would shift every zero"):
+        ingest(str(src), str(tmp_path / "x.zarr"), layout="sparse", scale="standard")
 
 
 def test_predict_and_evaluate_agree_across_layouts(tmp_path):

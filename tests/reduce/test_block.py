@@ -95,3 +95,17 @@ def test_column_and_class_moments_match_dense(weighted):
     ma, mb = shard_moments(X, y, v), shard_moments(D, y, v)
     np.testing.assert_allclose(ma.mean, mb.mean, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(ma.m2, mb.m2, rtol=1e-10, atol=1e-10)
+
+
+def test_column_moments_in_small_blocks_equal_one_block(monkeypatch):
+    from dpipe.reduce import _block
+
+    X, D = _blocks(seed=5)
+    v = np.random.default_rng(6).random(D.shape[0])
+    whole = column_weighted_moments(X, v)
+    monkeypatch.setattr(_block, "MOMENT_BLOCK_VALUES", 37)  # many blocks, some of one row
+    assert len(_block._row_blocks(X.indptr, 37)) > 20
+    blocked = column_weighted_moments(X, v)
+    assert blocked[0] == whole[0]
+    np.testing.assert_allclose(blocked[1], whole[1], rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(blocked[2], whole[2], rtol=1e-12, atol=1e-13)
