@@ -314,8 +314,8 @@ def _read_csr_parquet(table: Any, n: int, n_features: int, where: str) -> Any:
     offsets = ind.offsets.to_numpy()
     if not np.array_equal(offsets, val.offsets.to_numpy()):
         raise StoreError(f"{where}: the indices and values columns disagree on how many values each row holds")
-    base = int(offsets[0]) if offsets.size else 0
-    return csr_block(val.values.to_numpy(zero_copy_only=False)[base:], ind.values.to_numpy(zero_copy_only=False)[base:], offsets - base, n_features)
+    base, end = (int(offsets[0]), int(offsets[-1])) if offsets.size else (0, 0)  # a sliced list array's values extend beyond its rows
+    return csr_block(val.values.to_numpy(zero_copy_only=False)[base:end], ind.values.to_numpy(zero_copy_only=False)[base:end], offsets - base, n_features)
 
 
 def read_shard(path: str, format: str, index: int, start: int, stop: int, n_features: int,
