@@ -244,7 +244,8 @@ class ShardedDataset:
         rows = [stop - start for start, stop in bounds]
         per_row = self.store.nbytes / max(1, self.store.manifest.n_rows)
         row_bytes = RANGE_ROW_BYTES if persisted and exchange_may_run(self.store.manifest.n_rows) else ROW_BYTES
-        return memory_need([int(r * per_row) for r in rows], rows, len(self.workers), persisted, row_bytes)
+        return memory_need([int(r * per_row) for r in rows], rows, len(self.workers), persisted, row_bytes,
+                           n_features=self.store.manifest.n_features, csr=self.store.manifest.layout == "csr")
 
     def _resolve_cache(self, cache: str, measured: dict[str, WorkerMemory]) -> str:
         """The cache mode for these workers, refusing a memory limit too small for it (:mod:`._memory`).

@@ -16,6 +16,12 @@ Measured against this model (without :data:`SAFETY`), streaming fits peaked at
 418 MB for 417 MB predicted (2e6 x 120 rows in 64 MB shards, two workers) and at
 318 MB for 331 MB predicted (7e6 x 120 rows in 16 MB shards).
 
+A CSR shard is read through zarr's own path and holds more while a pass runs
+(:data:`CSR_WORKING_COPIES`), and a wide store's d-vectors count (:data:`D_VECTORS`):
+streaming 10^6 x 2^20 text rows on two workers restarted and paused workers at 500 and
+600 MB a worker and ran clean at 700 MB; this model asks for 660 MB, so 500 MB is refused
+at the start instead of paused workers waiting for ever.
+
 dask pauses a worker whose memory passes ``distributed.worker.memory.pause`` (80 %
 of its limit by default) and its nanny restarts one past ``terminate`` (95 %). A
 worker that holds more than the pause line between passes never runs a task again,
@@ -36,10 +42,17 @@ import numpy as np
 
 from ..exceptions import ClusterError, ParameterError
 
-__all__ = ["EMBEDDED_WORKER_MEMORY", "WORKER_ALLOCATOR", "worker_environ_config", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers", "MemoryNeed", "memory_need", "shards_per_worker", "short_workers", "PLACEMENT_SLACK", "check_memory_limits", "WORKING_COPIES", "ROW_BYTES", "RANGE_ROW_BYTES", "SAFETY"]
+__all__ = ["EMBEDDED_WORKER_MEMORY", "WORKER_ALLOCATOR", "worker_environ_config", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers", "MemoryNeed", "memory_need", "shards_per_worker", "short_workers", "PLACEMENT_SLACK", "check_memory_limits", "WORKING_COPIES", "CSR_WORKING_COPIES", "D_VECTORS", "ROW_BYTES", "RANGE_ROW_BYTES", "SAFETY"]
 
 #: a pass over a shard holds about this many copies of its feature bytes (decoded, zarr's chunk buffer, compressed)
 WORKING_COPIES = 3
+#: the same for a CSR shard, read through zarr's own path (its values and indices straddle chunks shared with the next
+#: shard). Measured on 10^6 x 2^20 text rows in 58 MB shards, streamed on 2 workers: restarts and pauses at 500 and
+#: 600 MB a worker, none at 700 MB; 5 copies put the smallest workable limit at 660 MB (3 copies said 450 MB)
+CSR_WORKING_COPIES = 5
+#: float64 d-vectors a worker holds while a pass runs: ``w`` in the arguments of its queued tasks, a gradient or
+#: column-moments result, the two inputs and the output of a tree combine. Nothing at d = 100; 64 MB at d = 2^20
+D_VECTORS = 8
 #: bytes a worker holds per row of its shards during a fit: float64 scores awaiting the gather (8), the
 #: int32 row order remembered for two fits (8) and the float64 row weights of the gradient tasks (8).
 #: A rate fit keeps 9-10 instead (cells and anchor margins, dpipe.reduce._rates); auc-rate both (34: not yet counted)
@@ -195,17 +208,21 @@ def shards_per_worker(n_shards: int, n_workers: int) -> int:
     return min(n_shards, math.ceil(n_shards / max(1, n_workers)) + PLACEMENT_SLACK)
 
 
-def memory_need(shard_bytes: list[int], shard_rows: list[int], n_workers: int, persisted: bool, row_bytes: int = ROW_BYTES) -> MemoryNeed:
+def memory_need(shard_bytes: list[int], shard_rows: list[int], n_workers: int, persisted: bool, row_bytes: int = ROW_BYTES,
+                n_features: int = 0, csr: bool = False) -> MemoryNeed:
     """What one worker holds for a store spread over ``n_workers`` (evenly, give or take a shard, as the scheduler places it).
 
     ``row_bytes`` per row of its shards: :data:`ROW_BYTES`, or :data:`RANGE_ROW_BYTES` where the
-    workers may merge and weigh the scores (persisted shards, ``dpipe.rank-exchange``).
+    workers may merge and weigh the scores (persisted shards, ``dpipe.rank-exchange``). While a
+    pass runs: :data:`WORKING_COPIES` (:data:`CSR_WORKING_COPIES` for a ``csr`` store) of the
+    largest shard, and :data:`D_VECTORS` float64 vectors of ``n_features``.
     """
     per_worker = shards_per_worker(len(shard_bytes), n_workers)
     largest = sorted(shard_bytes, reverse=True)[:per_worker]
     most_rows = sorted(shard_rows, reverse=True)[:per_worker]
     resident = (sum(largest) if persisted else 0) + row_bytes * sum(most_rows)
-    return MemoryNeed(resident=int(resident), working=int(WORKING_COPIES * max(shard_bytes, default=0)))
+    copies = CSR_WORKING_COPIES if csr else WORKING_COPIES
+    return MemoryNeed(resident=int(resident), working=int(copies * max(shard_bytes, default=0) + D_VECTORS * 8 * n_features))
 
 
 def _thresholds(w: WorkerMemory) -> str:

@@ -32,6 +32,20 @@ def test_memory_need_counts_the_largest_shards_a_worker_gets():
     assert streamed.resident == ROW_BYTES * 500  # nothing persisted, only the per-row state (both shards may land on one worker)
 
 
+def test_memory_need_counts_wide_vectors_and_a_csr_shards_read():
+    from dpipe.engine._memory import CSR_WORKING_COPIES, D_VECTORS
+
+    dense = memory_need([40 * MB], [400], 2, persisted=False)
+    wide_csr = memory_need([40 * MB], [400], 2, persisted=False, n_features=2**20, csr=True)
+    assert wide_csr.resident == dense.resident
+    assert wide_csr.working == CSR_WORKING_COPIES * 40 * MB + D_VECTORS * 8 * 2**20
+    # the measured case (10^6 x 2^20 text rows, 6 shards of 58 MB, 2 workers streamed): 500 MB restarted and paused the
+    # workers, 700 MB did not; the model asks for 660 MB of a worker measured at 204 MB
+    need = memory_need([58 * MB] * 6, [166_667] * 6, 2, persisted=False, n_features=2**20, csr=True)
+    worker = WorkerMemory(footprint=204 * MB, limit=0, pause=0.8, terminate=0.95)
+    assert 600 * MB < need.minimum_limit(worker) <= 700 * MB
+
+
 def test_minimum_limit_is_the_tighter_of_pause_and_restart():
     need = MemoryNeed(resident=100 * MB, working=300 * MB)
     worker = WorkerMemory(footprint=200 * MB, limit=0, pause=0.8, terminate=0.95)
