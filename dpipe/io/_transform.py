@@ -167,14 +167,9 @@ class FeatureStats:
         delta = mean_b - mean_a
         return mean_a + delta * (n_b / n), m2_a + m2_b + delta**2 * (n_a * n_b / n)
 
-    def _merge_sums(self, n_a: float, mean_a: np.ndarray, m2_a: np.ndarray, n_b: float, mean_b: np.ndarray,
-                    m2_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n = n_a + n_b
-        delta = mean_b - mean_a
-        return mean_a + delta * (n_b / n), m2_a + m2_b + delta**2 * (n_a * n_b / n)
-
     def _add_csr(self, X: Any, v: np.ndarray, n_b: float) -> None:
-        """:meth:`add` of a CSR block in O(nnz): every column's unstored entries are zeros of the rows' remaining weight."""
+        """:meth:`add` of a CSR block in O(nnz): minimum, maximum and histograms (every column's unstored entries are zeros
+        of the rows' remaining weight), what log1p and maxabs need."""
         d = X.shape[1]
         rv = np.repeat(v, np.diff(X.indptr))
         cols = np.asarray(X.indices, dtype=np.int64)
@@ -182,7 +177,7 @@ class FeatureStats:
         covered = np.bincount(cols, weights=rv, minlength=d)
         stored = np.bincount(cols, minlength=d)
         has_zero = stored < X.shape[0]
-        for values, lo, hi in ((x, "min", "max"), (np.log1p(np.maximum(x, 0.0)), "log_min", "log_max")):
+        for values, lo, hi in ((x, "min", "max"), (np.log1p(np.maximum(x, 0.0)), "log_min", "log_max")):  # log1p is monotone
             col_min, col_max = np.full(d, np.inf), np.full(d, -np.inf)
             np.minimum.at(col_min, cols, values)
             np.maximum.at(col_max, cols, values)
@@ -190,12 +185,10 @@ class FeatureStats:
             col_max[has_zero] = np.maximum(col_max[has_zero], 0.0)
             setattr(self, lo, np.minimum(getattr(self, lo), col_min))
             setattr(self, hi, np.maximum(getattr(self, hi), col_max))
-        for values, mean_name, m2_name in ((x, "mean", "m2"), (np.log1p(np.maximum(x, 0.0)), "log_mean", "log_m2")):
-            mean_b = np.bincount(cols, weights=rv * values, minlength=d) / n_b
-            m2_b = np.bincount(cols, weights=rv * (values - mean_b[cols]) ** 2, minlength=d) + (n_b - covered) * mean_b**2
-            mean, m2 = self._merge_sums(self.n, getattr(self, mean_name), getattr(self, m2_name), n_b, mean_b, m2_b)
-            setattr(self, mean_name, mean)
-            setattr(self, m2_name, m2)
+        # no means or variances: they serve scale="standard" only, which a sparse store refuses (check_sparse_scale);
+        # NaN makes any use of them fail loudly (fit_transform refuses a scale that is not finite)
+        for name in ("mean", "m2", "log_mean", "log_m2"):
+            setattr(self, name, np.full(d, np.nan))
         if self.hist is not None:
             self.hist += np.bincount(cols * _BINS + _octaves(x), weights=rv, minlength=d * _BINS).reshape(d, _BINS)
             self.hist[:, 0] += n_b - covered  # the zeros: octave 0

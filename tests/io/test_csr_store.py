@@ -218,3 +218,19 @@ def test_wide_model_is_written_compactly_and_reads_back_exactly(tmp_path):
     np.testing.assert_array_equal(back.coef, model.coef)
     assert back.feature_names == model.feature_names
     np.testing.assert_array_equal(back.decision_function(X), model.decision_function(X))
+
+
+def test_transform_statistics_of_a_weighted_csr_block_equal_the_dense_ones():
+    from dpipe.io._transform import FeatureStats
+
+    D, _, _, v = _rows()
+    D = np.abs(D) * 300  # heavy tails: octaves beyond 0
+    D[:, 7] = 0.0  # a column with no stored value
+    dense, sparse = FeatureStats(D.shape[1], histograms=True), FeatureStats(D.shape[1], histograms=True)
+    dense.add(D, v)  # weights in {0..3}: rows of weight 0 left out, also of the minimum and maximum
+    sparse.add(sp.csr_array(D), v)
+    for name in ("min", "max", "log_min", "log_max"):
+        np.testing.assert_array_equal(getattr(sparse, name), getattr(dense, name), err_msg=name)
+    np.testing.assert_array_equal(sparse.hist, dense.hist)
+    assert (sparse.n, sparse.rows) == (dense.n, dense.rows)
+    assert np.isnan(sparse.mean).all()  # standard is refused on sparse stores: no moments to misuse

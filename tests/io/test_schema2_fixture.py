@@ -24,6 +24,7 @@ def test_schema2_store_reads_verifies_and_trains_as_before(tmp_path, fmt):
     assert isinstance(data.X, np.ndarray) and data.X.shape == (240, 5) and data.weight is not None
     before = dpipe.LinearModel.load(FIXTURES / f"schema2.{fmt}.model.json")
     now = dpipe.train(store, "auc-smooth", engine="local", lam=1e-2, tol=1e-9, max_iter=2000)
-    np.testing.assert_allclose(now.coef, before.coef, rtol=1e-8, atol=1e-12)
-    assert now.fit["fun"] == pytest.approx(before.fit["fun"], rel=1e-12)
+    # the fit is determined to L-BFGS's stop (tests/fit/test_sample_weights.py: 1e-6 on coef, 1e-10 on J), not to one BLAS's rounding
+    np.testing.assert_allclose(now.coef, before.coef, rtol=1e-6, atol=1e-9)
+    assert now.fit["fun"] == pytest.approx(before.fit["fun"], rel=1e-10)
     assert now.training["manifest_sha256"] == before.training["manifest_sha256"]  # the digest of a schema-2 manifest is unchanged
