@@ -28,7 +28,7 @@ import numpy as np
 from .._runs import MergedScores, merge_class_runs, merge_runs, scatter_runs
 from ._ranges import RangeExchange, resolve_exchange
 from ..metrics import RankSummary
-from ..reduce._sorted import direction_pass, product_pass
+from ..reduce._sorted import direction_pass, gradient_squares_pass, product_pass
 from ..reduce import ClassMoments, ColumnMoments, class_moments_of_shard, class_totals_of_shard, class_scores, column_moments_of_shard, gradient_pass, merge_column_moments, merge_moments, score_pass, shard_sorted_scores
 
 __all__ = ["MergedScores", "RankPasses", "ClassTotals", "class_moments", "class_totals", "column_moments", "column_scales", "rank_summary"]
@@ -112,6 +112,21 @@ class RankPasses:
             self._pending = None
         self.last["seconds_gradient"] = time.perf_counter() - t0
         return grad
+
+    def gradient_and_squares(self, g_pos: np.ndarray, g_neg: np.ndarray, c_pos: np.ndarray, c_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`gradient` with ``keep`` and, in the same pass, ``(X * X)^T c`` for per-row values ``c`` (the rows' curvature):
+        the diagonal Newton's Jacobi preconditioner needs, for a second d-vector back per shard."""
+        if self._pending is None:
+            raise RuntimeError("RankPasses.gradient_and_squares needs a preceding scores(w, remember=True)")
+        t0 = time.perf_counter()
+        pend, w = self._pending, self._w
+        f64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
+        per_shard = list(zip(scatter_runs(f64(g_pos), *pend.pos), scatter_runs(f64(g_neg), *pend.neg),
+                             scatter_runs(f64(c_pos), *pend.pos), scatter_runs(f64(c_neg), *pend.neg)))
+        both = np.asarray(self.ds.map_reduce_each(gradient_squares_pass, np.add, per_shard, w, pend.key), dtype=np.float64)
+        self.last["bytes_moved"] = self.last.get("bytes_moved", 0) + 16 * (g_pos.size + g_neg.size) + 24 * w.size * len(per_shard)
+        self.last["seconds_gradient"] = time.perf_counter() - t0
+        return both[0], both[1]
 
     def _row_sum(self, g_pos: np.ndarray, g_neg: np.ndarray, keep: bool) -> np.ndarray:
         pend, w = self._pending, self._w

@@ -252,11 +252,13 @@ PARAMS: dict[str, Param] = {
               "runs in. ``'moments'`` whitens the Hessian modelled from the class moments ``c M + lam diag(p)`` (one moments pass and "
               "one score pass, a d x d factorization on the driver, d <= 4096); ``'diagonal'`` (or True) scales each feature by its "
               "standard deviation (one extra pass; excludes ``standardize``); ``'none'`` (or False). Default ``'auto'``: "
-              "``'moments'`` up to 4096 features, else ``'diagonal'`` (``'none'`` with ``standardize``).",
+              "``'moments'`` up to 4096 features, else ``'diagonal'`` (``'none'`` with ``standardize``). auc (Newton): "
+              "``'diagonal'`` (the default; ``'auto'`` is the same) preconditions the CG steps by the generalized Hessian's "
+              "diagonal, taken in the gradient pass (no extra pass; 16-31 % fewer CG steps on a9a, w8a and covtype); ``'none'`` "
+              "plain CG; ``'moments'`` is L-BFGS's.",
               ("smooth",), "auto", choices=("auto", "none", "diagonal", "moments"), aliases={True: "diagonal", False: "none"},
-              excludes=_NEWTON, instead={"auc": "Newton's coordinates are set by standardize (auto by default)",
-                                         **dict.fromkeys(FAMILIES, "the cutting plane's dual QP does not need it and the moment objectives are "
-                                                                   "standardized already")},
+              instead={**dict.fromkeys(FAMILIES, "the cutting plane's dual QP does not need it and the moment objectives are "
+                                                 "standardized already")},
               cli={"nargs": "?", "const": "diagonal"}),
         Param("init", "choice", "Smoothed objectives: L-BFGS's start. ``'zeros'``: w = 0; ``'auc-moment'``: the auc-moment direction "
               "scaled to the objective's minimum along it (one moments pass and one score pass, shared with "
@@ -384,7 +386,11 @@ def _check_combinations(given: dict[str, Any], owner: str) -> None:
     both("smoothing", "mu_scale", "smoothing sets the width itself, epsilon and mu_scale set the default one")
     if "continuation_factor" in given and not given.get("continuation"):
         raise ParameterError(f"The 'continuation_factor' parameter of {owner} applies only with continuation=True.")
-    if given.get("standardize") and given.get("precondition") == "diagonal":
+    newton = given.get("solver") == "newton"
+    if newton and given.get("precondition") == "moments":
+        raise ParameterError(f"The 'precondition' parameter of {owner} cannot be 'moments' with Newton (auc's default solver): the moments "
+                             "preconditioner is L-BFGS's. Use 'diagonal' (the default) or 'none', or solver='lbfgs'.")
+    if not newton and given.get("standardize") and given.get("precondition") == "diagonal":
         raise ParameterError(
             f"The 'standardize' and 'precondition=\"diagonal\"' parameters of {owner} exclude each other: standardize changes the objective "
             "(ridge on scaled weights) and already solves it in scaled coordinates; precondition='diagonal' keeps the objective and only "

@@ -19,7 +19,7 @@ import numpy as np
 
 from ._block import is_csr
 
-__all__ = ["matvec", "matvec_pair", "rmatvec", "rows_product"]
+__all__ = ["matvec", "matvec_pair", "rmatvec", "rmatvec_squares", "rows_product"]
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True)  # lets LLVM vectorize the row sums (about 3x here)
@@ -58,6 +58,20 @@ def _rmatvec(X, g, out):
     return out
 
 
+@numba.njit(nogil=True, cache=True, fastmath=False)
+def _rmatvec_squares(X, g, c, out, out_sq):
+    """``out += X^T g`` (the same sums, in the same order, as :func:`_rmatvec`) and ``out_sq += (X * X)^T c``."""
+    n, d = X.shape
+    for r in range(n):
+        gr = g[r]
+        cr = c[r]
+        if gr != 0.0 or cr != 0.0:
+            for k in range(d):
+                x = np.float64(X[r, k])
+                out[k] += gr * x
+                out_sq[k] += cr * (x * x)
+
+
 @numba.njit(nogil=True, cache=True, fastmath=True)
 def _csr_matvec(indptr, indices, data, w, out):
     for r in range(out.size):
@@ -89,6 +103,18 @@ def _csr_rmatvec(indptr, indices, data, g, out):
             for p in range(indptr[r], indptr[r + 1]):
                 out[indices[p]] += gr * np.float64(data[p])
     return out
+
+
+@numba.njit(nogil=True, cache=True, fastmath=False)
+def _csr_rmatvec_squares(indptr, indices, data, g, c, out, out_sq):
+    for r in range(indptr.size - 1):
+        gr = g[r]
+        cr = c[r]
+        if gr != 0.0 or cr != 0.0:
+            for p in range(indptr[r], indptr[r + 1]):
+                x = np.float64(data[p])
+                out[indices[p]] += gr * x
+                out_sq[indices[p]] += cr * (x * x)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -148,6 +174,22 @@ def rmatvec(X, g: np.ndarray) -> np.ndarray:
     if is_csr(X):
         return _csr_rmatvec(X.indptr, X.indices, X.data, g, np.zeros(X.shape[1]))
     return _rmatvec(np.ascontiguousarray(X), g, np.zeros(X.shape[1]))
+
+
+def rmatvec_squares(X, g: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(X.T @ g, (X * X).T @ c)`` in float64, reading ``X`` once; the first equals :func:`rmatvec`'s.
+
+    The second is a weighted column sum of squares: the diagonal of ``X^T diag(c) X``, which
+    Newton's Jacobi preconditioner takes from the curvature ``c`` of every row.
+    """
+    g = np.ascontiguousarray(g, dtype=np.float64)
+    c = np.ascontiguousarray(c, dtype=np.float64)
+    out, out_sq = np.zeros(X.shape[1]), np.zeros(X.shape[1])
+    if is_csr(X):
+        _csr_rmatvec_squares(X.indptr, X.indices, X.data, g, c, out, out_sq)
+    else:
+        _rmatvec_squares(np.ascontiguousarray(X), g, c, out, out_sq)
+    return out, out_sq
 
 
 def rows_product(X, rows: np.ndarray, D: np.ndarray, dw: np.ndarray, db: float) -> np.ndarray:

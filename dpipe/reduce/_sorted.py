@@ -26,9 +26,10 @@ import numpy as np
 
 from .._runs import stable_argsort
 from ._finite import check_scores, check_weights
-from ._linalg import matvec, rmatvec
+from ._linalg import matvec, rmatvec, rmatvec_squares
 
-__all__ = ["ShardScores", "ClassRuns", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "gradient_pass", "product_pass", "direction_pass"]
+__all__ = ["ShardScores", "ClassRuns", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "gradient_pass", "product_pass", "direction_pass",
+           "gradient_squares_pass"]
 
 
 class ClassRuns(NamedTuple):
@@ -157,6 +158,23 @@ def product_pass(shard, w: np.ndarray, key: str, g_pos: np.ndarray, g_neg: np.nd
     """:func:`gradient_pass` that keeps the order: for the gradient and the Hessian-vector products at one Newton iterate
     (with :func:`direction_pass`), until the fit's next score pass replaces it."""
     return weighted_row_sum(shard, *_order(shard, w, key, True), g_pos, g_neg)
+
+
+def gradient_squares_pass(shard, w: np.ndarray, key: str, g_pos: np.ndarray, g_neg: np.ndarray, c_pos: np.ndarray,
+                          c_neg: np.ndarray) -> np.ndarray:
+    """:func:`product_pass` (it keeps the order) that also returns ``(X * X)^T c``, reading ``X`` once: shape ``(2, d)``.
+
+    ``c`` is every row's curvature (the diagonal of the pairwise ``M``): the second row is
+    the diagonal of ``X^T M X`` without the pairs' cross terms, Newton's Jacobi preconditioner.
+    """
+    pos_rows, neg_rows = _order(shard, w, key, True)
+    d = shard.X.shape[1]
+    if not shard.n_rows:
+        return np.zeros((2, d))
+    g, c = np.zeros(shard.n_rows), np.zeros(shard.n_rows)
+    g[pos_rows], g[neg_rows] = g_pos, g_neg
+    c[pos_rows], c[neg_rows] = c_pos, c_neg
+    return np.stack(rmatvec_squares(shard.X, g, c))
 
 
 def direction_pass(shard, w: np.ndarray, key: str, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

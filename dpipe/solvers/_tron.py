@@ -8,6 +8,13 @@ radius follows LIBLINEAR's rules. No line search: one objective evaluation per N
 iteration, plus one Hessian-vector product per CG step (at a fixed ``w``, where the
 pairwise objectives reuse their sort).
 
+An objective that also has ``preconditioner() -> M`` (a positive diagonal at the last
+``value_and_grad`` point, or None) has its CG steps preconditioned by ``M``, as in
+LIBLINEAR's TRON since 2.20 (Hsia, Chiang and Lin 2018). Unlike LIBLINEAR the trust
+region stays Euclidean: on auc's Huber hinge a region in ``M``'s norm took more Newton
+iterations than no preconditioner at all (covtype: 36 against 16; a9a 12 against 8), a
+Euclidean one fewer CG steps at as many Newton iterations (``python -m bench race``).
+
 Stopping rule (LIBLINEAR's): ``||g(w)|| <= eps ||g(w0)||``.
 """
 
@@ -60,31 +67,39 @@ def _boundary_step(s: np.ndarray, d: np.ndarray, delta: float) -> float:
     return (delta * delta - sts) / (std + rad) if std >= 0 else (rad - std) / dtd
 
 
-def _truncated_cg(objective: NewtonObjective, g: np.ndarray, delta: float, max_cg: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
-    """Steihaug CG on ``H s = -g`` within ``||s|| <= delta``: ``(s, r = -g - H s, steps, reached the boundary)``."""
+def _truncated_cg(objective: NewtonObjective, g: np.ndarray, delta: float, max_cg: int,
+                  M: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """Steihaug CG on ``H s = -g`` within ``||s|| <= delta``: ``(s, r = -g - H s, steps, reached the boundary)``.
+
+    With a diagonal preconditioner ``M`` the directions are preconditioned CG's (``z = r / M``);
+    the stopping test stays on the residual, ``||r|| <= 0.1 ||g||``, so both solve the model
+    equally far.
+    """
     s = np.zeros_like(g)
     r = -g
-    d = r.copy()
-    rtr = float(r @ r)
+    z = r if M is None else r / M
+    d = z.copy()
+    ztr = float(z @ r)
     cg_tol = CG_RELATIVE_TOL * math.sqrt(float(g @ g))
     for step in range(1, max_cg + 1):
-        if math.sqrt(rtr) <= cg_tol:
+        if math.sqrt(float(r @ r)) <= cg_tol:
             return s, r, step - 1, False
         hd = objective.hess_vec(d)
         dhd = float(d @ hd)
         if dhd <= 0:  # no curvature along d (a flat direction of the generalized Hessian): go to the boundary
             tau = _boundary_step(s, d, delta)
             return s + tau * d, r - tau * hd, step, True
-        alpha = rtr / dhd
+        alpha = ztr / dhd
         s_next = s + alpha * d
         if math.sqrt(float(s_next @ s_next)) > delta:
             tau = _boundary_step(s, d, delta)
             return s + tau * d, r - tau * hd, step, True
         s = s_next
         r = r - alpha * hd
-        rtr_next = float(r @ r)
-        d = r + (rtr_next / rtr) * d
-        rtr = rtr_next
+        z = r if M is None else r / M
+        ztr_next = float(z @ r)
+        d = z + (ztr_next / ztr) * d
+        ztr = ztr_next
     return s, r, max_cg, False
 
 
@@ -138,6 +153,8 @@ def minimize_tron(
     f, g = objective.value_and_grad(w)
     nfev, cg_total = 1, 0
     gnorm0 = gnorm = float(np.linalg.norm(g))
+    precondition = getattr(objective, "preconditioner", None)
+    M = precondition() if precondition is not None else None
     delta = gnorm0
     history: list[dict[str, Any]] = []
     status, message = 0, "CONVERGENCE: ||g|| <= eps ||g(w0)||"
@@ -149,7 +166,7 @@ def minimize_tron(
         if nit >= max_iter:
             status, message = 1, f"ITERATION LIMIT: {max_iter} Newton iterations"
             break
-        s, r, steps, _ = _truncated_cg(objective, g, delta, max_cg)
+        s, r, steps, _ = _truncated_cg(objective, g, delta, max_cg, M)
         cg_total += steps
         gs = float(g @ s)
         predicted = -0.5 * (gs - float(s @ r))
@@ -174,6 +191,7 @@ def minimize_tron(
             w = w + s
             f, g = objective.value_and_grad(w)
             gnorm = float(np.linalg.norm(g))
+            M = precondition() if precondition is not None else None  # the new point's diagonal (the radius carries over)
             now = time.perf_counter()
             rec: dict[str, Any] = {"iteration": nit, "fun": float(f), "grad_norm": gnorm, "nfev": nfev, "cg_steps": steps,
                                    "seconds": now - t0 - monitor_seconds}
@@ -206,4 +224,5 @@ def minimize_tron(
                       f"{name}TRON stopped ({message}) with ||g|| = {gnorm:.2e} > eps ||g(w0)|| = {eps * gnorm0:.2e}; "
                       "the objective may be badly scaled: try a larger penalty (--lam).", ConvergenceWarning, stacklevel=2)
     return FitResult(x=w, fun=float(f), nit=nit, nfev=nfev, status=status, success=bool(success), message=message, history=history,
-                     time_solve=elapsed, info={"cg_steps": cg_total, "grad_norm0": gnorm0, "grad_norm": gnorm, "eps": eps})
+                     time_solve=elapsed, info={"cg_steps": cg_total, "grad_norm0": gnorm0, "grad_norm": gnorm, "eps": eps,
+                                               "preconditioned": M is not None})

@@ -570,6 +570,8 @@ class SquaredHingeReference(NamedTuple):
     fun: Callable[[np.ndarray], float]
     grad: Callable[[np.ndarray], np.ndarray]
     hessp: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    #: ``lam + sum_r M_rr x_r^2``: the Hessian's diagonal without the pairs' cross terms (Newton's Jacobi preconditioner)
+    row_diagonal: Callable[[np.ndarray], np.ndarray]
 
 
 def _pairwise_reference(X: np.ndarray, y: np.ndarray, lam: float, weight: np.ndarray | None, loss: Callable[[np.ndarray], np.ndarray],
@@ -601,7 +603,13 @@ def _pairwise_reference(X: np.ndarray, y: np.ndarray, lam: float, weight: np.nda
         mu[N] = act.sum(axis=0) * u[N] - act.T @ u[P]
         return lam * d + X.T @ mu
 
-    return SquaredHingeReference(fun, grad, hessp)
+    def row_diagonal(w: np.ndarray) -> np.ndarray:
+        act = pair * curvature(margins(w))
+        c = np.zeros(y.size)
+        c[P], c[N] = act.sum(axis=1), act.sum(axis=0)
+        return lam + (X * X).T @ c
+
+    return SquaredHingeReference(fun, grad, hessp, row_diagonal)
 
 
 def squared_hinge_reference(X: np.ndarray, y: np.ndarray, lam: float, weight: np.ndarray | None = None) -> SquaredHingeReference:

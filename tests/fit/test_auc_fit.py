@@ -111,13 +111,24 @@ def test_the_squared_hinge_takes_no_width(data):
 @pytest.mark.parametrize(("option", "value", "why"), [
     ("epsilon", 1e-3, "auc's Huber width is smoothing itself"),
     ("mu_scale", 10.0, "auc's Huber width is smoothing itself"),
-    ("precondition", "diagonal", "Newton's coordinates are set by standardize"),
+    ("precondition", "moments", "the moments preconditioner is L-BFGS's"),
     ("tol", 1e-6, "it applies to"),
     ("C", 1.0, "liblinear-ranksvm's -c C is lam"),
 ])
 def test_options_that_do_not_apply_are_refused(data, option, value, why):
     with pytest.raises(ParameterError, match=why):
         dpipe.train(data["plain"], "auc", engine="local", **{option: value})
+
+
+def test_the_jacobi_preconditioner_is_the_default_and_moves_neither_the_minimum_nor_the_result_across_engines(data, client):
+    plain = dpipe.train(data["weighted"], "auc", lam=LAM, engine="local", precondition="none", eps=1e-8, train_metrics=False)
+    jacobi = dpipe.train(data["weighted"], "auc", lam=LAM, engine="local", eps=1e-8, train_metrics=False)
+    assert plain.fit["info"]["precondition"] == "none" and jacobi.fit["info"]["precondition"] == "diagonal"
+    assert jacobi.fit["fun"] == pytest.approx(plain.fit["fun"], rel=1e-10)
+    np.testing.assert_allclose(jacobi.coef, plain.coef, rtol=1e-5, atol=1e-7)
+    dist = dpipe.train(data["weighted"], "auc", lam=LAM, engine="dask", client=client, cache="memory", eps=1e-8, train_metrics=False)
+    assert dist.fit["nit"] == jacobi.fit["nit"] and dist.fit["info"]["cg_steps"] == jacobi.fit["info"]["cg_steps"]
+    np.testing.assert_allclose(dist.coef, jacobi.coef, rtol=1e-10, atol=1e-12)
 
 
 def test_default_ridge_follows_features_per_row_and_counts_weights_as_rows(tmp_path, data):

@@ -31,3 +31,23 @@ def test_split_rows_sum_to_the_whole():
     parts = rmatvec(X[:123], g[:123]) + rmatvec(X[123:], g[123:])
     np.testing.assert_allclose(parts, whole, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(np.concatenate([matvec(X[:123], np.ones(7)), matvec(X[123:], np.ones(7))]), matvec(X, np.ones(7)))
+
+
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (37, 5), (1000, 118)])
+def test_rmatvec_squares_is_rmatvec_bitwise_and_the_weighted_column_squares(shape, layout):
+    import scipy.sparse
+
+    from dpipe.reduce._linalg import rmatvec_squares
+
+    rng = np.random.default_rng(shape[0] + 5)
+    X = (rng.standard_normal(shape) * np.logspace(-3, 3, shape[1])).astype(np.float32)
+    X[rng.random(shape) < 0.6] = 0.0
+    g, c = rng.standard_normal(shape[0]), rng.uniform(0, 2, shape[0])
+    g[::3] = 0.0  # rows with no gradient weight still carry curvature (and the other way round)
+    c[1::4] = 0.0
+    block = scipy.sparse.csr_array(X) if layout == "csr" else X
+    got, got_sq = rmatvec_squares(block, g, c)
+    np.testing.assert_array_equal(got, rmatvec(block, g))
+    ref = (X.astype(np.float64) ** 2).T @ c
+    np.testing.assert_allclose(got_sq, ref, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(ref).max(initial=0)))

@@ -91,3 +91,61 @@ def test_already_converged_start_stops_at_once():
     problem = _Quadratic(np.eye(3), np.zeros(3))
     result = minimize_tron(problem, np.zeros(3))
     assert result.nit == 0 and result.nfev == 1 and result.success
+
+
+class _PreconditionedQuadratic(_Quadratic):
+    """:class:`_Quadratic` that offers TRON the Hessian's diagonal."""
+
+    def preconditioner(self):
+        return np.diag(self.hess(self.point)).copy()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_preconditioned_tron_finds_scipys_minimum_in_fewer_cg_steps_on_a_badly_scaled_problem(seed):
+    rng = np.random.default_rng(seed)
+    scales = np.logspace(0, 3, 12)  # columns on scales three decades apart: what a diagonal fixes
+    Q = rng.normal(size=(12, 12))
+    A = np.diag(scales) @ (Q @ Q.T / 12 + np.eye(12)) @ np.diag(scales)
+    b = rng.normal(size=12) * scales
+    plain = minimize_tron(_Quadratic(A, b, quartic=0.1), np.zeros(12), eps=1e-9, max_iter=500)
+    pre = minimize_tron(_PreconditionedQuadratic(A, b, quartic=0.1), np.zeros(12), eps=1e-9, max_iter=500)
+    problem = _Quadratic(A, b, quartic=0.1)
+    ref = scipy.optimize.minimize(problem.fun, np.zeros(12), jac=problem.grad, hess=problem.hess, method="trust-exact", options={"gtol": 1e-12})
+    assert pre.success and pre.info["preconditioned"] and not plain.info["preconditioned"]
+    assert pre.fun == pytest.approx(ref.fun, rel=1e-10)
+    np.testing.assert_allclose(pre.x, ref.x, rtol=1e-5, atol=1e-8)
+    assert pre.info["cg_steps"] < plain.info["cg_steps"]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("surrogate", ["squared-hinge", "huber-hinge"])
+def test_newtons_jacobi_diagonal_is_the_pairs_row_curvature_and_the_minimum_does_not_move(surrogate, weighted):
+    from dpipe.fit._newton import auc_risk
+    from dpipe.testing import huber_hinge_reference
+
+    rng = np.random.default_rng(7)
+    n, d = 160, 5
+    X = (rng.normal(size=(n, d)) * np.array([1.0, 3.0, 0.3, 1.0, 10.0])).astype(np.float32)
+    X[rng.random((n, d)) < 0.3] = 0.0
+    y = np.where(X @ rng.normal(size=d) + rng.normal(size=n) > 0, 1, -1).astype(np.int8)
+    v = rng.uniform(0.5, 2.0, size=n).astype(np.float32) if weighted else None
+    shards = [Shard(X=X[a:b], y=y[a:b], weight=None if v is None else v[a:b], index=i) for i, (a, b) in enumerate([(0, 70), (70, n)])]
+    lam, t = 1e-3, 0.2
+    width = None if surrogate == "squared-hinge" else t
+    ref = squared_hinge_reference(X, y, lam, v) if width is None else huber_hinge_reference(X, y, lam, t, v)
+    fits = {}
+    for jacobi in (False, True):
+        obj = PairwiseNewtonObjective(RankPasses(LocalDataset(shards)), auc_risk(width), lam, jacobi=jacobi)
+        w = rng.normal(size=d) * 0.3
+        obj.value_and_grad(w)
+        if jacobi:
+            np.testing.assert_allclose(obj._diagonal, ref.row_diagonal(w), rtol=1e-10)
+            M = obj.preconditioner()
+            assert M.shape == (d,) and np.all(M > 0)
+        else:
+            assert obj.preconditioner() is None
+        fits[jacobi] = minimize_tron(obj, np.zeros(d), eps=1e-8, max_iter=200)
+    assert fits[True].info["preconditioned"] and not fits[False].info["preconditioned"]
+    assert fits[True].fun == pytest.approx(fits[False].fun, rel=1e-10)
+    # both stop at ||g|| <= 1e-8 ||g(0)||; the objective is lam-strongly convex: ||x - x*|| <= ||g|| / lam
+    np.testing.assert_allclose(fits[True].x, fits[False].x, rtol=0, atol=2e-8 * np.linalg.norm(ref.grad(np.zeros(d))) / lam)
