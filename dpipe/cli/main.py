@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-rows", dest="shard_rows", type=int, help="rows per shard (default: about 64 MB of features)")
     p.add_argument("--layout", choices=("auto", "dense", "sparse"), default="auto",
                    help="features stored dense or sparse (CSR); auto: svmlight sources with at most 10%% non-zeros sparse (default auto)")
+    p.add_argument("--hash-features", dest="hash_features", metavar="N|2^K",
+                   help="CSV / Parquet: hash every feature column (numeric 'c' with its value, categorical 'c=v' with 1) into N signed "
+                        "slots, as scikit-learn's FeatureHasher does, instead of one-hot encoding; sparse; models score raw records alike")
     p.add_argument("--overwrite", action="store_true", help="replace an existing DEST (only a dpipe store is ever replaced)")
     _add_ingest_options(p)
 
@@ -432,7 +435,8 @@ def _cmd_ingest(a: argparse.Namespace) -> None:
     from ..io import ingest
 
     check_output_path(a.dest, overwrite=True, what="store", directory=True)  # an existing DEST is the writer's to judge (--overwrite)
-    m = ingest(a.src, a.dest, format=a.format, shard_rows=a.shard_rows, overwrite=a.overwrite, layout=a.layout, **_ingest_kwargs(a))
+    m = ingest(a.src, a.dest, format=a.format, shard_rows=a.shard_rows, overwrite=a.overwrite, layout=a.layout, hash_features=a.hash_features,
+               **_ingest_kwargs(a))
     labels = f"{m.n_positive} positive / {m.n_negative} negative" if m.labelled else "unlabelled"
     layout = f", sparse ({m.nnz} non-zeros)" if m.layout == "csr" else ""
     print(f"{a.dest}: {m.n_rows} rows, {m.n_features} features{layout}, {m.n_shards} shards, {labels}")

@@ -76,6 +76,7 @@ from .._transform import SCALES, FeatureTransform
 from .._validation import check_choice, check_int
 from ..exceptions import DataWarning, InputError, ParameterError, StoreError
 from ..reduce._block import csr_block
+from ._hashing import COLLISION_WARNING, FeatureHashing, check_hash_features
 from ._labels import LabelCounter, LabelRule, Where, class_absent_message
 from ._manifest import Manifest
 from ._store import open_store
@@ -572,6 +573,17 @@ class _SvmlightJob:
 # ---------------------------------------------------------------------------------
 # CSV and Parquet
 # ---------------------------------------------------------------------------------
+    def csr_pieces(self) -> Iterator[tuple[Any, np.ndarray, None, None]]:
+        """Pass 2 as the parsed CSR blocks ``(X, y, None, None)``, never dense."""
+        for n, encode in self.parts():
+            X, y = encode(0, n, None)
+            yield X, y, None, None
+
+    def hashing_used(self) -> None:
+        """svmlight features are not hashed."""
+        return None
+
+
 class _TabularJob:
     kind = "tabular"
 
@@ -589,9 +601,16 @@ class _TabularJob:
         unseen: str,
         like: Manifest | None,
         unlabeled: bool = False,
+        hash_features: int | None = None,
     ) -> None:
         self.files = files
         self.unlabeled = unlabeled
+        self.hashing: FeatureHashing | None = None
+        if hash_features is not None:
+            self.hashing = FeatureHashing(hash_features)
+        elif like is not None and like.encoding.get("hashing") is not None:
+            self.hashing = FeatureHashing.from_dict(like.encoding["hashing"], f"{like.source.get('path')}: manifest encoding")
+            self.hashing = FeatureHashing(self.hashing.n_features)  # the slots in use are this store's own
         self.source_format = source_format
         self.read_rows = read_rows
         self.label_opt, self.group_opt, self.weight_opt = label, group_col, weight_col
@@ -738,7 +757,7 @@ class _TabularJob:
     def scan(self) -> None:
         cols = self._columns()
         groups = list(self.like.groups) if self.like is not None and self.like.groups is not None else None
-        scanner = TabularScanner(cols, unseen=self.unseen, groups=groups)
+        scanner = TabularScanner(cols, unseen=self.unseen, groups=groups, hashing=self.hashing)
         self._numeric = scanner.numeric_columns()
         for arrays, rows in self._batches(True):
             scanner.scan(arrays, rows)
@@ -761,6 +780,7 @@ class _TabularJob:
         self.group_column = None if gi is None else schema.columns[gi].name
         self.groups = scanner.groups() if gi is not None else None
         self.has_weight = schema.index("weight") is not None
+        self.nnz = self.n_rows * sum(c.is_feature for c in schema.columns)  # at most one value a feature column (shard sizing)
         self.encoder = TabularEncoder(schema, self.label_map, self.groups)
         self._numeric = schema.numeric_columns()
         li = schema.index("label")
@@ -776,7 +796,9 @@ class _TabularJob:
             "zero_based": None,
             "unseen": self.unseen,
             "unseen_counts": scanner.unseen_counts,
+            "hashing": None if self.hashing is None else self.hashing.to_dict(),
         }
+        self._occupied = None if self.hashing is None else np.zeros(self.hashing.n_features, dtype=bool)
         msg = None if self.unlabeled else class_absent_message(self.n_neg, self.n_pos, self.rule, self.files[0].path)
         if msg:
             self.warnings.append(msg)
@@ -803,6 +825,20 @@ class _TabularJob:
                 return y, g, w
 
             yield rows.n, encode
+
+    def csr_pieces(self) -> Iterator[tuple[Any, np.ndarray, np.ndarray | None, np.ndarray | None]]:
+        """Pass 2 as CSR blocks ``(X, y, group, weight)`` per piece, never dense; with hashing, counts the slots in use."""
+        for arrays, rows in self._batches(False):
+            X, y, g, w = self.encoder.encode_csr(arrays, rows)
+            if self._occupied is not None:
+                self._occupied[X.indices] = True
+            yield X, y, g, w
+
+    def hashing_used(self) -> FeatureHashing | None:
+        """The hashing with the slots pass 2 filled (after :meth:`csr_pieces`), or None."""
+        if self.hashing is None:
+            return None
+        return FeatureHashing(self.hashing.n_features, int(np.count_nonzero(self._occupied)))
 
 
 # ---------------------------------------------------------------------------------
@@ -851,6 +887,7 @@ def ingest(
     read_rows: int | None = None,
     overwrite: bool = False,
     layout: str = "auto",
+    hash_features: int | str | None = None,
 ) -> Manifest:
     """Stream a source file into a sharded dataset store.
 
@@ -935,6 +972,18 @@ def ingest(
         is logged), a tabular source dense. A sparse store takes ``log1p`` and
         ``scale="maxabs"``, which keep zeros; ``minmax`` and ``standard`` make ``auto``
         dense and are refused with ``sparse``.
+    hash_features : int or str, optional
+        Tabular sources: hash every feature column into this many slots (an int, or
+        ``"2^k"``) instead of one-hot encoding, as scikit-learn's ``FeatureHasher`` and
+        Vowpal Wabbit do (signed MurmurHash3, :mod:`dpipe.io._hashing`): a numeric column
+        ``c`` is the token ``"c"`` with its value, a categorical one the token ``"c=v"``
+        with 1, so a column of any number of categories (identifiers, words) costs no
+        vocabulary. The store is sparse; its features are ``hash0 ..``; the manifest and
+        every model trained on it record the hashing (``encoding["hashing"]``, with the
+        slots in use and the collision rate; a :class:`DataWarning` from
+        :data:`~dpipe.io._hashing.COLLISION_WARNING` on), so that
+        :meth:`~dpipe.LinearModel.score_records` hashes raw records the same way.
+        ``like=`` stores reuse the ``like`` store's hashing.
 
     Returns
     -------
@@ -993,6 +1042,17 @@ def ingest(
     like_manifest = _open_like(like)
     log1p = check_log1p(log1p, OWNER)
     check_choice(scale, "scale", OWNER, SCALES)
+    hash_features = check_hash_features(hash_features, OWNER)
+    if hash_features is not None:
+        if like_manifest is not None:
+            raise ParameterError(f"The 'hash_features' parameter of {OWNER} hashes a training source; a like= store reuses its store's hashing "
+                                 f"({os.fspath(like)}): drop hash_features.")
+        if layout == "dense":
+            raise ParameterError(f"The 'hash_features' parameter of {OWNER} writes a sparse store (one value a column in {hash_features} slots); "
+                                 "drop layout='dense'.")
+        if log1p is not None:
+            raise ParameterError(f"The 'log1p' parameter of {OWNER} names features, and hashed features have no names of their own: drop log1p "
+                                 "or hash_features (scale='maxabs' applies to hashed features).")
     transform = None
     if like_manifest is not None and (log1p is not None or scale != "none"):
         has = like_manifest.encoding.get("transform") is not None
@@ -1012,7 +1072,8 @@ def ingest(
         if log1p is not None or scale != "none":
             raw_args = dict(format=format, source_format=source_format, label=label, positive=positive, negative=negative, n_features=n_features,
                             zero_based=zero_based, header=header, skip_rows=skip_rows, group_col=group_col, weight_col=weight_col, like=like,
-                            unseen=unseen, unlabeled=unlabeled, shard_rows=shard_rows, read_rows=read_rows, layout=layout)
+                            unseen=unseen, unlabeled=unlabeled, shard_rows=shard_rows, read_rows=read_rows, layout=layout,
+                            hash_features=hash_features)
 
             def source_of(raw: Manifest) -> dict[str, Any]:
                 return {**raw.source, "options": {**raw.source["options"], "log1p": log1p, "scale": scale, "overwrite": overwrite}}
@@ -1043,6 +1104,9 @@ def ingest(
                     raise ParameterError(f"The {name!r} parameter of {OWNER} applies to CSV and Parquet sources, not to svmlight.")
             if header is True:
                 raise ParameterError(f"The 'header' parameter of {OWNER} applies to CSV sources; svmlight files have no header.")
+            if hash_features is not None:
+                raise ParameterError(f"The 'hash_features' parameter of {OWNER} applies to CSV and Parquet sources; an svmlight source's "
+                                     "features are indices already (n_features= bounds them).")
             job: _SvmlightJob | _TabularJob = _SvmlightJob(files, read_rows, rule, n_features, zero_based, like_manifest, unlabeled)
         else:
             if n_features is not None:
@@ -1051,7 +1115,8 @@ def ingest(
                 raise ParameterError(f"The 'zero_based' parameter of {OWNER} applies to svmlight sources only.")
             if kind == "parquet" and (header is True or skip_rows):
                 raise ParameterError(f"The 'header' and 'skip_rows' parameters of {OWNER} apply to text sources, not to Parquet.")
-            job = _TabularJob(files, kind, read_rows, rule, label, group_col, weight_col, header, skip_rows, unseen, like_manifest, unlabeled)
+            job = _TabularJob(files, kind, read_rows, rule, label, group_col, weight_col, header, skip_rows, unseen, like_manifest, unlabeled,
+                              hash_features)
 
         with Progress(f"ingest: reading {', '.join(paths)} (pass 1 of 2)", total_bytes=sum(f.stamp[0] for f in files), bytes_label="read"):
             job.scan()
@@ -1087,18 +1152,26 @@ def ingest(
             "read_rows": read_rows,
             "overwrite": overwrite,
             "layout": layout,
+            "hash_features": hash_features,
         }
         source = _source_dict(paths, files, kind, options, isinstance(src, (str, os.PathLike)))
         with ShardWriter(dest, d, job.feature_names, rows_per_shard, format=format, with_group=with_group, with_weight=getattr(job, "has_weight", False),
                          overwrite=overwrite, labelled=not unlabeled, layout=store_layout) as writer:
             with Progress(f"ingest: writing {dest} (pass 2 of 2)", total_rows=job.n_rows, bytes_label="of features"):
-                if store_layout == "csr" and isinstance(job, _SvmlightJob):
+                if store_layout == "csr":
                     written = _write_csr_shards(job, writer, transform, ", ".join(paths))
                 else:
                     written = _write_shards(job, writer, rows_per_shard, d, transform, ", ".join(paths))
             if written != job.n_rows:
                 raise InputError(f"pass 2 read {written} rows, pass 1 counted {job.n_rows} (did the file change?)", path=files[0].path)
             encoding = job.encoding if transform is None else {**job.encoding, "transform": like_manifest.encoding["transform"]}
+            hashing = job.hashing_used()
+            if hashing is not None:
+                encoding = {**encoding, "hashing": hashing.to_dict()}
+                if hashing.collision_rate >= COLLISION_WARNING:
+                    warnings.warn(f"{', '.join(paths)}: {100 * hashing.collision_rate:.1f} % of the {hashing.n_features} hash slots are in use, so "
+                                  f"about that share of the tokens (some {hashing.tokens_estimate:.0f}) shares a slot with another; "
+                                  f"hash_features={hashing.slots_for()} would keep it under 5 %.", DataWarning, stacklevel=2)
             manifest = writer.commit(source=source, encoding=encoding, groups=groups, group_column=getattr(job, "group_column", None))
         return manifest
 
@@ -1111,6 +1184,9 @@ def _choose_layout(layout: str, job: _SvmlightJob | _TabularJob, like: Manifest 
     if like is not None:
         log.log(VERBOSE, "layout auto: %s (the like= store's)", "sparse" if like.layout == "csr" else "dense")
         return like.layout
+    if getattr(job, "hashing", None) is not None:
+        log.log(VERBOSE, "layout auto: sparse (hashed features)")
+        return "csr"
     if not isinstance(job, _SvmlightJob):
         log.log(VERBOSE, "layout auto: dense (a tabular source; --layout sparse stores its one-hot columns as CSR)")
         return "dense"
@@ -1121,20 +1197,19 @@ def _choose_layout(layout: str, job: _SvmlightJob | _TabularJob, like: Manifest 
     return chosen
 
 
-def _write_csr_shards(job: _SvmlightJob, writer: ShardWriter, transform: FeatureTransform | None = None, where: str = "") -> int:
-    """Pass 2 of an svmlight source into a CSR store: the parsed rows go to the writer as CSR blocks (never dense),
-    transformed by the like= store's ``transform`` (one that keeps zeros)."""
+def _write_csr_shards(job: _SvmlightJob | _TabularJob, writer: ShardWriter, transform: FeatureTransform | None = None, where: str = "") -> int:
+    """Pass 2 into a CSR store: the source's rows go to the writer as CSR blocks (never dense; svmlight's parsed rows,
+    a tabular source's one-hot or hashed columns), transformed by the like= store's ``transform`` (one that keeps zeros)."""
     total = 0
-    for n, encode in job.parts():
-        X, y = encode(0, n, None)
+    for X, y, g, w in job.csr_pieces():
         if transform is not None:
             try:
                 X = transform.apply(X, first_row=total, where=where)
             except ValueError as exc:
                 raise InputError(f"{exc} (a row of the source, counted from 0; the transform is the like= store's)") from None
-        writer.append(X, y)
-        total += n
-        advance(rows=n, nbytes=8 * X.nnz)
+        writer.append(X, y, g, w)
+        total += X.shape[0]
+        advance(rows=X.shape[0], nbytes=8 * X.nnz)
     return total
 
 

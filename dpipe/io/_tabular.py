@@ -49,6 +49,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from ..exceptions import InputError, ParameterError
+from ._hashing import FeatureHashing
 from ._labels import MISSING_LABELS, LabelCounter, Where
 from ._values import float32_problem
 
@@ -147,9 +148,10 @@ class Column:
 
 @dataclasses.dataclass
 class TabularSchema:
-    """Columns of a tabular source and the features they produce."""
+    """Columns of a tabular source and the features they produce (one-hot, or hashed into ``hashing``'s slots)."""
 
     columns: list[Column]
+    hashing: FeatureHashing | None = None
 
     def index(self, role: str) -> int | None:
         """Position of the (first) column with ``role``, or None."""
@@ -166,12 +168,12 @@ class TabularSchema:
     @property
     def n_features(self) -> int:
         """Total number of features."""
-        return sum(c.width for c in self.columns)
+        return self.hashing.n_features if self.hashing is not None else sum(c.width for c in self.columns)
 
     @property
     def feature_names(self) -> list[str]:
         """Names of all features, in order."""
-        return [n for c in self.columns for n in c.feature_names()]
+        return self.hashing.feature_names if self.hashing is not None else [n for c in self.columns for n in c.feature_names()]
 
     def offsets(self) -> list[int]:
         """First feature of every column (columns without features get the running offset)."""
@@ -190,9 +192,9 @@ class TabularSchema:
         return [c.to_dict() for c in self.columns]
 
     @classmethod
-    def from_list(cls, items: Sequence[dict[str, Any]]) -> TabularSchema:
+    def from_list(cls, items: Sequence[dict[str, Any]], hashing: FeatureHashing | None = None) -> TabularSchema:
         """Inverse of :meth:`to_list`."""
-        return cls([Column.from_dict(d) for d in items])
+        return cls([Column.from_dict(d) for d in items], hashing)
 
 
 def resolve_column(spec: str | int | None, names: Sequence[str], param: str, path: str, owner: str = "ingest") -> int | None:
@@ -387,8 +389,9 @@ class TabularScanner:
         Fixed group vocabulary (``like``); unseen group values are always errors.
     """
 
-    def __init__(self, columns: list[Column], unseen: str = "error", groups: list[str] | None = None) -> None:
+    def __init__(self, columns: list[Column], unseen: str = "error", groups: list[str] | None = None, hashing: FeatureHashing | None = None) -> None:
         self.columns = columns
+        self.hashing = hashing
         self.unseen = unseen
         self.fixed_groups = groups
         self._fixed = [c.type == "categorical" and c.categories is not None for c in columns]
@@ -481,6 +484,8 @@ class TabularScanner:
                 why = f" (the column is numeric: its first value {v0!r}, {w.describe()}, is a number)"
             to_float(arr, col.name, rows, why)
             return
+        if self.hashing is not None:  # hashed: any value has a slot, no vocabulary to collect (nor to outgrow)
+            return
         s = as_strings(arr)
         if self._fixed[j]:
             codes = pc.index_in(s, value_set=self._fixed_arr[j])
@@ -522,14 +527,14 @@ class TabularScanner:
                 if c.type is None:
                     c.type = "categorical"
                 if c.type == "categorical" and not self._fixed[j]:
-                    c.categories = sorted(self._cats[j])
+                    c.categories = None if self.hashing is not None else sorted(self._cats[j])
             elif c.role == "label":
                 c.type = "categorical"
                 c.categories = None
             elif c.role == "weight":
                 c.type = "numeric"
             out.append(c)
-        return TabularSchema(out)
+        return TabularSchema(out, self.hashing)
 
     def groups(self) -> list[str] | None:
         """Sorted group vocabulary (or the fixed one)."""
@@ -542,12 +547,13 @@ class TabularScanner:
 # pass 2
 # ---------------------------------------------------------------------------------
 class TabularEncoder:
-    """Pass 2: turn pieces of a tabular source into dense rows.
+    """Pass 2: turn pieces of a tabular source into rows, dense (:meth:`encode`) or CSR (:meth:`encode_csr`).
 
     Parameters
     ----------
     schema : TabularSchema
-        Final columns (from :meth:`TabularScanner.schema` or a ``like`` store).
+        Final columns (from :meth:`TabularScanner.schema` or a ``like`` store); with
+        ``schema.hashing`` the feature columns are hashed (:mod:`._hashing`), CSR only.
     label_map : dict
         Label string -> -1 / +1, covering every label of the source.
     groups : list of str, optional
@@ -558,54 +564,102 @@ class TabularEncoder:
         self.schema = schema
         self.offsets = schema.offsets()
         self.n_features = schema.n_features
-        self._cats = [pa.array(c.categories, pa.string()) if c.is_feature and c.type == "categorical" else None for c in schema.columns]
+        self.hashing = schema.hashing
+        self._cats = [pa.array(c.categories, pa.string()) if c.is_feature and c.type == "categorical" and c.categories is not None else None
+                      for c in schema.columns]
+        # hashed numeric columns: one token each, its slot and sign fixed
+        self._name_slots = None if self.hashing is None else dict(zip(
+            [c.name for c in schema.columns if c.is_feature], zip(*self.hashing.slots([c.name for c in schema.columns if c.is_feature]))))
         keys = list(label_map)
         self._label_keys = pa.array(keys, pa.string())
         self._label_lut = np.array([label_map[k] for k in keys], dtype=np.int8)
         self._groups = None if groups is None else pa.array(groups, pa.string())
 
-    def encode(
-        self, arrays: Sequence[pa.Array], rows: Rows, out: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
-        """(X float32, y int8, group int16 or None, weight float32 or None) of one piece.
-
-        ``out``, an (n, n_features) float32 array (e.g. a slice of a shard buffer),
-        receives the features and is returned as ``X``.
-        """
-        n = rows.n
-        if out is None:
-            X = np.zeros((n, self.n_features), dtype=np.float32)
-        else:
-            X = out
-            X[...] = 0.0
+    def _targets(self, arrays: Sequence[pa.Array], rows: Rows) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """(y int8, group int16 or None, weight float32 or None) of one piece."""
         y = group = weight = None
-        for j, (col, arr) in enumerate(zip(self.schema.columns, arrays)):
+        for col, arr in zip(self.schema.columns, arrays):
             if col.role == "label":
                 codes = pc.index_in(as_strings(arr, null=None), value_set=self._label_keys)
                 if codes.null_count:  # pragma: no cover - pass 1 saw every label
                     i = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])
                     raise rows.where(i).error(f"label {_value(arr, i)!r} was not seen in the first pass (did the file change?)")
                 y = self._label_lut[codes.to_numpy(zero_copy_only=False)]
-                continue
-            if col.role == "weight":
+            elif col.role == "weight":
                 weight = to_float(arr, col.name, rows).astype(np.float32)
-                continue
-            if col.role == "group" and self._groups is not None:
+            elif col.role == "group" and self._groups is not None:
                 codes = pc.index_in(as_strings(arr), value_set=self._groups)
                 if codes.null_count:  # pragma: no cover - pass 1 checked
                     i = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])
                     raise rows.where(i).error(f"group {_value(arr, i)!r} was not seen in the first pass (did the file change?)")
                 group = codes.to_numpy(zero_copy_only=False).astype(np.int16)
-            off = self.offsets[j]
-            if col.type == "numeric":
-                X[:, off] = to_float(arr, col.name, rows)
-            else:
-                codes = pc.fill_null(pc.index_in(as_strings(arr), value_set=self._cats[j]), -1).to_numpy(zero_copy_only=False)
-                ok = np.flatnonzero(codes >= 0)
-                X[ok, off + codes[ok]] = 1.0
         if y is None:  # an unlabelled source (no label column): y is all 0
             y = np.zeros(rows.n, dtype=np.int8)
-        return X, y, group, weight
+        return y, group, weight
+
+    def _column_entries(self, j: int, col: Column, arr: pa.Array, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's (feature index, value) from feature column ``j``; index -1: nothing (an unseen category)."""
+        if col.type == "numeric":
+            values = to_float(arr, col.name, rows)
+            if self.hashing is None:
+                return np.full(rows.n, self.offsets[j], dtype=np.int64), values
+            slot, sign = self._name_slots[col.name]
+            return np.full(rows.n, slot, dtype=np.int64), values * float(sign)
+        strings = as_strings(arr)
+        if self.hashing is None:
+            codes = pc.fill_null(pc.index_in(strings, value_set=self._cats[j]), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+            return np.where(codes >= 0, self.offsets[j] + codes, -1), np.ones(rows.n)
+        encoded = pc.dictionary_encode(strings).combine_chunks() if isinstance(strings, pa.ChunkedArray) else pc.dictionary_encode(strings)
+        slot, sign = self.hashing.slots(f"{col.name}={v}" for v in encoded.dictionary.to_pylist())
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        return slot[codes].astype(np.int64), sign[codes].astype(np.float64)
+
+    def encode(
+        self, arrays: Sequence[pa.Array], rows: Rows, out: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """(X float32, y int8, group int16 or None, weight float32 or None) of one piece, dense (one-hot only).
+
+        ``out``, an (n, n_features) float32 array (e.g. a slice of a shard buffer),
+        receives the features and is returned as ``X``.
+        """
+        if self.hashing is not None:  # pragma: no cover - ingest routes hashing to encode_csr
+            raise RuntimeError("hashed features are encoded as CSR (encode_csr)")
+        X = np.zeros((rows.n, self.n_features), dtype=np.float32) if out is None else out
+        X[...] = 0.0
+        every = np.arange(rows.n)
+        for j, (col, arr) in enumerate(zip(self.schema.columns, arrays)):
+            if col.is_feature:
+                index, values = self._column_entries(j, col, arr, rows)
+                ok = index >= 0
+                X[every[ok], index[ok]] = values[ok]
+        return (X, *self._targets(arrays, rows))
+
+    def encode_csr(self, arrays: Sequence[pa.Array], rows: Rows) -> tuple[Any, np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """:meth:`encode` as a CSR block (float32 values, sorted column indices, no stored zeros), without a dense
+        buffer; hashed tokens that share a slot in a row are summed."""
+        from ..reduce._block import csr_block
+
+        feats = [(j, col, arr) for j, (col, arr) in enumerate(zip(self.schema.columns, arrays)) if col.is_feature]
+        index, values = np.full((rows.n, len(feats)), -1, dtype=np.int64), np.zeros((rows.n, len(feats)))
+        for k, (j, col, arr) in enumerate(feats):
+            index[:, k], values[:, k] = self._column_entries(j, col, arr, rows)
+        if self.hashing is not None:  # slots come in any order within a row, and may repeat
+            order = np.argsort(index, axis=1, kind="stable")
+            index, values = np.take_along_axis(index, order, 1), np.take_along_axis(values, order, 1)
+        row = np.repeat(np.arange(rows.n, dtype=np.int64), len(feats)).reshape(index.shape)
+        present = index >= 0
+        key = (row[present] * self.n_features + index[present])  # increasing: rows in order, columns sorted within
+        vals = values[present]
+        if key.size and self.hashing is not None:  # a row's tokens that share a slot add up (FeatureHasher's sum_duplicates)
+            starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+            key, vals = key[starts], np.add.reduceat(vals, starts)
+        vals32 = vals.astype(np.float32)
+        stored = vals32 != 0
+        key, vals32 = key[stored], vals32[stored]
+        indptr = np.zeros(rows.n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(key // self.n_features, minlength=rows.n), out=indptr[1:])
+        X = csr_block(vals32, key % self.n_features, indptr, self.n_features)
+        return (X, *self._targets(arrays, rows))
 
 
 # ---------------------------------------------------------------------------------

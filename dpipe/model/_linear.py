@@ -207,6 +207,7 @@ class LinearModel:
         self.training = dict(training or {})
         self.fit = dict(fit or {})
         self.metrics = dict(metrics or {})
+        self._name_index: dict[str, int] | None = None  # feature name -> column, built on the first sparse record
         self.created = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         if dpipe_version is None:
             from .. import __version__ as dpipe_version
@@ -321,25 +322,32 @@ class LinearModel:
         p = self.positive_probability(X, raw=raw)
         return np.where(np.random.default_rng(random_state).random(p.size) < p, 1, -1).astype(np.int8)
 
-    def encode_records(self, records: Iterable[Mapping[str, Any] | Sequence[Any]]) -> np.ndarray:
+    def encode_records(self, records: Iterable[Mapping[str, Any] | Sequence[Any]]) -> Any:
         """Turn raw source records into the feature matrix the model was trained on.
 
         Parameters
         ----------
-        records : iterable of mappings (column name -> raw value) or sequences
-            (values in the source's column order, label column included or not).
+        records : iterable of mappings or sequences
+            Tabular training data: mappings (column name -> raw value) or sequences (values
+            in the source's column order, label column included or not). svmlight training
+            data: sparse mappings (feature name, as in :attr:`feature_names`, -> value; the
+            features a record leaves out are 0).
 
         Returns
         -------
-        ndarray of shape (n, d), float64
-            The values the training store would hold for these records: numeric columns
-            parsed as floats, categorical ones one-hot encoded with the training vocabulary
-            (an unseen value gives all zeros), rounded to float32 and transformed by the
-            store's fitted transform if it has one (:meth:`transform_rows`).
+        ndarray of shape (n, d), float64, or scipy.sparse.csr_array
+            The values the training store would hold for these records. Tabular: numeric
+            columns parsed as floats, categorical ones one-hot encoded with the training
+            vocabulary (an unseen value gives all zeros), rounded to float32 and transformed by
+            the store's fitted transform if it has one (:meth:`transform_rows`); with feature
+            hashing (``ingest(hash_features=)``) the columns hashed as ingest hashed them, as
+            CSR rows (a missing value, None, is the category ``"?"``). svmlight: CSR rows.
         """
         enc = self.encoding
+        if enc.get("kind") == "svmlight":
+            return self._sparse_records(records)
         if enc.get("kind") != "tabular":
-            raise ValueError(f"LinearModel: raw records can be encoded only for tabular (CSV/Parquet) training data, not {enc.get('kind')!r}")
+            raise ValueError(f"LinearModel: raw records can be encoded only for tabular (CSV/Parquet) or svmlight training data, not {enc.get('kind')!r}")
         columns = enc["columns"]
         names = [c["name"] for c in columns]
         feature_cols = [c for c in columns if c.get("role") in ("feature", "group")]  # a group column stays a feature
@@ -353,6 +361,11 @@ class LinearModel:
                     rec = {c["name"]: v for c, v in zip(feature_cols, rec)}
                 else:
                     raise ValueError(f"LinearModel: a record has {len(rec)} values; expected {len(names)} (all columns) or {len(feature_cols)} (feature columns)")
+            rows.append(rec)
+        if enc.get("hashing") is not None:
+            return self._hashed_records(rows, feature_cols)
+        dense = []
+        for rec in rows:
             row: list[float] = []
             for col in feature_cols:
                 value = rec[col["name"]]
@@ -365,11 +378,55 @@ class LinearModel:
                     row.extend(hot)
                 else:
                     row.append(float(value))
-            rows.append(row)
-        X = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+            dense.append(row)
+        X = np.asarray(dense, dtype=np.float64).reshape(len(dense), -1)
         if X.shape[1] != self.n_features:
             raise ValueError(f"LinearModel: encoding gives {X.shape[1]} features; the model has {self.n_features}")
         return self.transform_rows(X).astype(np.float64)
+
+    def _hashed_records(self, records: list[Mapping[str, Any]], feature_cols: list[dict[str, Any]]) -> Any:
+        """CSR rows of tabular records hashed as ingest hashed the training source (its own encoder, on Arrow columns)."""
+        import pyarrow as pa
+
+        from ..io._hashing import FeatureHashing
+        from ..io._tabular import Column, Rows, TabularEncoder, TabularSchema
+
+        hashing = FeatureHashing.from_dict(self.encoding["hashing"], "LinearModel: encoding")
+        cols = [Column(c["name"], "feature", c.get("type", "numeric")) for c in feature_cols]
+        arrays = []
+        for col in cols:
+            values = [rec[col.name] for rec in records]
+            if col.type == "numeric":
+                arrays.append(pa.array([float(v) for v in values], pa.float64()))
+            else:
+                arrays.append(pa.array([None if v is None else str(v).strip() for v in values], pa.string()))
+        X = TabularEncoder(TabularSchema(cols, hashing), {}).encode_csr(arrays, Rows("records", len(records)))[0]
+        return X if self.transform is None else self.transform.apply(X, where="LinearModel")
+
+    def _sparse_records(self, records: Iterable[Mapping[str, Any]]) -> Any:
+        """CSR rows of sparse records ``{feature name: value}`` (svmlight training data); an unknown name is an error."""
+        from ..reduce._block import csr_block
+
+        if self._name_index is None:
+            self._name_index = {name: j for j, name in enumerate(self.feature_names)}
+        indptr, indices, values = [0], [], []
+        for i, rec in enumerate(records):
+            if not isinstance(rec, Mapping):
+                raise ValueError(f"LinearModel: record {i} is a {type(rec).__name__}; svmlight-trained models score mappings of feature name -> value")
+            row = sorted((self._feature_index(name, i), float(v)) for name, v in rec.items())
+            indices.extend(j for j, _ in row)
+            values.extend(v for _, v in row)
+            indptr.append(len(indices))
+        X = csr_block(np.asarray(values, dtype=np.float32), np.asarray(indices, dtype=np.int64), np.asarray(indptr, dtype=np.int64), self.n_features)
+        X.sum_duplicates()
+        return X if self.transform is None else self.transform.apply(X, where="LinearModel")
+
+    def _feature_index(self, name: Any, record: int) -> int:
+        try:
+            return self._name_index[name]
+        except KeyError:
+            raise ValueError(f"LinearModel: record {record} names feature {name!r}, which the model does not have "
+                             f"({self.n_features} features: {', '.join(map(str, self.feature_names[:3]))}, ...)") from None
 
     def score_records(self, records: Iterable[Mapping[str, Any] | Sequence[Any]]) -> np.ndarray:
         """Scores of raw records (see :meth:`encode_records`)."""
