@@ -51,7 +51,7 @@ def group_rates(ds: Any, coef: np.ndarray, intercept: float, randomized: bool = 
     if info.group_names is None:
         raise ParameterError(f"{info.path}: --by-group needs a group column (ingest the store with --group-col)")
     layout = CellLayout(len(info.group_names))
-    weight, positive = ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), layout, randomized)
+    weight, positive, _ = ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), layout, randomized)
     out: dict[str, Any] = {}
     for g, name in enumerate(info.group_names):
         cells = {decode_cell(c, layout)[0]: c for c in range(layout.n_cells) if decode_cell(c, layout)[1] == g}
@@ -77,11 +77,13 @@ def group_rates(ds: Any, coef: np.ndarray, intercept: float, randomized: bool = 
 
 def constraint_values(datasets: dict[str, Any], coef: np.ndarray, intercept: float, constraints: Any, randomized: bool = False) -> list[dict[str, Any]]:
     """Each constraint's left-hand side minus right-hand side with exact rates of the model on ``datasets`` (alias -> opened
-    dataset, ``"train"`` the evaluated store), and whether it holds (``<= 0``); one pass per dataset. With ``randomized``,
-    expected rates of the randomized classifier."""
+    dataset, ``"train"`` the evaluated store), whether it holds (``<= 0``), its 95 % interval and verdict (holds /
+    violated / not significant) and its rates with their intervals (:mod:`dpipe.rates._intervals`); one pass per
+    dataset. With ``randomized``, expected rates of the randomized classifier."""
     from .fit._params import PARAMS
     from .fit._rates import deployed_model
     from .rates._cells import DataInfo, compile_rows, plan_stores
+    from .rates._intervals import constraint_report
     from .reduce._rates import cell_predictions
 
     constraints = PARAMS["constraints"].check(constraints, "evaluate")
@@ -89,8 +91,7 @@ def constraint_values(datasets: dict[str, Any], coef: np.ndarray, intercept: flo
     sums = {a: ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), plans[a].layout, randomized)
             for a, ds in datasets.items()}
     rows = compile_rows(None, constraints, plans, {a: s[0] for a, s in sums.items()})
-    values = rows.evaluate({a: s[1] for a, s in sums.items()})
-    return [{"text": text, "value": float(v), "holds": bool(v <= 0)} for text, v in zip(rows.texts[1:], values[1:])]
+    return constraint_report(constraints, rows, plans, sums)
 
 
 def evaluate(

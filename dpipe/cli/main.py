@@ -197,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rate objectives: another store the constraints name by alias (on=ALIAS), e.g. unlabeled=pool.zarr; repeatable")
     p.add_argument("--constraints-file", dest="constraints_file", metavar="FILE",
                    help="rate objectives: a YAML or JSON list of constraint strings (added to any --constraint)")
+    p.add_argument("--constraint-validation", dest="constraint_validation", action="append", metavar="[ALIAS=]STORE", default=None,
+                   help="rate objectives: the validation rule: the exact threshold meets the constraints on this store's rows (ALIAS=STORE "
+                        "for a --dataset's); the direction is fitted on the training stores; repeatable (see --validation-fraction)")
     add_arguments(p.add_argument_group("hyper-parameters (each names the objectives it applies to; any other is an error)"))
     p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="do not keep training metrics in the model")
     _add_cluster(p)
@@ -323,7 +326,17 @@ def _print_metrics(metrics: dict[str, Any]) -> None:
         print(f"selection-rate ratio (smallest / largest) {fmt(summary['selection_rate_ratio']).strip()}, TPR gap "
               f"{fmt(summary['true_positive_rate_gap']).strip()}, FPR gap {fmt(summary['false_positive_rate_gap']).strip()}")
     for c in metrics.get("constraints", []):
-        print(f"constraint {c['text']}: {'holds' if c['holds'] else 'does NOT hold'} (lhs - rhs {c['value']:+.6g})")
+        _print_constraint(c, "")
+
+
+def _print_constraint(c: dict[str, Any], where: str) -> None:
+    """A measured constraint: its value with the 95 % interval and verdict, then each rate with its interval."""
+    verdict = {"holds": "holds", "violated": "VIOLATED", "not significant": "not significant"}[c["verdict"]]
+    lo, hi = c["interval"]
+    print(f"constraint {c['text']}{where}: {verdict} at {100 * c['level']:.0f} % (lhs - rhs {c['value']:+.6g}, interval "
+          f"[{lo:+.4g}, {hi:+.4g}], {c['method']}; the point value {'holds' if c['holds'] else 'does NOT hold'})")
+    for r in c["rates"]:
+        print(f"    {r['rate']} = {r['value']:.6g}  [{r['interval'][0]:.4g}, {r['interval'][1]:.4g}]  ({r['effective_rows']:.6g} effective rows)")
 
 
 def _cmd_info(a: argparse.Namespace) -> None:
@@ -363,11 +376,15 @@ def _cmd_train(a: argparse.Namespace) -> None:
         given["constraints"] = [*given.get("constraints", []), *_read_constraints_file(a.constraints_file)]
     with locked_output(a.out, overwrite=a.overwrite, what="model") if a.out else contextlib.nullcontext():  # one writer of --out, fit included
         model = train(a.store, a.objective, validation=a.validation, datasets=_parse_datasets(a.datasets), out=a.out, overwrite=a.overwrite,
-                      train_metrics=a.train_metrics, **given, **_cluster_kwargs(a))
+                      train_metrics=a.train_metrics, constraint_validation=_parse_validation(a.constraint_validation), **given, **_cluster_kwargs(a))
     fit = model.fit
-    for c in fit.get("info", {}).get("constraints", []):
+    info = fit.get("info", {})
+    for c in info.get("constraints", []):
         print(f"constraint {c['text']}: {'holds' if c['satisfied'] else 'NOT satisfied'} on the training data "
-              f"(lhs - rhs {c['value']:+.6g}, multiplier {c['multiplier']:.4g})")
+              f"(lhs - rhs {c['value']:+.6g}, multiplier {c['multiplier']:.4g}; {c['verdict']} at 95 %, interval "
+              f"[{c['interval'][0]:+.4g}, {c['interval'][1]:+.4g}])")
+    for c in info.get("constraints_validation", []):
+        _print_constraint(c, " on the validation rows")
     print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, data loading/setup passes {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {a.out}")
     if "gap" in fit.get("info", {}):
         print(f"cutting plane: lower bound {fit['info']['lower_bound']:.8g}, gap {fit['info']['gap']:.3g} (eps {model.params['eps']:g})")
@@ -388,6 +405,22 @@ def _parse_datasets(items: list[str] | None) -> dict[str, str] | None:
         if alias.strip() in out:
             raise ParameterError(f"--dataset {item!r}: the alias {alias.strip()!r} is given twice")
         out[alias.strip()] = path.strip()
+    return out
+
+
+def _parse_validation(items: list[str] | None) -> dict[str, str] | None:
+    """``--constraint-validation`` values: ``STORE`` (the training store's) or ``ALIAS=STORE``, as a dict by alias."""
+    if not items:
+        return None
+    out: dict[str, str] = {}
+    for item in items:
+        alias, sep, path = item.partition("=")
+        alias, path = (alias.strip(), path.strip()) if sep else ("train", item.strip())
+        if not alias or not path:
+            raise ParameterError(f"--constraint-validation {item!r}: expected STORE or ALIAS=STORE")
+        if alias in out:
+            raise ParameterError(f"--constraint-validation {item!r}: {alias!r} has a validation store already")
+        out[alias] = path
     return out
 
 

@@ -195,6 +195,19 @@ PARAMS: dict[str, Param] = {
               "hold in expectation; ``predict`` draws, ``evaluate`` reports expected rates).", ("rate",), "exact",
               choices=("exact", "ramp", "randomized"),
               instead="the other objectives set their threshold by calibrate"),
+        Param("validation_fraction", "float", "Rate objectives: the validation rule (Cotter et al. 2019). A seeded share of the rows of every "
+              "dataset the constraints use (``validation_seed``; a row's draw depends on its shard and place only) is held out: the "
+              "direction and the multipliers are fitted on the rest, and the exact threshold so that the constraints hold on the held-out "
+              "rows, which new rows resemble more than the rows a model was fitted to. A dataset with its own validation store "
+              "(``constraint_validation``) keeps all its rows. The model records the rates on both parts, with intervals. Default: "
+              "off (the constraints hold on the training rows).", ("rate",), low=0.0, high=1.0,
+              instead="only the rate objectives have constraints to validate"),
+        Param("validation_seed", "int", "Rate objectives: the seed of ``validation_fraction``'s draw (default 0).", ("rate",), 0, low=0,
+              instead="only the rate objectives hold rows out"),
+        Param("slack", "float", "Rate objectives: the exact threshold meets every constraint with this much to spare, on the rows that "
+              "set it (the validation rows, or the training rows): ``recall >= 0.9`` with slack 0.01 is held at 0.91, ``false_positive_rate "
+              "<= 0.02`` with slack 0.005 at 0.015 (default 0). The price is objective: a threshold further inside the feasible set.",
+              ("rate",), 0.0, low=0.0, closed="left", instead="only the rate objectives have constraints"),
         Param("C", "float", "SVM-perf's ``-c`` instead of ``lam``: ``lam = 1 / (100 C)`` (SVM-perf's losses are in percent).",
               ("smooth", "structural"), low=0.0, excludes=_SQUARED_BOTH,
               instead={"auc": "use lam: liblinear-ranksvm's -c C is lam = 1 / (C n+ n-)", "smooth": "use lam", "structural": "use lam",
@@ -386,6 +399,8 @@ def _check_combinations(given: dict[str, Any], owner: str) -> None:
     both("smoothing", "mu_scale", "smoothing sets the width itself, epsilon and mu_scale set the default one")
     if "continuation_factor" in given and not given.get("continuation"):
         raise ParameterError(f"The 'continuation_factor' parameter of {owner} applies only with continuation=True.")
+    if "validation_seed" in given and "validation_fraction" not in given:
+        raise ParameterError(f"The 'validation_seed' parameter of {owner} applies only with validation_fraction (the share it draws).")
     newton = given.get("solver") == "newton"
     if newton and given.get("precondition") == "moments":
         raise ParameterError(f"The 'precondition' parameter of {owner} cannot be 'moments' with Newton (auc's default solver): the moments "

@@ -26,8 +26,10 @@ from ..exceptions import ConvergenceWarning, ParameterError
 from ..objectives import SmoothedAUCRisk
 from ..rates._cells import DataInfo, compile_rows, plan_stores
 from ..rates._expr import Constraint, RateExpression, error_rate, false_negative_rate, false_positive_rate
-from ..reduce._rates import INDICATOR, RAMP, cell_weights
+from ..rates._intervals import constraint_report
+from ..reduce._rates import INDICATOR, RAMP, cell_predictions, cell_weights
 from ..solvers import FitResult, RateProblem, solve_rates
+from ..solvers._rate_threshold import exact_bias
 from ._outcome import FitOutcome
 from ._params import PARAMS
 from ._registry import OBJECTIVES
@@ -91,6 +93,10 @@ class RateFit:
     settled: bool = True
     hess_products: int = 0
     inner_at_limit: int = 0
+    #: every constraint on the training rows with its 95 % interval, verdict and rates (:mod:`dpipe.rates._intervals`)
+    intervals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: the same on the validation rows that set the threshold, or None (the training rows did)
+    validation: list[dict[str, Any]] | None = None
 
     @property
     def intercept(self) -> float:
@@ -123,6 +129,8 @@ def fit_rates(
     inner_solver: str = "lbfgs",
     max_cuts: int = 40,
     name: str = "",
+    validation: Mapping[str, Any] | None = None,
+    slack: float = 0.0,
 ) -> RateFit:
     """Minimize the objective's rates under the constraints on the opened ``datasets`` (alias -> dataset).
 
@@ -182,6 +190,14 @@ def fit_rates(
         Cuts of the multipliers' cutting plane per majorization step at most.
     name : str
         Prefix of warnings.
+    validation : mapping of str to LocalDataset, ShardedDataset or DatasetPart, optional
+        The validation rows of some datasets (by alias): the exact threshold is chosen so that
+        the constraints hold on them (on ``datasets`` for the aliases left out), while the
+        direction and the multipliers come from ``datasets`` (the validation rule, after
+        Cotter et al. 2019). Needs ``threshold="exact"``.
+    slack : float
+        The exact threshold meets every constraint with this much to spare: ``value <=
+        -slack`` on the rows that set it (``"recall >= 0.9"`` with slack 0.01 is held at 0.91).
     """
     t0 = time.perf_counter()
     smoothing = _default("smoothing") if smoothing is None else float(smoothing)
@@ -220,10 +236,20 @@ def fit_rates(
     d = problem.n_features
     # the inner solver's coordinates: standardized (a preconditioner, not another problem) unless theta is already
     pre = np.ones(d + 1) if standardize else np.r_[1.0 / scale, 1.0]
+    if (validation or slack) and threshold != "exact":
+        raise ParameterError(f"{name}the validation rule and slack set the exact threshold; threshold_rule={threshold!r} keeps the ramp "
+                             "solution's bias: use threshold_rule='exact'")
     solution = solve_rates(problem, mm_steps=mm_steps, eps=eps, tol=tol, max_iter=max_iter, multiplier_bound=multiplier_bound,
                            feasibility_tol=feasibility_tol, threshold=threshold, preconditioner=pre, inner_solver=inner_solver,
-                           max_cuts=max_cuts, name=name)
+                           max_cuts=max_cuts, name=name, margin=slack)
     theta = solution.theta
+    validated = None
+    if validation:  # the threshold that meets the constraints on the validation rows (aliases without any: their own rows)
+        vdatasets = {a: validation.get(a, ds) for a, ds in datasets.items()}
+        vplans = {a: dataclasses.replace(p, layout=dataclasses.replace(p.layout, memo=(fit_id + "-validation", a))) for a, p in plans.items()}
+        vrows = compile_rows(objective, constraints, vplans, {a: ds.map_reduce(cell_weights, np.add, vplans[a].layout) for a, ds in vdatasets.items()})
+        theta[d], _ = exact_bias(vdatasets, vplans, vrows, problem.weights(theta), float(theta[d]), feasibility_tol, slack)
+        validated = _measured(vdatasets, vplans, vrows, constraints, problem.weights(theta), -float(theta[d]), False)
     v_full = np.concatenate([[1.0], solution.v])
     results = problem.passes(theta, theta, v_full)  # the rates at the returned model (the ranking's passes once, below)
     exact, ramped = problem.rows_at(results, INDICATOR), problem.rows_at(results, RAMP)
@@ -236,8 +262,18 @@ def fit_rates(
                for j, text in enumerate(rows.texts)]
     for r in reports[1:]:
         log.info("rates: %s: %s (value %+.4g, multiplier %.4g)", r.text, "holds" if r.satisfied else "NOT satisfied", r.value, r.multiplier)
+    intervals = _measured(datasets, plans, rows, constraints, problem.weights(theta), -float(theta[d]), threshold == "randomized")
     return RateFit(problem.weights(theta).copy(), float(theta[d]), reports, solution.mm_steps, solution.cuts, problem.evaluations,
-                   time.perf_counter() - t0, solution.settled, problem.hess_products, solution.inner_at_limit)
+                   time.perf_counter() - t0, solution.settled, problem.hess_products, solution.inner_at_limit, intervals, validated)
+
+
+def _measured(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, constraints: Sequence[Constraint], coef: np.ndarray,
+              intercept: float, randomized: bool) -> list[dict[str, Any]]:
+    """Every constraint of the model ``(coef, intercept)`` on ``datasets``, with its interval and verdict (one pass each)."""
+    if not constraints:
+        return []
+    sums = {a: ds.map_reduce(cell_predictions, np.add, coef, intercept, plans[a].layout, randomized) for a, ds in datasets.items()}
+    return constraint_report(constraints, rows, plans, sums)
 
 
 def deployed_model(path: str) -> tuple[np.ndarray, float]:
@@ -248,26 +284,48 @@ def deployed_model(path: str) -> tuple[np.ndarray, float]:
     return np.asarray(model.coef, dtype=np.float64), float(model.intercept)
 
 
-def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = None) -> FitOutcome:
-    """The rate family's fit for ``train``: ``datasets`` maps aliases (``"train"`` first) to opened datasets."""
+def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = None,
+                    constraint_validation: Mapping[str, Any] | None = None) -> FitOutcome:
+    """The rate family's fit for ``train``: ``datasets`` maps aliases (``"train"`` first) to opened datasets;
+    ``constraint_validation`` maps some of them to opened validation stores (the validation rule, with
+    ``params.validation_fraction`` holding out a seeded share of the others)."""
+    from ..engine._split import DatasetPart, RowSplit
+
     rates = RATE_OBJECTIVES[params.objective]
+    validation = dict(constraint_validation or {})
+    if params.validation_fraction is not None:
+        split = RowSplit(params.validation_fraction, params.validation_seed)
+        for alias in list(datasets):
+            if alias not in validation:
+                validation[alias] = DatasetPart(datasets[alias], split, "validation")
+                datasets = {**datasets, alias: DatasetPart(datasets[alias], split, "fit")}
     fit = fit_rates(
         datasets, rates() if rates is not None else None, params.constraints, load_model=deployed_model, lam=params.lam,
         smoothing=params.smoothing, mm_steps=params.mm_steps, multiplier_bound=params.multiplier_bound, eps=params.eps,
         max_iter=params.max_iter, tol=params.tol, threshold=params.threshold_rule,
         ranking=params.objective in RANKING_OBJECTIVES, standardize=params.standardize, name=f"{params.objective}: ",
+        validation=validation or None, slack=params.slack,
     )
-    held = all(r.satisfied for r in fit.reports[1:])
-    unmet = [r.text for r in fit.reports[1:] if not r.satisfied]
+    where = "the validation rows" if fit.validation is not None else "the training data"
+    deciding = fit.validation if fit.validation is not None else fit.intervals
+    held = all(c["value"] <= 1e-6 for c in deciding) if deciding else True
+    unmet = [c["text"] for c in deciding if c["value"] > 1e-6]
+    constraints = [{**dataclasses.asdict(r), **{k: c[k] for k in ("interval", "level", "verdict", "method", "rates")}}
+                   for r, c in zip(fit.reports[1:], fit.intervals)]
+    info = {"constraints": constraints, "objective_ramp": fit.reports[0].ramp_value,
+            "slack": params.slack, "cuts": fit.cuts, "mm_settled": fit.settled, "inner_at_max_iter": fit.inner_at_limit, "standardized": bool(params.standardize),
+            "datasets": {a: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>" for a, ds in datasets.items()}}
+    if fit.validation is not None:
+        info["constraints_validation"] = fit.validation
+        info["validation"] = {a: (f"{params.validation_fraction:g} of {ds.store.path} (seed {params.validation_seed})" if isinstance(ds, DatasetPart)
+                                  else ds.store.path if getattr(ds, "store", None) is not None else "<in memory>") for a, ds in validation.items()}
     result = FitResult(
         x=np.concatenate([fit.coef, [fit.bias]]), fun=fit.reports[0].value, nit=fit.mm_steps, nfev=fit.evaluations,
         status=0 if held else 2, success=held,
-        message="every constraint holds on the training data" if held else "NOT satisfied on the training data: " + "; ".join(unmet),
-        time_solve=fit.seconds,
-        info={"constraints": [dataclasses.asdict(r) for r in fit.reports[1:]], "objective_ramp": fit.reports[0].ramp_value,
-              "cuts": fit.cuts, "mm_settled": fit.settled, "inner_at_max_iter": fit.inner_at_limit, "standardized": bool(params.standardize), "datasets": {a: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>" for a, ds in datasets.items()}},
+        message=f"every constraint holds on {where}" if held else f"NOT satisfied on {where}: " + "; ".join(unmet),
+        time_solve=fit.seconds, info=info,
     )
     if not held:
-        warnings.warn(f"{params.objective}: constraint(s) not satisfied on the training data: {'; '.join(unmet)} "
+        warnings.warn(f"{params.objective}: constraint(s) not satisfied on {where}: {'; '.join(unmet)} "
                       "(achieved values in the model's fit record)", ConvergenceWarning, stacklevel=3)
     return FitOutcome(fit.coef, fit.intercept, result)

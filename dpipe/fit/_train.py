@@ -56,10 +56,11 @@ def model_params(params: Any) -> dict[str, Any]:
 
 
 def fit_dataset(ds: Any, params: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None,
-                extra: dict[str, Any] | None = None) -> FitOutcome:
+                extra: dict[str, Any] | None = None, constraint_validation: dict[str, Any] | None = None) -> FitOutcome:
     """Fit the resolved ``params`` (a family record from :func:`dpipe.fit.resolve`) on an opened dataset.
 
-    ``extra`` maps aliases to the other opened datasets a rate fit's constraints name.
+    ``extra`` maps aliases to the other opened datasets a rate fit's constraints name; ``constraint_validation`` maps
+    aliases to opened validation stores (the rate family's validation rule).
     """
     spec = OBJECTIVES[params.objective]
     family = spec.family
@@ -68,7 +69,7 @@ def fit_dataset(ds: Any, params: Any, validate: Callable[[np.ndarray, float], di
         raise ParameterError(f"{params.objective} builds d x d class moments on the driver; this store has {d} features, more than "
                              f"{spec.max_features}. Use objective 'auc' (or another pass-based one: O(nnz) per pass on a sparse store).")
     if family in MULTI_DATASET_FITS:
-        return _fit_function(MULTI_DATASET_FITS[family])({"train": ds, **(extra or {})}, params, validate)
+        return _fit_function(MULTI_DATASET_FITS[family])({"train": ds, **(extra or {})}, params, validate, constraint_validation)
     return _fit_function(SOLVER_FITS.get(params.solver, FAMILY_FITS[family]))(ds, params, validate)
 
 
@@ -97,6 +98,7 @@ def train(
     *,
     validation: str | os.PathLike | Store | None = None,
     datasets: dict[str, str | os.PathLike | Store] | None = None,
+    constraint_validation: str | os.PathLike | Store | dict[str, str | os.PathLike | Store] | None = None,
     engine: str = "auto",
     client: Any = None,
     scheduler: str | None = None,
@@ -124,6 +126,15 @@ def train(
                              "takes no constraints: use objective='error-rate' (or another *-rate).")
     if datasets and "train" in datasets:
         raise ParameterError("The 'datasets' parameter of train cannot name a store 'train': that alias is the training store.")
+    if constraint_validation is not None and not isinstance(constraint_validation, dict):
+        constraint_validation = {"train": constraint_validation}
+    if constraint_validation and spec.family not in MULTI_DATASET_FITS:
+        raise ParameterError(f"The 'constraint_validation' parameter of train names stores on which rate constraints must hold; objective "
+                             f"{objective!r} takes no constraints: use objective='error-rate' (or another *-rate).")
+    unknown = sorted(set(constraint_validation or {}) - {"train", *(datasets or {})})
+    if unknown:
+        raise ParameterError(f"The 'constraint_validation' parameter of train names {', '.join(map(repr, unknown))}, which is not 'train' nor "
+                             "an alias of datasets=.")
     if overwrite and out is None:
         raise ParameterError("The 'overwrite' parameter of train applies to out=, which is not given.")
     if out is not None:  # before any pass: a fit must not be lost to an unwritable path
@@ -149,8 +160,15 @@ def train(
         for other in others.values():
             check_same_features(m.feature_names, m.encoding, other, "training store")
         extra = {alias: stack.enter_context(open_dataset(other, engine=engine, client=c, cache=cache)) for alias, other in others.items()}
+        checked = {}
+        for alias, path in (constraint_validation or {}).items():
+            vst = as_store(path, verify, "train")
+            if alias == "train":
+                vst.require_labels("constraint validation")
+            check_same_features(m.feature_names, m.encoding, vst, "training store")
+            checked[alias] = stack.enter_context(open_dataset(vst, engine=engine, client=c, cache=cache))
         log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
-        outcome = fit_dataset(ds, p, validate, extra)
+        outcome = fit_dataset(ds, p, validate, extra, checked)
         outcome.result.time_data += getattr(ds, "load_seconds", 0.0)
         log.info("%s fit: %.3f s, objective %.8g", objective, outcome.result.time_solve, outcome.result.fun)
         coef, intercept, metrics = finish_fit(ds, outcome, p, train_metrics)
@@ -197,6 +215,12 @@ datasets : dict of str to str or Store, optional
     Rate objectives: the other stores the constraints name by alias (``on=pool``),
     e.g. an unlabelled pool for churn or coverage, an egregious set. ``"train"`` is
     the training store.
+constraint_validation : str, Store, or dict of str to str or Store, optional
+    Rate objectives: the validation rule. The stores (by alias; one store: ``"train"``'s)
+    on which the constraints must hold: the model's direction and multipliers are fitted on
+    the training datasets, its exact threshold so that the constraints hold on these rows
+    (see ``validation_fraction`` to hold out a seeded share of a store instead). The
+    model records the rates on both, with 95 % intervals.
 engine : {"auto", "dask", "local"}
     Run the passes on a dask cluster or in this process. ``"auto"`` (default) stays in
     this process for stores of at most ``dpipe.local-max-bytes`` bytes of features

@@ -336,12 +336,14 @@ def sorted_scores_cells(shard, coef: np.ndarray, layout: CellLayout) -> tuple[np
 
 
 def cell_predictions(shard, coef: np.ndarray, intercept: float, layout: CellLayout, randomized: bool = False) -> np.ndarray:
-    """Per cell: the weight, and the weight predicted positive (``X coef + intercept > 0``; with ``randomized``, the
-    expected weight, each row positive with probability ``ramp(score)``); shape (2, n_cells)."""
+    """Per cell: the weight, the weight predicted positive (``X coef + intercept > 0``; with ``randomized``, the
+    expected weight, each row positive with probability ``ramp(score)``) and the squared weights (for the effective
+    sample size of the rates' intervals, :mod:`dpipe.rates._intervals`); shape (3, n_cells)."""
     s = matvec(shard.X, coef) + intercept if shard.n_rows else np.zeros(0)
     check_scores(shard, s)
     check_weights(shard)
     cells = row_cells(shard, layout)
     v = np.ones(shard.n_rows) if shard.weight is None else shard.weight.astype(np.float64)
     positive = ramp(s) if randomized else (s > 0)
-    return np.stack([np.bincount(cells, weights=v, minlength=layout.n_cells), np.bincount(cells, weights=v * positive, minlength=layout.n_cells)])
+    return np.stack([np.bincount(cells, weights=v, minlength=layout.n_cells), np.bincount(cells, weights=v * positive, minlength=layout.n_cells),
+                     np.bincount(cells, weights=v * v, minlength=layout.n_cells)])

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from collections.abc import Mapping
+from typing import Any
+
 from .._runs import merge_runs
 from ..reduce._rates import sorted_scores_cells
-from ._rate_problem import RateProblem
 
 __all__ = ["exact_bias"]
 
 
-def exact_bias(problem: RateProblem, w: np.ndarray, bias: float, feasibility_tol: float) -> tuple[float, bool]:
-    """The bias along ``w`` with the best exact objective among those meeting every exact constraint, and whether one met
-    them all.
+def exact_bias(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, w: np.ndarray, bias: float, feasibility_tol: float,
+               margin: float = 0.0) -> tuple[float, bool]:
+    """The bias along ``w`` with the best exact objective among those meeting every exact constraint with ``margin`` to
+    spare (``value <= -margin``) on ``datasets`` (alias -> opened dataset, with its ``plans[alias]`` and the compiled
+    ``rows``), and whether one met them all.
 
     Predicted positive iff ``w.x > b``. Walking the merged scores from the top, each row
     switched to positive adds its weight times its cell's coefficient to every row of the
@@ -24,21 +28,22 @@ def exact_bias(problem: RateProblem, w: np.ndarray, bias: float, feasibility_tol
     objective (always, for the ranking risk, which no bias changes): the one nearest ``bias``.
     """
     runs, weights, gains = [], [], []
-    for alias, ds in problem.datasets.items():
-        for s_run, cells, v in ds.map_gather(sorted_scores_cells, w, problem.plans[alias].layout):
+    for alias, ds in datasets.items():
+        for s_run, cells, v in ds.map_gather(sorted_scores_cells, w, plans[alias].layout):
             runs.append(s_run)
             weights.append(v)
-            gains.append(problem.rows.coef[alias][:, cells] * v)  # (rows, n): what each row adds when predicted positive
+            gains.append(rows.coef[alias][:, cells] * v)  # (rows, n): what each row adds when predicted positive
     s, order, _ = merge_runs(runs)  # one merge of every shard's sorted run, over all datasets
-    gains = np.concatenate(gains, axis=1)[:, order] if gains else np.zeros((problem.rows.constant.size, 0))
+    gains = np.concatenate(gains, axis=1)[:, order] if gains else np.zeros((rows.constant.size, 0))
     keep = np.concatenate(weights)[order] > 0 if weights else np.zeros(0, bool)  # a row of weight 0 must not place the threshold
     s, gains = s[keep][::-1], gains[:, keep][:, ::-1]  # descending: lowering b switches rows on in this order
-    values = problem.rows.constant[:, None] + np.concatenate([np.zeros((gains.shape[0], 1)), np.cumsum(gains, axis=1)], axis=1)
+    values = rows.constant[:, None] + np.concatenate([np.zeros((gains.shape[0], 1)), np.cumsum(gains, axis=1)], axis=1)
     # values[:, k]: the top k rows positive; valid only where the k-th and (k+1)-th scores differ
     ends = np.concatenate([[True], s[:-1] > s[1:], [True]]) if s.size else np.array([True])
     candidates = np.flatnonzero(ends)
     vals = values[:, candidates]
     violation = vals[1:].max(axis=0) if vals.shape[0] > 1 else np.zeros(candidates.size)
+    violation = violation + margin
     ok = violation <= feasibility_tol
     if s.size == 0:
         return bias, bool(ok.all())

@@ -108,13 +108,13 @@ def test_the_cycle_finder_finds_a_cycle():
 def test_train_estimator_and_cli_agree_with_the_declaration():
     declared = set(PARAMS)
     train_params = set(inspect.signature(dpipe.train).parameters)
-    run_options = {"store", "objective", "validation", "datasets", "engine", "client", "scheduler", "workers", "memory_limit", "cache", "verify", "out", "overwrite", "train_metrics"}
+    run_options = {"store", "objective", "validation", "datasets", "constraint_validation", "engine", "client", "scheduler", "workers", "memory_limit", "cache", "verify", "out", "overwrite", "train_metrics"}
     assert train_params == declared | run_options
     estimator_params = set(dpipe.DPipeClassifier().get_params())
     assert estimator_params == declared | {"objective"}
     train_parser = build_parser()._subparsers._group_actions[0].choices["train"]
     cli = {a.dest for a in train_parser._actions} - {"help"}
-    cli_run = {"store", "objective", "validation", "datasets", "constraints_file", "out", "train_metrics", "scheduler", "scheduler_file", "workers", "memory_limit", "cluster", "cache", "engine", "verify", "overwrite"}
+    cli_run = {"store", "objective", "validation", "datasets", "constraint_validation", "constraints_file", "out", "train_metrics", "scheduler", "scheduler_file", "workers", "memory_limit", "cluster", "cache", "engine", "verify", "overwrite"}
     assert cli == declared | cli_run
     for name in PARAMS:  # every parameter documented in both docstrings
         assert f"{name} : " in dpipe.train.__doc__ and f"{name} : " in dpipe.DPipeClassifier.__doc__
@@ -134,7 +134,7 @@ def test_each_parameter_name_is_declared_once_in_the_package():
 
 
 #: options that need another one to apply
-COMPANIONS = {"continuation_factor": {"continuation": True}}
+COMPANIONS = {"continuation_factor": {"continuation": True}, "validation_seed": {"validation_fraction": 0.3}}
 
 #: a valid, non-default value of every parameter (and what to compare for objectives where it applies)
 VALUES = {
@@ -142,7 +142,7 @@ VALUES = {
     "lam": 3e-3, "C": 20.0, "ridge": 1e-2, "max_iter": 1, "tol": 1e-3, "memory": 3, "smoothing": 0.07, "epsilon": 5e-3, "mu_scale": 10.0,
     "continuation": True, "continuation_factor": 3.0, "standardize": True, "precondition": "diagonal", "init": "zeros", "eps": 1e-2, "k": 40, "k_fraction": 0.3,
     "bias": 2.0, "calibrate": False, "constraints": ["recall >= 0.5"], "mm_steps": 2, "multiplier_bound": 0.01, "threshold_rule": "ramp",
-    "early_stopping_rounds": 1, "surrogate": "squared-hinge",
+    "early_stopping_rounds": 1, "surrogate": "squared-hinge", "validation_fraction": 0.3, "validation_seed": 5, "slack": 0.01,
 }
 
 
@@ -166,6 +166,8 @@ def test_every_option_either_applies_or_is_refused(objective, name):
 def test_an_option_that_needs_another_is_refused_alone():
     with pytest.raises(ParameterError, match="'continuation_factor' parameter of train applies only with continuation=True"):
         resolve("auc-smooth", {"continuation_factor": 3.0}, "train")
+    with pytest.raises(ParameterError, match="'validation_seed' parameter of train applies only with validation_fraction"):
+        resolve("error-rate", {"validation_seed": 3}, "train")
 
 
 def test_records_hold_exactly_the_family_parameters():
@@ -186,7 +188,7 @@ def small_store(tmp_path_factory):
 
 def _fingerprint(model):
     info = model.fit["info"]
-    keys = ("preconditioner", "precondition", "init", "smoothing", "k", "bias", "standardized", "stages", "calibration", "early_stopping")
+    keys = ("preconditioner", "precondition", "slack", "init", "smoothing", "k", "bias", "standardized", "stages", "calibration", "early_stopping")
     return (np.round(model.coef, 12).tolist(), round(model.intercept, 12), model.fit["nit"], model.fit["nfev"], [str(info.get(k)) for k in keys])
 
 
