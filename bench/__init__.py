@@ -23,4 +23,5 @@ SUITES = {
     "spark": "spark",
     "rate-speed": "rate_speed",
     "text": "text",
+    "rate-generalization": "rate_generalization",
 }

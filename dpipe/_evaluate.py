@@ -28,7 +28,7 @@ from .io._store import as_store
 from .model import LinearModel
 from .reduce import shard_scores_labels
 
-__all__ = ["evaluate", "predict", "write_metrics", "evaluate_dataset", "group_rates", "constraint_values"]
+__all__ = ["evaluate", "predict", "write_metrics", "evaluate_dataset", "group_rates", "constraint_values", "evaluate_part"]
 
 
 def evaluate_dataset(
@@ -169,6 +169,19 @@ def evaluate(
                       for alias, other in (datasets or {}).items()}
             metrics["constraints"] = constraint_values({"train": ds, **others}, model.coef, intercept, constraints, model.randomized)
     return metrics
+
+
+def evaluate_part(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store, split: Any, part: str, *, engine: str = "auto",
+                  client: Any = None, scheduler: str | None = None, workers: int | None = None, memory_limit: str | int | None = None,
+                  cache: str | None = "stream", verify: bool | None = None) -> dict[str, Any]:
+    """:func:`evaluate`'s metrics of ``model`` on one part (``"fit"`` or ``"validation"``) of a seeded row split of ``store``
+    (:class:`dpipe.engine._split.RowSplit`: the rows a rate fit's ``validation_fraction`` held out, or kept)."""
+    from .engine._split import DatasetPart
+
+    model, st = _model_and_store(model, store, verify)
+    st.require_labels("evaluate")
+    with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
+        return evaluate_dataset(DatasetPart(ds, split, part), model.coef, model.intercept, randomized=model.randomized)
 
 
 def _model_and_store(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store,

@@ -14,6 +14,8 @@ Example (paths are relative to the file's directory)::
       churn: 0.02                      # churn against the champion (on the pool) <= 2 %; null: none
       recall-no-worse: true            # recall >= the champion's (on the training data)
       extra: []                        # more constraint strings, e.g. "coverage <= 0.3"
+      validation-fraction: 0.2         # the validation rule: 20 % of the training rows and of the pool (seed 0) set the
+                                       # threshold, so that the constraints hold on rows the direction was not fitted to; null: off
     promote:
       metric: roc_auc                  # a metric of dpipe.evaluate, higher is better
       margin: 0.0                      # promote when the challenger beats the champion by more than this
@@ -57,6 +59,8 @@ class ConstraintConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
     churn: float | None = 0.02
     recall_no_worse: bool = True
     extra: list[str] = msgspec.field(default_factory=list)
+    #: the rate fit's validation_fraction (seed 0: a rerun draws the same rows); None: the training-rows rule
+    validation_fraction: float | None = 0.2
 
 
 class PromoteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="kebab"):
@@ -127,6 +131,11 @@ def _check(cfg: RetrainConfig, where: str) -> None:
     churn = cfg.constraints.churn
     if churn is not None and not 0.0 <= churn < 1.0:
         raise ParameterError(f"{where}: constraints.churn must be in [0, 1) (a fraction of rows). Got {churn!r} instead.")
+    vf = cfg.constraints.validation_fraction
+    if vf is not None and not 0.0 < vf < 1.0:
+        raise ParameterError(f"{where}: constraints.validation-fraction must be in (0, 1) (a share of the rows), or null. Got {vf!r} instead.")
+    if vf is not None and "validation_fraction" in cfg.params:
+        raise ParameterError(f"{where}: params.validation_fraction and constraints.validation-fraction say the same thing; give one.")
     if cfg.promote.metric not in PROMOTE_METRICS:
         raise ParameterError(f"{where}: promote.metric must be one of {', '.join(PROMOTE_METRICS)}. Got {cfg.promote.metric!r} instead.")
     if cfg.cluster.cluster not in (None, "local", "slurm"):

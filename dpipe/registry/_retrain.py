@@ -9,9 +9,13 @@ The stages, in order (each logs one line at INFO on logger ``dpipe.registry``):
    manifests: a ``promoted`` or ``kept`` decision already recorded under it ends the run
    with that decision and changes nothing (idempotence);
 3. **train** - the challenger: the configured objective under ``recall >= r`` (``r`` the
-   champion's recall on the training rows) and ``churn(champion, on=pool) <= target``,
+   champion's recall on the training rows, on their held-out part under the validation rule) and ``churn(champion, on=pool) <= target``,
    plus the configured extra constraints; no champion (the first run) means no
-   champion-relative constraint;
+   champion-relative constraint. The validation rule (``constraints.validation-fraction``,
+   default 0.2): a seeded 20 % of the training rows and of the pool (seed 0, so a rerun
+   draws the same rows) is held out, and the challenger's threshold is set so that the
+   constraints hold there, where the rows were not fitted to; the history records the
+   constraints on both parts;
 4. **evaluate** - champion and challenger on the holdout, and the challenger's
    constraints there (churn against the champion's decisions on the holdout, recall no
    worse than the champion's holdout recall, the extra constraints);
@@ -191,6 +195,9 @@ def retrain(config: RetrainConfig | str | os.PathLike, *, force: bool = False, c
 def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, client: Any) -> RetrainResult:
     import dpipe
 
+    from .._evaluate import evaluate_part
+    from ..engine._split import RowSplit
+
     t0 = time.perf_counter()
     where = cfg.cluster.kwargs() if client is None else {"client": client}
     log.info("retrain: data")
@@ -205,17 +212,25 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     kill_point("data")
 
     champion_path = reg.checked_model_path(champion) if champion else None  # the registered file, or one line
-    champion_recall = dpipe.evaluate(champion_path, stores["train"], **where)["recall"] if champion_path else None
+    split = None if cfg.constraints.validation_fraction is None else RowSplit(cfg.constraints.validation_fraction, 0)
+    champion_recall = None
+    if champion_path:  # on the rows the challenger's recall is held on: the held-out part under the validation rule
+        champion_recall = (dpipe.evaluate(champion_path, stores["train"], **where) if split is None
+                           else evaluate_part(champion_path, stores["train"], split, "validation", **where))["recall"]
     pool = "pool" if "pool" in stores else "train"
     constraints = _constraints(cfg, champion_path, champion_recall, pool)
     log.info("retrain: training the challenger (%s%s)", cfg.objective, f" s.t. {'; '.join(constraints)}" if constraints else "")
     datasets = {"pool": stores["pool"]} if "pool" in stores and any("on=pool" in c for c in constraints) else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # judged by its constraints and the holdout below
-        model = dpipe.train(stores["train"], cfg.objective, constraints=constraints or None, datasets=datasets, **cfg.params, **where)
-    unmet = [c["text"] for c in model.fit.get("info", {}).get("constraints", []) if not c["satisfied"]]
+        validation = {} if split is None or not constraints else {"validation_fraction": split.fraction, "validation_seed": split.seed}
+        model = dpipe.train(stores["train"], cfg.objective, constraints=constraints or None, datasets=datasets, **validation, **cfg.params, **where)
+    info = model.fit.get("info", {})
+    deciding = info.get("constraints_validation", info.get("constraints", []))  # where the threshold was set: held-out rows, else the training rows
+    unmet = [c["text"] for c in deciding if c["value"] > 1e-6]
     if unmet:
-        raise ParameterError(f"retrain: the challenger cannot meet {'; '.join(unmet)} on its training rows ({stores['train']}); "
+        rows = "held-out validation rows" if "constraints_validation" in info else "training rows"
+        raise ParameterError(f"retrain: the challenger cannot meet {'; '.join(unmet)} on its {rows} ({stores['train']}); "
                              "the champion stays - loosen the constraint or add data")
     kill_point("train")
 
@@ -225,11 +240,16 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     checks = _constraints(cfg, champion_path, champion_holdout["recall"] if champion_holdout else None, None)
     challenger_holdout = dpipe.evaluate(model, stores["holdout"], constraints=checks or None, **where)
     action, reasons = _decide(cfg, metric, challenger_holdout, champion_holdout)
+    at_fit = {"training": {c["text"]: c["value"] for c in info.get("constraints", [])},
+              "validation": {c["text"]: c["value"] for c in info.get("constraints_validation", [])} or None}
+    for c in info.get("constraints_validation", []):
+        reasons.append(f"{c['text']} on the held-out validation rows that set the threshold: lhs - rhs {c['value']:+.4g} "
+                       f"(training rows {at_fit['training'].get(c['text'], float('nan')):+.4g})")
     kill_point("evaluate")
 
     entry = {"training": model.training, "objective": cfg.objective, "params": cfg.params, "constraints": constraints,
              "key": key, "stores": stores, "metrics": {"holdout": challenger_holdout, "champion_holdout": champion_holdout},
-             "fit": {k: model.fit.get(k) for k in ("fun", "nit", "success")}, "seconds": time.perf_counter() - t0}
+             "fit": {k: model.fit.get(k) for k in ("fun", "nit", "success")}, "constraints_at_fit": at_fit, "seconds": time.perf_counter() - t0}
     with reg.writing():
         if reg.champion() != champion:
             raise ParameterError(f"{reg.path}: the champion changed from {champion} to {reg.champion()} during this retrain; run it again")

@@ -4,10 +4,10 @@ to the driver; O(n log n) there)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 from .._runs import merge_runs
 from ..reduce._rates import sorted_scores_cells

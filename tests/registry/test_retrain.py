@@ -42,6 +42,12 @@ def test_a_better_challenger_under_the_churn_constraint_is_promoted_and_a_rerun_
     assert last["action"] == "promoted" and last["champion_before"] == "v0001"
     texts = " ".join(last["reasons"])
     assert "churn(" in texts and "recall >=" in texts and "above the margin" in texts
+    # the validation rule (the default): the threshold was set on held-out training and pool rows, and the record says so
+    assert "on the held-out validation rows that set the threshold" in texts
+    at_fit = reg.entry("v0002")["constraints_at_fit"]
+    assert set(at_fit["validation"]) == set(at_fit["training"]) and len(at_fit["validation"]) == 2
+    assert all(v <= 1e-6 for v in at_fit["validation"].values())
+    assert reg.model("v0002").params["validation_fraction"] == 0.2
     # the constraints hold on the holdout, measured again from outside
     champion = reg.model_path("v0001")
     challenger = reg.model("v0002")
