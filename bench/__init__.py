@@ -24,4 +24,5 @@ SUITES = {
     "rate-speed": "rate_speed",
     "text": "text",
     "rate-generalization": "rate_generalization",
+    "rate-defaults": "rate_defaults",
 }

@@ -208,6 +208,11 @@ PARAMS: dict[str, Param] = {
               "set it (the validation rows, or the training rows): ``recall >= 0.9`` with slack 0.01 is held at 0.91, ``false_positive_rate "
               "<= 0.02`` with slack 0.005 at 0.015 (default 0). The price is objective: a threshold further inside the feasible set.",
               ("rate",), 0.0, low=0.0, closed="left", instead="only the rate objectives have constraints"),
+        Param("confidence", "float", "Rate objectives: the exact threshold meets every constraint at this one-sided confidence on the "
+              "rows that set it: ``value + z se <= -slack``, ``z`` the standard normal quantile (0.95: 1.64) and ``se`` the constraint's "
+              "standard error by the delta method over its cells (as ``evaluate``'s intervals). Default: 0.95 under the validation rule "
+              "(``validation_fraction``, ``constraint_validation``), else 0.5, the point value (``z = 0``).",
+              ("rate",), None, low=0.5, high=1.0, closed="left", instead="only the rate objectives have constraints"),
         Param("C", "float", "SVM-perf's ``-c`` instead of ``lam``: ``lam = 1 / (100 C)`` (SVM-perf's losses are in percent).",
               ("smooth", "structural"), low=0.0, excludes=_SQUARED_BOTH,
               instead={"auc": "use lam: liblinear-ranksvm's -c C is lam = 1 / (C n+ n-)", "smooth": "use lam", "structural": "use lam",
@@ -447,7 +452,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 #: how a default that is decided at fit time reads in the table: (option, objective or family) -> text
-_DECIDED_AT_FIT = {("lam", "auc"): "1e-4 d/n, at least 1e-6", ("lam", "rate"): "1/n"}
+_DECIDED_AT_FIT = {("lam", "auc"): "1e-4 d/n, at least 1e-6", ("lam", "rate"): "1/n", ("confidence", "rate"): "0.95 with validation, else 0.5"}
 
 #: auc's ridge when ``lam`` is not given: :data:`AUC_LAM_PER_FEATURE` times features per row, at least :data:`AUC_LAM_FLOOR`
 AUC_LAM_FLOOR = 1e-6

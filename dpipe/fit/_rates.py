@@ -37,6 +37,9 @@ from ._registry import OBJECTIVES
 #: rate objective name (the registry's) -> the rates it minimizes on the training store (None: the ROC-AUC surrogate alone)
 RATE_OBJECTIVES = {"error-rate": error_rate, "false-negative-rate": false_negative_rate, "false-positive-rate": false_positive_rate,
                    "auc-rate": None}
+#: the validation rule's default one-sided confidence that a constraint holds on the held-out rows (measured:
+#: ``python -m bench rate-generalization``)
+VALIDATION_CONFIDENCE = 0.95
 #: the rate objectives that minimize the ROC-AUC surrogate (the pairwise hinge of auc-smooth) instead of rates
 RANKING_OBJECTIVES = ("auc-rate",)
 
@@ -131,6 +134,7 @@ def fit_rates(
     name: str = "",
     validation: Mapping[str, Any] | None = None,
     slack: float = 0.0,
+    confidence: float = 0.5,
 ) -> RateFit:
     """Minimize the objective's rates under the constraints on the opened ``datasets`` (alias -> dataset).
 
@@ -198,6 +202,10 @@ def fit_rates(
     slack : float
         The exact threshold meets every constraint with this much to spare: ``value <=
         -slack`` on the rows that set it (``"recall >= 0.9"`` with slack 0.01 is held at 0.91).
+    confidence : float
+        ... and at this one-sided confidence there: ``value + z se <= -slack`` with ``z`` the
+        standard normal's ``confidence`` quantile and ``se`` the delta method's standard error
+        over the cells (0.5: ``z = 0``, the point value).
     """
     t0 = time.perf_counter()
     smoothing = _default("smoothing") if smoothing is None else float(smoothing)
@@ -236,19 +244,22 @@ def fit_rates(
     d = problem.n_features
     # the inner solver's coordinates: standardized (a preconditioner, not another problem) unless theta is already
     pre = np.ones(d + 1) if standardize else np.r_[1.0 / scale, 1.0]
-    if (validation or slack) and threshold != "exact":
+    from scipy.stats import norm
+
+    z = max(0.0, float(norm.ppf(confidence)))
+    if (validation or slack or z) and threshold != "exact":
         raise ParameterError(f"{name}the validation rule and slack set the exact threshold; threshold_rule={threshold!r} keeps the ramp "
                              "solution's bias: use threshold_rule='exact'")
     solution = solve_rates(problem, mm_steps=mm_steps, eps=eps, tol=tol, max_iter=max_iter, multiplier_bound=multiplier_bound,
                            feasibility_tol=feasibility_tol, threshold=threshold, preconditioner=pre, inner_solver=inner_solver,
-                           max_cuts=max_cuts, name=name, margin=slack)
+                           max_cuts=max_cuts, name=name, margin=slack, z=0.0 if validation else z)
     theta = solution.theta
     validated = None
     if validation:  # the threshold that meets the constraints on the validation rows (aliases without any: their own rows)
         vdatasets = {a: validation.get(a, ds) for a, ds in datasets.items()}
         vplans = {a: dataclasses.replace(p, layout=dataclasses.replace(p.layout, memo=(fit_id + "-validation", a))) for a, p in plans.items()}
         vrows = compile_rows(objective, constraints, vplans, {a: ds.map_reduce(cell_weights, np.add, vplans[a].layout) for a, ds in vdatasets.items()})
-        theta[d], _ = exact_bias(vdatasets, vplans, vrows, problem.weights(theta), float(theta[d]), feasibility_tol, slack)
+        theta[d], _ = exact_bias(vdatasets, vplans, vrows, problem.weights(theta), float(theta[d]), feasibility_tol, slack, z)
         validated = _measured(vdatasets, vplans, vrows, constraints, problem.weights(theta), -float(theta[d]), False)
     v_full = np.concatenate([[1.0], solution.v])
     results = problem.passes(theta, theta, v_full)  # the rates at the returned model (the ranking's passes once, below)
@@ -284,6 +295,13 @@ def deployed_model(path: str) -> tuple[np.ndarray, float]:
     return np.asarray(model.coef, dtype=np.float64), float(model.intercept)
 
 
+def _confidence(params: Any, validation: Mapping[str, Any]) -> float:
+    """``confidence`` as given, else :data:`VALIDATION_CONFIDENCE` under the validation rule and 0.5 (the point value) without."""
+    if params.confidence is not None:
+        return float(params.confidence)
+    return VALIDATION_CONFIDENCE if validation else 0.5
+
+
 def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = None,
                     constraint_validation: Mapping[str, Any] | None = None) -> FitOutcome:
     """The rate family's fit for ``train``: ``datasets`` maps aliases (``"train"`` first) to opened datasets;
@@ -304,7 +322,7 @@ def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = No
         smoothing=params.smoothing, mm_steps=params.mm_steps, multiplier_bound=params.multiplier_bound, eps=params.eps,
         max_iter=params.max_iter, tol=params.tol, threshold=params.threshold_rule,
         ranking=params.objective in RANKING_OBJECTIVES, standardize=params.standardize, name=f"{params.objective}: ",
-        validation=validation or None, slack=params.slack,
+        validation=validation or None, slack=params.slack, confidence=_confidence(params, validation),
     )
     where = "the validation rows" if fit.validation is not None else "the training data"
     deciding = fit.validation if fit.validation is not None else fit.intervals

@@ -16,6 +16,8 @@ Example (paths are relative to the file's directory)::
       extra: []                        # more constraint strings, e.g. "coverage <= 0.3"
       validation-fraction: 0.2         # the validation rule: 20 % of the training rows and of the pool (seed 0) set the
                                        # threshold, so that the constraints hold on rows the direction was not fitted to; null: off
+      confidence: 0.5                  # ... at their point values there (0.95: one-sided 95 %, which on small batches
+                                       # costs the challenger accuracy; see dpipe.train's confidence)
     promote:
       metric: roc_auc                  # a metric of dpipe.evaluate, higher is better
       margin: 0.0                      # promote when the challenger beats the champion by more than this
@@ -61,6 +63,9 @@ class ConstraintConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
     extra: list[str] = msgspec.field(default_factory=list)
     #: the rate fit's validation_fraction (seed 0: a rerun draws the same rows); None: the training-rows rule
     validation_fraction: float | None = 0.2
+    #: the rate fit's confidence on those rows: 0.5, the point value ("no worse than the champion" as measured, not "surely
+    #: better"): at 95 % a batch of 2,500 rows could not promote a better challenger under recall-no-worse and churn 10 %
+    confidence: float = 0.5
 
 
 class PromoteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="kebab"):
@@ -134,6 +139,10 @@ def _check(cfg: RetrainConfig, where: str) -> None:
     vf = cfg.constraints.validation_fraction
     if vf is not None and not 0.0 < vf < 1.0:
         raise ParameterError(f"{where}: constraints.validation-fraction must be in (0, 1) (a share of the rows), or null. Got {vf!r} instead.")
+    if not 0.5 <= cfg.constraints.confidence < 1.0:
+        raise ParameterError(f"{where}: constraints.confidence must be in [0.5, 1). Got {cfg.constraints.confidence!r} instead.")
+    if "confidence" in cfg.params:
+        raise ParameterError(f"{where}: the rule's confidence is constraints.confidence, not params.confidence.")
     if vf is not None and "validation_fraction" in cfg.params:
         raise ParameterError(f"{where}: params.validation_fraction and constraints.validation-fraction say the same thing; give one.")
     if cfg.promote.metric not in PROMOTE_METRICS:

@@ -14,8 +14,8 @@ The stages, in order (each logs one line at INFO on logger ``dpipe.registry``):
    champion-relative constraint. The validation rule (``constraints.validation-fraction``,
    default 0.2): a seeded 20 % of the training rows and of the pool (seed 0, so a rerun
    draws the same rows) is held out, and the challenger's threshold is set so that the
-   constraints hold there, where the rows were not fitted to; the history records the
-   constraints on both parts;
+   constraints hold there (at their point values: ``constraints.confidence``, default 0.5),
+   where the rows were not fitted to; the history records the constraints on both parts;
 4. **evaluate** - champion and challenger on the holdout, and the challenger's
    constraints there (churn against the champion's decisions on the holdout, recall no
    worse than the champion's holdout recall, the extra constraints);
@@ -223,7 +223,8 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     datasets = {"pool": stores["pool"]} if "pool" in stores and any("on=pool" in c for c in constraints) else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # judged by its constraints and the holdout below
-        validation = {} if split is None or not constraints else {"validation_fraction": split.fraction, "validation_seed": split.seed}
+        validation = {} if split is None or not constraints else {"validation_fraction": split.fraction, "validation_seed": split.seed,
+                                                                 "confidence": cfg.constraints.confidence}
         model = dpipe.train(stores["train"], cfg.objective, constraints=constraints or None, datasets=datasets, **validation, **cfg.params, **where)
     info = model.fit.get("info", {})
     deciding = info.get("constraints_validation", info.get("constraints", []))  # where the threshold was set: held-out rows, else the training rows

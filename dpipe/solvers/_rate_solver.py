@@ -168,6 +168,7 @@ def solve_rates(
     max_cuts: int = 40,
     name: str = "",
     margin: float = 0.0,
+    z: float = 0.0,
 ) -> RateSolution:
     """Minimize the problem's objective row subject to its constraint rows (see the module docstring).
 
@@ -202,6 +203,8 @@ def solve_rates(
         Prefix of warnings.
     margin : float
         The exact threshold meets every constraint with this much to spare (``value <= -margin``; ``slack``).
+    z : float
+        ... and with this many standard errors to spare (``confidence``; :func:`~._rate_threshold.exact_bias`).
 
     Returns
     -------
@@ -218,12 +221,12 @@ def solve_rates(
 
     with ONE_BLAS_THREAD, threadpool_limits(limits=1, user_api="blas"):
         return _solve_rates(problem, mm_steps, eps, tol, max_iter, multiplier_bound, feasibility_tol, threshold, preconditioner,
-                            inner_solver, max_cuts, name, margin)
+                            inner_solver, max_cuts, name, margin, z)
 
 
 def _solve_rates(problem: RateProblem, mm_steps: int, eps: float, tol: float, max_iter: int, multiplier_bound: float,
                  feasibility_tol: float, threshold: str, preconditioner: np.ndarray | None, inner_solver: str, max_cuts: int,
-                 name: str, margin: float = 0.0) -> RateSolution:
+                 name: str, margin: float = 0.0, z: float = 0.0) -> RateSolution:
     t0 = time.perf_counter()
     d, m = problem.n_features, problem.n_rows - 1
     pre = np.ones(d + 1) if preconditioner is None else np.asarray(preconditioner, dtype=np.float64)
@@ -232,14 +235,14 @@ def _solve_rates(problem: RateProblem, mm_steps: int, eps: float, tol: float, ma
     if problem.ranking is not None and m and threshold == "exact":
         # the ranking risk does not depend on the bias: a threshold of the unconstrained ranking solution may meet every
         # constraint (then optimal); else MM starts there, at the least violating threshold
-        shortcut, theta = _threshold_alone(problem, inner, m, feasibility_tol, margin)
+        shortcut, theta = _threshold_alone(problem, inner, m, feasibility_tol, margin, z)
         if shortcut is not None:
             return RateSolution(shortcut.theta, shortcut.v, 0, 1, True, [shortcut.value], inner.at_limit, 0, time.perf_counter() - t0)
     best, cuts_total, steps, settled, duals, cut_limits, last_gap = _majorization_minimization(
         problem, inner, theta, m, mm_steps, max_cuts, multiplier_bound, eps, feasibility_tol)
     theta = best.theta.copy()
     if threshold == "exact":
-        theta[d] = exact_bias(problem.datasets, problem.plans, problem.rows, problem.weights(theta), float(theta[d]), feasibility_tol, margin)[0]
+        theta[d] = exact_bias(problem.datasets, problem.plans, problem.rows, problem.weights(theta), float(theta[d]), feasibility_tol, margin, z)[0]
     if not settled:
         fell = (duals[-2] - duals[-1]) / abs(duals[-1]) if len(duals) > 1 and duals[-1] != 0 else float("nan")
         warnings.warn(f"{name}majorization-minimization did not settle in {mm_steps} steps (its last step lowered the dual "
@@ -306,7 +309,8 @@ def _majorization_minimization(problem: RateProblem, inner: _Inner, theta: np.nd
     return best, cuts_total, steps, settled, duals, cut_limits, last_gap
 
 
-def _threshold_alone(problem: RateProblem, inner: _Inner, m: int, feasibility_tol: float, margin: float = 0.0) -> tuple[Cut | None, np.ndarray]:
+def _threshold_alone(problem: RateProblem, inner: _Inner, m: int, feasibility_tol: float, margin: float = 0.0,
+                     z: float = 0.0) -> tuple[Cut | None, np.ndarray]:
     """The unconstrained ranking solution with a threshold meeting every exact constraint, if one exists; else None and
     that solution at the least violating threshold (where majorization starts).
 
@@ -318,7 +322,7 @@ def _threshold_alone(problem: RateProblem, inner: _Inner, m: int, feasibility_to
     d = problem.n_features
     v_full = np.concatenate([[1.0], np.zeros(m)])
     theta, value = inner.solve(np.zeros(d + 1), np.zeros(d + 1), v_full)
-    bias, feasible = exact_bias(problem.datasets, problem.plans, problem.rows, problem.weights(theta), float(theta[d]), feasibility_tol, margin)
+    bias, feasible = exact_bias(problem.datasets, problem.plans, problem.rows, problem.weights(theta), float(theta[d]), feasibility_tol, margin, z)
     theta = np.r_[theta[:d], bias]
     if not feasible:
         return None, theta

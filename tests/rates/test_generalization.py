@@ -118,7 +118,7 @@ def test_the_validation_store_sets_the_threshold_and_both_rates_are_recorded(dat
     c = "false_positive_rate <= 0.05"
     plain = dpipe.train(data["train"], "false-negative-rate", engine="local", train_metrics=False, constraints=[c])
     val = dpipe.train(data["train"], "false-negative-rate", engine="local", train_metrics=False, constraints=[c],
-                      constraint_validation=data["valid"])
+                      constraint_validation=data["valid"], confidence=0.5)  # the point value: the threshold on the validation edge
     np.testing.assert_allclose(val.coef, plain.coef, rtol=0, atol=0)  # the direction is the training rows' ...
     Xv, yv = data["Xv"].astype(np.float64), data["yv"]
     fpr_valid = np.mean(val.decision_function(Xv)[yv < 0] > 0)
@@ -136,7 +136,7 @@ def test_the_validation_store_sets_the_threshold_and_both_rates_are_recorded(dat
     # the command line: --constraint-validation, and both reports printed
     out = tmp_path / "m.json"
     assert main(["-q", "train", data["train"], "--objective", "false-negative-rate", "--constraint", c, "--constraint-validation",
-                 data["valid"], "--out", str(out), "--engine", "local"]) == 0
+                 data["valid"], "--confidence", "0.5", "--out", str(out), "--engine", "local"]) == 0
     printed = capsys.readouterr().out
     assert f"constraint {c}: holds on the training data" in printed or f"constraint {c}: NOT satisfied on the training data" in printed
     assert f"constraint {c} on the validation rows: " in printed
@@ -146,8 +146,8 @@ def test_the_validation_store_sets_the_threshold_and_both_rates_are_recorded(dat
 def test_validation_fraction_holds_out_a_seeded_share_and_slack_keeps_a_margin(data):
     c = "positive_rate(group=M) >= 0.8 * positive_rate(group=F)"
     kw = dict(engine="local", train_metrics=False, constraints=[c])
-    a = dpipe.train(data["train"], "error-rate", validation_fraction=0.3, validation_seed=2, **kw)
-    b = dpipe.train(data["train"], "error-rate", validation_fraction=0.3, validation_seed=2, **kw)
+    a = dpipe.train(data["train"], "error-rate", validation_fraction=0.3, validation_seed=2, confidence=0.5, **kw)
+    b = dpipe.train(data["train"], "error-rate", validation_fraction=0.3, validation_seed=2, confidence=0.5, **kw)
     np.testing.assert_array_equal(a.coef, b.coef)
     assert a.intercept == b.intercept
     X, g = data["X"].astype(np.float64), data["g"]
@@ -159,11 +159,31 @@ def test_validation_fraction_holds_out_a_seeded_share_and_slack_keeps_a_margin(d
     (t,) = a.fit["info"]["constraints"]  # the training report is on the rows the direction was fitted to
     assert t["value"] == pytest.approx(0.8 * pred[~held & (g == 1)].mean() - pred[~held & (g == 0)].mean(), abs=1e-12)
     assert "0.3 of" in a.fit["info"]["validation"]["train"] and "(seed 2)" in a.fit["info"]["validation"]["train"]
-    other = dpipe.train(data["train"], "error-rate", validation_fraction=0.3, validation_seed=3, **kw)
+    other = dpipe.train(data["train"], "error-rate", validation_fraction=0.3, validation_seed=3, confidence=0.5, **kw)
     assert not np.array_equal(other.coef, a.coef)
-    slack = dpipe.train(data["train"], "error-rate", validation_fraction=0.3, validation_seed=2, slack=0.02, **kw)
+    slack = dpipe.train(data["train"], "error-rate", validation_fraction=0.3, validation_seed=2, slack=0.02, confidence=0.5, **kw)
     (vs,) = slack.fit["info"]["constraints_validation"]
     assert vs["value"] <= -0.02 < v["value"] and slack.fit["info"]["slack"] == 0.02
+
+
+def test_the_validation_rule_holds_each_constraint_at_95_percent_one_sided_by_default(data):
+    c = "positive_rate(group=M) >= 0.8 * positive_rate(group=F)"
+    kw = dict(engine="local", train_metrics=False, constraints=[c], constraint_validation=data["valid"])
+    sure, point = dpipe.train(data["train"], "error-rate", **kw), dpipe.train(data["train"], "error-rate", confidence=0.5, **kw)
+    assert sure.params["confidence"] is None and point.params["confidence"] == 0.5  # None: decided at fit time, 0.95 here
+    for model, z in ((sure, norm.ppf(0.95)), (point, 0.0)):
+        (v,) = model.fit["info"]["constraints_validation"]
+        se = (v["interval"][1] - v["interval"][0]) / (2 * norm.ppf(0.975))  # the delta method's standard error, as recorded
+        # brute force: the constraint and its standard error on the validation rows, from the model's predictions
+        pred = model.decision_function(data["Xv"].astype(np.float64)) > 0
+        gv, yv = data["gv"], data["yv"]
+        f, m = pred[gv == 1], pred[gv == 0]
+        var = sum((coef**2) * pred[(yv == lab) & (gv == code)].mean() * (1 - pred[(yv == lab) & (gv == code)].mean()) * ((yv == lab) & (gv == code)).sum()
+                  for lab in (-1, 1) for code, coef in ((1, 0.8 / f.size), (0, -1.0 / m.size)))
+        assert v["value"] == pytest.approx(0.8 * f.mean() - m.mean(), abs=1e-12) and se == pytest.approx(np.sqrt(var), rel=1e-9)
+        assert v["value"] + z * se <= 1e-12
+    (vs,), (vp,) = sure.fit["info"]["constraints_validation"], point.fit["info"]["constraints_validation"]
+    assert vs["value"] < vp["value"]  # the margin costs: the constraint is held further inside
 
 
 def test_slack_without_validation_holds_the_training_rows_with_a_margin(data):
@@ -173,6 +193,9 @@ def test_slack_without_validation_holds_the_training_rows_with_a_margin(data):
     X, y = data["X"].astype(np.float64), data["y"]
     recall = lambda m: np.mean(m.decision_function(X)[y > 0] > 0)  # noqa: E731
     assert recall(tight) >= 0.93 > recall(base) >= 0.9
+    sure = dpipe.train(data["train"], "error-rate", engine="local", train_metrics=False, constraints=[c], confidence=0.95)
+    n_pos = int((y > 0).sum())  # recall's standard error there: sqrt(r (1 - r) / n) over the positives
+    assert recall(sure) - norm.ppf(0.95) * np.sqrt(recall(sure) * (1 - recall(sure)) / n_pos) >= 0.9 - 1e-12 > recall(base) - 0.01
 
 
 def test_the_validation_rule_is_refused_where_it_cannot_apply(data):
