@@ -142,7 +142,7 @@ VALUES = {
     "lam": 3e-3, "C": 20.0, "ridge": 1e-2, "max_iter": 1, "tol": 1e-3, "memory": 3, "smoothing": 0.07, "epsilon": 5e-3, "mu_scale": 10.0,
     "continuation": True, "continuation_factor": 3.0, "standardize": True, "precondition": "diagonal", "init": "zeros", "eps": 1e-2, "k": 40, "k_fraction": 0.3,
     "bias": 2.0, "calibrate": False, "constraints": ["recall >= 0.5"], "mm_steps": 2, "multiplier_bound": 0.01, "threshold_rule": "ramp",
-    "early_stopping_rounds": 1, "surrogate": "squared-hinge", "validation_fraction": 0.3, "validation_seed": 5, "slack": 0.01,
+    "early_stopping_rounds": 1, "surrogate": "squared-hinge", "validation_fraction": 0.3, "validation_seed": 5, "slack": 0.01, "confidence": 0.9,
 }
 
 
