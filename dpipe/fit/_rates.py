@@ -335,8 +335,9 @@ def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = No
             "datasets": {a: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>" for a, ds in datasets.items()}}
     if fit.validation is not None:
         info["constraints_validation"] = fit.validation
-        info["validation"] = {a: (f"{params.validation_fraction:g} of {ds.store.path} (seed {params.validation_seed})" if isinstance(ds, DatasetPart)
-                                  else ds.store.path if getattr(ds, "store", None) is not None else "<in memory>") for a, ds in validation.items()}
+        where_is = lambda ds: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>"  # noqa: E731
+        info["validation"] = {a: (f"{params.validation_fraction:g} of {where_is(ds)} (seed {params.validation_seed})" if isinstance(ds, DatasetPart)
+                                  else where_is(ds)) for a, ds in validation.items()}
     result = FitResult(
         x=np.concatenate([fit.coef, [fit.bias]]), fun=fit.reports[0].value, nit=fit.mm_steps, nfev=fit.evaluations,
         status=0 if held else 2, success=held,

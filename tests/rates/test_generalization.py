@@ -208,3 +208,11 @@ def test_the_validation_rule_is_refused_where_it_cannot_apply(data):
         dpipe.train(data["train"], "auc", engine="local", constraint_validation=data["valid"])
     with pytest.raises(ParameterError, match="'validation_fraction' parameter of train must be a float in the range"):
         dpipe.train(data["train"], "error-rate", engine="local", constraints=c, validation_fraction=1.5)
+
+
+def test_the_estimator_holds_out_rows_of_in_memory_data(data):
+    X, y, g = data["X"], data["y"], data["g"]
+    c = "positive_rate(group=0) >= 0.8 * positive_rate(group=1)"
+    clf = dpipe.DPipeClassifier(objective="error-rate", constraints=[c], validation_fraction=0.25).fit(X, (y > 0).astype(int), groups=g)
+    info = clf.fit_result_.info
+    assert info["validation"] == {"train": "0.25 of <in memory> (seed 0)"} and info["constraints_validation"][0]["value"] <= 0
