@@ -82,6 +82,7 @@ from ._manifest import Manifest
 from ._store import open_store
 from ._svmlight import MAX_INDEX, looks_like_svmlight, parse_block
 from ._tabular import (
+    HASHED_ONLY,
     MISSING_VALUES,
     Column,
     TabularEncoder,
@@ -728,9 +729,15 @@ class _TabularJob:
             kind = kinds[j]
             if self.source_format == "parquet":
                 if kind is None:
-                    raise InputError(f"column {name!r} has a type that cannot be ingested (only numbers, booleans and strings)", path=path)
+                    raise InputError(f"column {name!r} has a type that cannot be ingested (numbers, booleans, strings; with hash_features also "
+                                     "lists of strings and maps of string to number)", path=path)
                 if role == "weight" and kind != "numeric":
                     raise InputError(f"weight column {name!r} is not numeric", path=path)
+                if kind in HASHED_ONLY and role != "feature":
+                    raise InputError(f"{role} column {name!r} holds {kind} ({kind} columns can only be hashed features)", path=path)
+                if kind in HASHED_ONLY and self.hashing is None:
+                    raise ParameterError(f"The {name!r} column of {path} holds {'lists of tokens' if kind == 'tokens' else 'maps of token -> number'}, "
+                                         f"which only feature hashing encodes: give the 'hash_features' parameter of {OWNER} (--hash-features N).")
             cols.append(Column(name, role, kind if role in ("feature", "group") else None))
         self.names = names
         return cols

@@ -80,7 +80,10 @@ MAX_CATEGORIES = 32768
 MAX_GROUPS = 32767
 
 ROLES = ("feature", "label", "group", "weight")
-TYPES = ("numeric", "categorical")
+#: what a column holds: a number, a category, or (Parquet, with feature hashing only) a list of tokens or a map token -> number
+TYPES = ("numeric", "categorical", "tokens", "map")
+#: the column types that only hashing can encode (no vocabulary is collected for them)
+HASHED_ONLY = ("tokens", "map")
 
 _MISSING_SET = pa.array(list(MISSING_VALUES), pa.string())
 
@@ -456,6 +459,8 @@ class TabularScanner:
                 self.group_first[v] = rows.where(i)
 
     def _scan_feature(self, j: int, col: Column, arr: pa.Array, rows: Rows) -> None:
+        if col.type in HASHED_ONLY:  # read as tokens at pass 2 (ingest refuses them without hashing)
+            return
         if col.type is None:
             miss = pc.is_in(arr, value_set=_MISSING_SET).to_numpy(zero_copy_only=False)
             present = np.flatnonzero(~miss)
@@ -634,23 +639,44 @@ class TabularEncoder:
                 X[every[ok], index[ok]] = values[ok]
         return (X, *self._targets(arrays, rows))
 
+    def _column_coo(self, j: int, col: Column, arr: Any, rows: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Feature column ``j`` as (row, feature index, value) triplets; a row may have none (an unseen category, an empty
+        list) or several (a token list or map column, hashed: token ``"c=t"`` with 1, or ``"c=k"`` with the map's value)."""
+        if col.type not in HASHED_ONLY:
+            index, values = self._column_entries(j, col, arr, rows)
+            ok = np.flatnonzero(index >= 0)
+            return ok, index[ok], values[ok]
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        # the rows' entries in the child arrays: offsets are absolute (a slice keeps them), a null row has none
+        offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        lengths = np.diff(offsets) * ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        row = np.repeat(np.arange(rows.n, dtype=np.int64), lengths)
+        ends = np.cumsum(lengths)
+        take = pa.array(np.arange(int(ends[-1]) if ends.size else 0) - np.repeat(ends - lengths - offsets[:-1], lengths))
+        if col.type == "map":
+            keys = arr.keys.take(take)
+            weights = to_float(arr.items.take(take), col.name, rows, " (a value of the map column)")
+        else:
+            keys, weights = arr.values.take(take), np.ones(len(take))
+        encoded = pc.dictionary_encode(pc.utf8_trim_whitespace(as_strings(keys)))
+        slot, sign = self.hashing.slots(f"{col.name}={v}" for v in encoded.dictionary.to_pylist())
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        return row, slot[codes].astype(np.int64), weights * sign[codes]
+
     def encode_csr(self, arrays: Sequence[pa.Array], rows: Rows) -> tuple[Any, np.ndarray, np.ndarray | None, np.ndarray | None]:
         """:meth:`encode` as a CSR block (float32 values, sorted column indices, no stored zeros), without a dense
         buffer; hashed tokens that share a slot in a row are summed."""
         from ..reduce._block import csr_block
 
-        feats = [(j, col, arr) for j, (col, arr) in enumerate(zip(self.schema.columns, arrays)) if col.is_feature]
-        index, values = np.full((rows.n, len(feats)), -1, dtype=np.int64), np.zeros((rows.n, len(feats)))
-        for k, (j, col, arr) in enumerate(feats):
-            index[:, k], values[:, k] = self._column_entries(j, col, arr, rows)
-        if self.hashing is not None:  # slots come in any order within a row, and may repeat
-            order = np.argsort(index, axis=1, kind="stable")
-            index, values = np.take_along_axis(index, order, 1), np.take_along_axis(values, order, 1)
-        row = np.repeat(np.arange(rows.n, dtype=np.int64), len(feats)).reshape(index.shape)
-        present = index >= 0
-        key = (row[present] * self.n_features + index[present])  # increasing: rows in order, columns sorted within
-        vals = values[present]
-        if key.size and self.hashing is not None:  # a row's tokens that share a slot add up (FeatureHasher's sum_duplicates)
+        parts = [self._column_coo(j, col, arr, rows) for j, (col, arr) in enumerate(zip(self.schema.columns, arrays)) if col.is_feature]
+        row = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        key = row * self.n_features + (np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64))
+        vals = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
+        if self.hashing is not None or len(parts) > 1:  # rows in order, columns sorted within; a row's repeated slots add up
+            order = np.argsort(key, kind="stable")
+            key, vals = key[order], vals[order]
+        if key.size and self.hashing is not None:  # FeatureHasher's sum_duplicates
             starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
             key, vals = key[starts], np.add.reduceat(vals, starts)
         vals32 = vals.astype(np.float32)
@@ -833,8 +859,20 @@ def parquet_files(path: str) -> list[str]:
     return [path]
 
 
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or (pa.types.is_dictionary(t) and _is_text(t.value_type))
+
+
+def _is_number(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t)
+
+
 def _kind(t: pa.DataType) -> str | None:
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t):
+    if pa.types.is_map(t):
+        return "map" if _is_text(t.key_type) and _is_number(t.item_type) else None
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return "tokens" if _is_text(t.value_type) else None
+    if _is_number(t):
         return "numeric"
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return "categorical"

@@ -341,7 +341,8 @@ class LinearModel:
             vocabulary (an unseen value gives all zeros), rounded to float32 and transformed by
             the store's fitted transform if it has one (:meth:`transform_rows`); with feature
             hashing (``ingest(hash_features=)``) the columns hashed as ingest hashed them, as
-            CSR rows (a missing value, None, is the category ``"?"``). svmlight: CSR rows.
+            CSR rows (a missing value, None, is the category ``"?"``; a token-list column takes
+            a list of strings, a map column a mapping of string to number). svmlight: CSR rows.
         """
         enc = self.encoding
         if enc.get("kind") == "svmlight":
@@ -398,6 +399,11 @@ class LinearModel:
             values = [rec[col.name] for rec in records]
             if col.type == "numeric":
                 arrays.append(pa.array([float(v) for v in values], pa.float64()))
+            elif col.type == "tokens":  # a list of tokens (None: none)
+                arrays.append(pa.array([None if v is None else [str(t) for t in v] for v in values], pa.list_(pa.string())))
+            elif col.type == "map":  # token -> number
+                arrays.append(pa.array([None if v is None else [(str(k), float(x)) for k, x in dict(v).items()] for v in values],
+                                       pa.map_(pa.string(), pa.float64())))
             else:
                 arrays.append(pa.array([None if v is None else str(v).strip() for v in values], pa.string()))
         X = TabularEncoder(TabularSchema(cols, hashing), {}).encode_csr(arrays, Rows("records", len(records)))[0]

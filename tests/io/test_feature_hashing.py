@@ -171,3 +171,29 @@ def test_the_cli_hashes_with_a_power_of_two(tmp_path, source, capsys):
     m = dpipe.open_store(tmp_path / "c.zarr").manifest
     assert m.n_features == 2**16 and m.layout == "csr" and m.encoding["hashing"]["slots_used"] > 500
     assert "65536 features, sparse" in capsys.readouterr().out
+
+
+def test_parquet_token_lists_and_maps_are_hashed_as_feature_hasher_pairs(tmp_path):
+    rng = np.random.default_rng(4)
+    words = [f"w{i}" for i in range(300)]
+    rows = []
+    for i in range(900):
+        tokens = list(rng.choice(words, size=int(rng.integers(0, 6))))  # repeats count; some rows have none
+        counts = {str(k): float(v) for k, v in zip(rng.choice(words[:50], 2, replace=False), rng.integers(1, 4, 2))}
+        rows.append({"amount": float(rng.normal()), "tags": tokens if i % 17 else None, "counts": counts,
+                     "label": int(("w3" in tokens) + rng.normal() > 0.5)})
+    table = pa.table({"amount": [r["amount"] for r in rows], "tags": pa.array([r["tags"] for r in rows], pa.list_(pa.string())),
+                      "counts": pa.array([list(r["counts"].items()) for r in rows], pa.map_(pa.string(), pa.float64())),
+                      "label": [r["label"] for r in rows]})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=250)
+    with pytest.raises(ParameterError, match="'tags' column .* holds lists of tokens, which only feature hashing encodes"):
+        dpipe.ingest(tmp_path / "t.parquet", tmp_path / "no.zarr")
+    dpipe.ingest(tmp_path / "t.parquet", tmp_path / "h.zarr", hash_features=2**12, read_rows=200)
+    X, _ = _rows(tmp_path / "h.zarr")
+    pairs = [[("amount", r["amount"])] + [("tags", t) for t in (r["tags"] or [])] + [(f"counts={k}", v) for k, v in r["counts"].items()]
+             for r in rows]
+    ref = FeatureHasher(n_features=2**12, input_type="pair", alternate_sign=True, dtype=np.float64).transform(pairs).toarray()
+    np.testing.assert_allclose(X.toarray(), ref.astype(np.float32), rtol=2e-7, atol=1e-7)
+    model = dpipe.train(tmp_path / "h.zarr", engine="local", train_metrics=False)
+    assert model.encoding["columns"][1]["type"] == "tokens" and model.encoding["columns"][2]["type"] == "map"
+    np.testing.assert_array_equal(model.score_records(rows), model.decision_function(X))
