@@ -47,7 +47,8 @@ def _killed_scheduler(store: str, directory: Path) -> float:
     try:
         cluster.start_worker()
         proc = subprocess.Popen([sys.executable, "-m", "dpipe", "train", store, *FIT_CLI, "--cache", "memory", "--out", str(directory / "m.json"),
-                                 "--scheduler", cluster.scheduler_file], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=CLUSTER_ENV)
+                                 "--scheduler", cluster.scheduler_file], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                env=dict(CLUSTER_ENV, DASK_DPIPE__PROGRESS_INTERVAL="0"))  # every iteration's line: the kill's clock
         for line in proc.stderr:
             if "iter   10" in line:
                 break

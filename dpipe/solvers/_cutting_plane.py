@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .._log import VERBOSE
+from .._progress import Throttle
 from ..exceptions import ConvergenceWarning
 from ._master_qp import solve_simplex_qp
 from ._result import FitResult
@@ -99,6 +100,7 @@ def fit_cutting_plane(
     best_J, best_w = np.inf, w
     monitor_seconds = qp_seconds = 0.0
     history: list[dict[str, Any]] = []
+    pace = Throttle()  # per-iteration INFO lines: one every dpipe.progress-interval (every one at -v)
     status, message = 1, f"iteration limit ({max_iter}) reached"
     for it in range(1, int(max_iter) + 1):
         R, loss, a = risk.plane(w)
@@ -124,7 +126,7 @@ def fit_cutting_plane(
                 rec["active_planes"], rec["planes"], rec["seconds"],
                 "".join(f"  {k}={v:.5f}" for k, v in rec.items() if k.startswith("validation_")),
             )
-        else:
+        elif pace.due():
             log.info("%siter %4d  J=%.7g  gap=%.2e  %.1fs", name, it, J, gap, rec["seconds"])
         why = callback(w, rec) if callback is not None else None
         if why:

@@ -12,6 +12,7 @@ import numpy as np
 import scipy.optimize
 
 from .._log import VERBOSE
+from .._progress import Throttle
 from ..exceptions import ConvergenceWarning
 from ._result import FitResult
 
@@ -105,6 +106,7 @@ def minimize_lbfgs(
     t0 = time.perf_counter()
     last: dict[str, Any] = {}
     history: list[dict[str, Any]] = []
+    pace = Throttle()  # per-iteration INFO lines: one every dpipe.progress-interval (every one at -v)
     nfev = 0
     stopped: list[bool] = []
     halted: list[str] = []  # the callback's reason to stop
@@ -167,7 +169,7 @@ def minimize_lbfgs(
                 )
                 log.log(VERBOSE, "%siter %4d  f=%.10g  |g|=%.3e  evals=%d  %.2fs%s", name, rec["iteration"], rec["fun"], rec["grad_norm"], nfev,
                         rec["seconds"], extra)
-            else:
+            elif pace.due():
                 log.info("%siter %4d  f=%.7g  |g|=%.2e  %.1fs", name, rec["iteration"], rec["fun"], rec["grad_norm"], rec["seconds"])
         why = callback(xk, rec) if callback is not None and not stopped else None
         if why:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .._log import VERBOSE
+from .._progress import Throttle
 from ..exceptions import ConvergenceWarning
 from ._result import FitResult
 
@@ -157,6 +158,7 @@ def minimize_tron(
     M = precondition() if precondition is not None else None
     delta = gnorm0
     history: list[dict[str, Any]] = []
+    pace = Throttle()  # per-iteration INFO lines: one every dpipe.progress-interval (every one at -v)
     status, message = 0, "CONVERGENCE: ||g|| <= eps ||g(w0)||"
     halted = False  # the callback ended the run
     nit = 0
@@ -202,7 +204,7 @@ def minimize_tron(
             history.append(rec)
             if log.isEnabledFor(VERBOSE):
                 log.log(VERBOSE, "%siter %3d  f=%.10g  |g|=%.3e  cg=%d  delta=%.3e  %.2fs", name, nit, f, gnorm, steps, delta, rec["seconds"])
-            else:
+            elif pace.due():
                 log.info("%siter %3d  f=%.7g  |g|=%.2e  cg=%d  %.1fs", name, nit, f, gnorm, steps, rec["seconds"])
             why = callback(w, rec) if callback is not None else None
             if why:

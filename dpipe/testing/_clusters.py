@@ -87,7 +87,8 @@ def train_killing_workers(store: str, fit: dict[str, Any], *, kill: int | None =
             lg.setLevel(logging.INFO)
             lg.addHandler(killer)
         try:
-            with dask.config.set(settings or {}):
+            # every iteration's progress line: they are the kill's clock (by default the solvers log one every progress-interval)
+            with dask.config.set({"dpipe.progress-interval": 0, **(settings or {})}):
                 model = dpipe.train(store, **fit, client=client, cache="memory")
         finally:
             for lg, level in zip(loggers, levels):

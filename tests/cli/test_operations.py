@@ -86,16 +86,19 @@ def test_a_bad_progress_interval_is_named(tmp_path):
 # -- per-iteration lines ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("objective", [["--objective", "auc-smooth"], ["--objective", "rocarea", "--solver", "cutting-plane"]])
 def test_iteration_lines_fit_a_terminal_line_and_verbose_has_the_details(small, tmp_path, objective):
-    r = _run("train", small, *objective, "--max-iter", "15", "--out", str(tmp_path / "m.json"), "--engine", "local")
-    assert r.returncode == 0, r.stderr
     name = objective[1]
-    iterations = [line for line in r.stderr.splitlines() if f"dpipe.solvers {name}: iter " in line]
-    assert len(iterations) >= 5, r.stderr
-    assert all(len(line) <= 100 for line in iterations), max(iterations, key=len)
-    verbose = _run("-v", "train", small, *objective, "--max-iter", "15", "--out", str(tmp_path / "v.json"), "--engine", "local")
-    assert verbose.returncode == 0, verbose.stderr
-    detailed = [line for line in verbose.stderr.splitlines() if f"dpipe.solvers {name}: iter " in line]
-    assert len(detailed) == len(iterations)  # one line per iteration either way, with every figure at -v
+
+    def iteration_lines(r: subprocess.CompletedProcess) -> list[str]:
+        assert r.returncode == 0, r.stderr
+        return [line for line in r.stderr.splitlines() if f"dpipe.solvers {name}: iter " in line]
+
+    argv = ("train", small, *objective, "--max-iter", "15", "--out", str(tmp_path / "m.json"), "--overwrite", "--engine", "local")
+    default = _run(*argv, DASK_DPIPE__PROGRESS_INTERVAL="1h")  # throttled: the first iteration's line, then one an hour
+    assert len(iteration_lines(default)) == 1 and f"dpipe.solvers {name}: done" in default.stderr, default.stderr
+    every = iteration_lines(_run(*argv, DASK_DPIPE__PROGRESS_INTERVAL="0"))  # 0: every iteration
+    assert len(every) >= 5 and all(len(line) <= 100 for line in every), max(every, key=len)
+    detailed = iteration_lines(_run("-v", *argv, DASK_DPIPE__PROGRESS_INTERVAL="1h"))
+    assert len(detailed) == len(every)  # -v: every iteration whatever the interval, with every figure
     details = ("evals=", "seconds_score=", "train_auc=") if name == "auc-smooth" else ("lower=", "loss=", "planes=")
     assert all(all(d in line for d in details) for line in detailed), detailed[0]
 

@@ -73,7 +73,7 @@ class _Fit:
     def __init__(self, store: str, out: Path, scheduler_file: str, env: dict) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "dpipe", "train", store, *FIT_CLI, "--cache", "memory", "--out", str(out), "--scheduler", scheduler_file],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=dict(env, DASK_DPIPE__PROGRESS_INTERVAL="0"),  # every iteration's line
         )
         self.lines: list[str] = []
         self.iterating = threading.Event()
