@@ -367,7 +367,13 @@ def _cmd_info(a: argparse.Namespace) -> None:
         print(f"source    {src.get('path', '')} ({src.get('format', '')}{', sha256 ' + src['sha256'][:16] + '...' if src.get('sha256') else ''})")
 
 
-def _cmd_train(a: argparse.Namespace) -> None:
+#: ``dpipe train``'s exit status when the model is written but a rate constraint does not hold on the rows that set its
+#: threshold (the training rows, or the validation rows): a batch job must not read it as success, and it is not an
+#: error either (the model and its fit record, which names the constraint, are there to inspect)
+EXIT_CONSTRAINT_NOT_MET = 4
+
+
+def _cmd_train(a: argparse.Namespace) -> int | None:
     from .._output import locked_output
     from ..fit import PARAMS, train
 
@@ -391,6 +397,10 @@ def _cmd_train(a: argparse.Namespace) -> None:
     if model.metrics.get("train"):
         t = model.metrics["train"]
         print(f"training ROC-AUC {t['roc_auc']:.6f}, PRBEP {t['prbep']:.6f}, F1 {t['f1']:.6f}, accuracy {t['accuracy']:.6f}")
+    if "constraints" in info and not fit.get("success", True):
+        print(f"{a.objective}: {fit.get('message')} (exit status {EXIT_CONSTRAINT_NOT_MET}; the model is written)", file=sys.stderr)
+        return EXIT_CONSTRAINT_NOT_MET
+    return None
 
 
 def _parse_datasets(items: list[str] | None) -> dict[str, str] | None:
@@ -573,7 +583,7 @@ def _install_signal_handlers() -> dict[int, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage)."""
+    """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage; train: 4 when a rate constraint does not hold, the model written; retrain: 3 kept)."""
     parser = build_parser()
     a = parser.parse_args(argv)
     import asyncio  # past the parser, as every import a command needs: --help and --version stay light

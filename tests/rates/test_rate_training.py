@@ -126,6 +126,19 @@ def test_an_unsatisfiable_constraint_warns_and_reports(data):
     json.dumps(model.fit)  # the report is plain JSON
 
 
+def test_the_command_line_exits_4_when_a_constraint_is_not_met_and_writes_the_model(data, tmp_path, capsys):
+    out = tmp_path / "m.json"
+    argv = ["-q", "train", data["train"], "--objective", "error-rate", "--constraint", "recall >= 0.999", "--constraint",
+            "false_positive_rate <= 0.001", "--out", str(out), "--engine", "local"]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpipe.ConvergenceWarning)
+        assert main(argv) == 4
+    assert "NOT satisfied on the training data" in capsys.readouterr().err and out.exists()
+    assert not dpipe.LinearModel.load(out).fit["success"]
+
+
 def test_evaluate_by_group_and_constraints_count_what_they_say(data, tmp_path, capsys):
     model_path = tmp_path / "m.json"
     model = dpipe.train(data["train"], "auc-moment", engine="local", out=model_path)
