@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=float, help="Prec@k / Rec@k cut-off: a number of rows (total weight in a weighted store); default the number of positives")
     p.add_argument("--k-fraction", dest="k_fraction", type=float, help="Prec@k / Rec@k cut-off as a fraction of the positives (as in training)")
     p.add_argument("--threshold", type=float, default=0.0)
-    p.add_argument("--json", dest="json_out", help="also write the metrics to this JSON file (marked \"format\": \"dpipe-metrics\")")
+    p.add_argument("--json", dest="json_out", help="also write the metrics to this JSON file (marked \"format\": \"dpipe-metrics\"); "
+                   "'-': print that document on stdout instead of the table")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json file (only one dpipe wrote)")
     p.add_argument("--by-group", dest="by_group", action="store_true",
                    help="also the positive, true-positive, false-positive and error rates of every group, the selection-rate ratio and the TPR / FPR gaps")
@@ -457,6 +458,15 @@ def _cmd_evaluate(a: argparse.Namespace) -> None:
     k: float | None = a.k
     if k is not None and float(k).is_integer():
         k = int(k)
+    if a.json_out == "-":  # the metrics document on stdout, alone (a scheduler parses it); the table is left out
+        import json
+
+        from .._output import METRICS_FORMAT
+
+        metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, by_group=a.by_group, constraints=a.constraints,
+                           datasets=_parse_datasets(a.datasets), **_cluster_kwargs(a))
+        print(json.dumps({"format": METRICS_FORMAT, **metrics}, indent=1))
+        return
     # --json: checked before the pass, one writer of it until the rename
     with locked_output(a.json_out, overwrite=a.overwrite, what="metrics") if a.json_out else contextlib.nullcontext():
         metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, by_group=a.by_group, constraints=a.constraints,

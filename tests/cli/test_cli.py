@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -44,6 +45,9 @@ def test_train_evaluate_predict(synthetic, capsys):
         metrics = json.load(f)
     assert metrics["k"] == 300 and 0.5 < metrics["roc_auc"] <= 1
     assert "roc_auc" in capsys.readouterr().out
+    # '-': the same document on stdout, alone, and no file named '-'
+    assert main(["evaluate", str(model), test, "--k", "300", "--json", "-", "--engine", "local", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out) == {**metrics} and not os.path.exists("-") and not (d / "-").exists()
     out = d / "pred.parquet"
     assert main(["predict", str(model), test, "--out", str(out), "--engine", "local"]) == 0
     assert pq.read_table(out).num_rows == 3000
