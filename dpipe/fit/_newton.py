@@ -48,7 +48,7 @@ NEWTON_RISKS = {"auc": auc_risk}
 AUTO_STANDARDIZE_RMS = 1.5
 #: weight of the Hessian's diagonal in Newton's preconditioner, against its mean (the rest). Measured with
 #: ``precondition`` none, this mix at 0.5 and 0.8, and the diagonal alone, on a9a, w8a, covtype, kdd99 (both tasks),
-#: Reuters: 0.5 took 16-31 % fewer CG steps on a9a, w8a and covtype at as many Newton iterations, and as many on the
+#: Reuters: 0.5 took 21-31 % fewer CG steps on a9a, w8a and covtype at as many Newton iterations or fewer, and as many on the
 #: others; the diagonal alone took the fewest CG steps but up to twice the Newton iterations (each one a sort)
 JACOBI_MIX = 0.5
 
