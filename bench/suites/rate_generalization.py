@@ -31,8 +31,10 @@ objective within 10 % of the training-rows rule's).
 from __future__ import annotations
 
 import shutil
+import tempfile
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -87,7 +89,7 @@ def _lr_threshold(scores: np.ndarray, y: np.ndarray, female: np.ndarray | None) 
     return best
 
 
-def _split(cfg: Config, name: str, seed: int, X: np.ndarray, y: np.ndarray, female: np.ndarray | None) -> dict[str, Any]:
+def _split(folder: Path, name: str, seed: int, X: np.ndarray, y: np.ndarray, female: np.ndarray | None) -> dict[str, Any]:
     from sklearn.linear_model import LogisticRegression
 
     import dpipe
@@ -98,8 +100,7 @@ def _split(cfg: Config, name: str, seed: int, X: np.ndarray, y: np.ndarray, fema
     train = ~test
     Xa, ya, Xt, yt = X[train], y[train], X[test], y[test]
     fa, ft = (None, None) if female is None else (female[train], female[test])
-    store = cfg.work / f"rate-generalization-{name}-{seed}.zarr"
-    shutil.rmtree(store, ignore_errors=True)
+    store = folder / f"{name}-{seed}.zarr"  # in this run's own temporary folder (see run)
     write_store(store, Xa, ya, None,
                 **({} if fa is None else {"group": fa.astype(np.int16), "groups": ["Male", "Female"]}))
     objective, constraint = ("false-negative-rate", NP) if female is None else ("error-rate", FAIR)
@@ -124,7 +125,7 @@ def _split(cfg: Config, name: str, seed: int, X: np.ndarray, y: np.ndarray, fema
             eg = ExponentiatedGradient(LogisticRegression(max_iter=1000), constraints=DemographicParity(ratio_bound=0.8))
             eg.fit(Xa.astype(np.float64), (ya > 0).astype(int), sensitive_features=fa)
         out["fairlearn"] = {"seconds": time.perf_counter() - t0, "test": _rates(eg._pmf_predict(Xt)[:, 1] >= 0.5, yt, ft)}
-    shutil.rmtree(store, ignore_errors=True)  # the split's store is not kept
+    shutil.rmtree(store)  # the split's store is not kept
     line = ", ".join(f"{k} {v['test'][_constraint_key(female)]:.4f} / {v['test'][_objective_key(female)]:.4f}"
                      for k, v in out.items() if isinstance(v, dict) and "test" in v)
     print(f"  {name} split {seed}: test constraint / objective: {line}", flush=True)
@@ -190,7 +191,8 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
     results: dict[str, Any] = {}
     for name in tasks:
         X, y, female = _pool(cfg, name)
-        splits = [_split(cfg, name, seed, X, y, female) for seed in seeds]
+        with tempfile.TemporaryDirectory(dir=cfg.work, prefix="rate-generalization-") as folder:  # a concurrent run has its own
+            splits = [_split(Path(folder), name, seed, X, y, female) for seed in seeds]
         results[name] = {"fair": female is not None, "rows": int(y.size), "splits": splits, "summary": _summary(name, splits, female is not None)}
     png = _plot(results, cfg.out_dir / "rate-generalization.png")
     lines = [

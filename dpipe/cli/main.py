@@ -404,35 +404,31 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
     return None
 
 
-def _parse_datasets(items: list[str] | None) -> dict[str, str] | None:
-    """``["pool=pool.zarr", ...]`` as ``{"pool": "pool.zarr"}``; a malformed or repeated alias is a ParameterError."""
+def _parse_aliases(items: list[str] | None, flag: str, bare: str | None = None) -> dict[str, str] | None:
+    """``["pool=pool.zarr", ...]`` as ``{"pool": "pool.zarr"}`` (a value without ``=`` is ``bare``'s, when given); a
+    malformed or repeated alias is a ParameterError naming ``flag``."""
     if not items:
         return None
     out: dict[str, str] = {}
     for item in items:
         alias, sep, path = item.partition("=")
-        if not sep or not alias.strip() or not path.strip():
-            raise ParameterError(f"--dataset {item!r}: expected ALIAS=STORE, e.g. unlabeled=pool.zarr")
-        if alias.strip() in out:
-            raise ParameterError(f"--dataset {item!r}: the alias {alias.strip()!r} is given twice")
-        out[alias.strip()] = path.strip()
+        alias, path = (alias.strip(), path.strip()) if sep or bare is None else (bare, item.strip())
+        if not alias or not path:
+            raise ParameterError(f"{flag} {item!r}: expected {'STORE or ' if bare else ''}ALIAS=STORE, e.g. unlabeled=pool.zarr")
+        if alias in out:
+            raise ParameterError(f"{flag} {item!r}: the alias {alias!r} is given twice")
+        out[alias] = path
     return out
+
+
+def _parse_datasets(items: list[str] | None) -> dict[str, str] | None:
+    """``--dataset`` values: ``ALIAS=STORE``, as a dict by alias."""
+    return _parse_aliases(items, "--dataset")
 
 
 def _parse_validation(items: list[str] | None) -> dict[str, str] | None:
     """``--constraint-validation`` values: ``STORE`` (the training store's) or ``ALIAS=STORE``, as a dict by alias."""
-    if not items:
-        return None
-    out: dict[str, str] = {}
-    for item in items:
-        alias, sep, path = item.partition("=")
-        alias, path = (alias.strip(), path.strip()) if sep else ("train", item.strip())
-        if not alias or not path:
-            raise ParameterError(f"--constraint-validation {item!r}: expected STORE or ALIAS=STORE")
-        if alias in out:
-            raise ParameterError(f"--constraint-validation {item!r}: {alias!r} has a validation store already")
-        out[alias] = path
-    return out
+    return _parse_aliases(items, "--constraint-validation", bare="train")
 
 
 def _read_constraints_file(path: str) -> list[str]:

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from scipy.stats import beta, norm
 
+from rate_helpers import grouped_data
+
 import dpipe
 from dpipe.cli.main import main
 from dpipe.engine import LocalDataset
@@ -17,20 +19,11 @@ from dpipe.reduce._rates import CellLayout, cell_weights
 from dpipe.testing import write_store
 
 
-def _data(n: int, seed: int):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 4))
-    g = (rng.random(n) < 0.4).astype(np.int16)  # 1: group "F", 0: "M"
-    X[:, 3] = g + 0.3 * rng.normal(size=n)
-    y = np.where(X @ np.array([1.0, -0.6, 0.2, 1.2]) + 0.8 * rng.normal(size=n) > 0.6, 1, -1).astype(np.int8)
-    return X.astype(np.float32), y, g
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("generalize")
-    X, y, g = _data(4000, 1)
-    Xv, yv, gv = _data(2000, 5)
+    X, y, g = grouped_data(4000, 1)
+    Xv, yv, gv = grouped_data(2000, 5)
     return {"X": X, "y": y, "g": g, "train": write_store(d / "train.zarr", X, y, [1500, 2500], group=g, groups=["M", "F"]),
             "Xv": Xv, "yv": yv, "gv": gv, "valid": write_store(d / "valid.zarr", Xv, yv, [2000], group=gv, groups=["M", "F"])}
 

@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from rate_helpers import grouped_data
+
 import dpipe
 from dpipe import rates
 from dpipe.cli.main import main
@@ -14,21 +16,12 @@ from dpipe.exceptions import ParameterError
 from dpipe.testing import write_store
 
 
-def _data(n: int, seed: int):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 4))
-    g = (rng.random(n) < 0.4).astype(np.int16)  # 1: group "F", 0: "M"
-    X[:, 3] = g + 0.3 * rng.normal(size=n)  # a feature that carries the group
-    y = np.where(X @ np.array([1.0, -0.6, 0.2, 1.2]) + 0.8 * rng.normal(size=n) > 0.6, 1, -1).astype(np.int8)
-    return X.astype(np.float32), y, g
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("rate-train")
-    X, y, g = _data(3000, 1)
+    X, y, g = grouped_data(3000, 1)
     train = write_store(d / "train.zarr", X, y, [1000, 2000], group=g, groups=["M", "F"])
-    Xp, yp, gp = _data(2000, 2)
+    Xp, yp, gp = grouped_data(2000, 2)
     pool = write_store(d / "pool.zarr", Xp, yp, [2000], group=gp, groups=["M", "F"])
     deployed = str(d / "deployed.json")
     dpipe.train(pool, "auc-moment", engine="local", out=deployed)
@@ -169,7 +162,7 @@ def test_evaluate_by_group_and_constraints_count_what_they_say(data, tmp_path, c
 
 
 def test_evaluate_by_group_needs_a_group_column(tmp_path, capsys):
-    X, y, _ = _data(200, 3)
+    X, y, _ = grouped_data(200, 3)
     store = write_store(tmp_path / "plain.zarr", X, y, [200])
     model = tmp_path / "m.json"
     dpipe.train(store, engine="local", out=model)
@@ -257,7 +250,7 @@ def test_the_estimator_draws_a_randomized_model_s_labels(data):
 def test_standardize_makes_the_rate_fit_invariant_to_column_scales(tmp_path):
     """standardize=True fits in u = w * scale: rescaling columns by powers of two (exact in float32) gives the same
     model up to that rescaling, to rounding; without it the fit changes (the penalty and the ramp see other weights)."""
-    X, y, g = _data(1500, 5)
+    X, y, g = grouped_data(1500, 5)
     D = np.array([2.0**-6, 2.0**5, 1.0, 2.0**9], dtype=np.float32)
     a = write_store(tmp_path / "a.zarr", X, y, [700, 800], group=g, groups=["M", "F"])
     b = write_store(tmp_path / "b.zarr", X * D, y, [700, 800], group=g, groups=["M", "F"])
