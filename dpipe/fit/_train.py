@@ -166,6 +166,10 @@ def train(
             if alias == "train":
                 vst.require_labels("constraint validation")
             check_same_features(m.feature_names, m.encoding, vst, "training store")
+            own = m if alias == "train" else others[alias].manifest
+            if vst.manifest.groups != own.groups:  # the cells are the fitted store's: group codes must mean the same groups
+                raise ParameterError(f"The 'constraint_validation' store {vst.path} ({alias!r}) has groups {vst.manifest.groups}, the store it "
+                                     f"validates {own.groups}; ingest it like= that store.")
             checked[alias] = stack.enter_context(open_dataset(vst, engine=engine, client=c, cache=cache))
         log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
         outcome = fit_dataset(ds, p, validate, extra, checked)

@@ -191,7 +191,7 @@ def test_slack_without_validation_holds_the_training_rows_with_a_margin(data):
     assert recall(sure) - norm.ppf(0.95) * np.sqrt(recall(sure) * (1 - recall(sure)) / n_pos) >= 0.9 - 1e-12 > recall(base) - 0.01
 
 
-def test_the_validation_rule_is_refused_where_it_cannot_apply(data):
+def test_the_validation_rule_is_refused_where_it_cannot_apply(data, tmp_path):
     c = ["recall >= 0.8"]
     with pytest.raises(ParameterError, match="threshold_rule='exact'"):
         dpipe.train(data["train"], "error-rate", engine="local", constraints=c, validation_fraction=0.2, threshold_rule="ramp")
@@ -199,6 +199,10 @@ def test_the_validation_rule_is_refused_where_it_cannot_apply(data):
         dpipe.train(data["train"], "error-rate", engine="local", constraints=c, constraint_validation={"pool": data["valid"]})
     with pytest.raises(ParameterError, match="takes no constraints"):
         dpipe.train(data["train"], "auc", engine="local", constraint_validation=data["valid"])
+    X, y, g = data["Xv"], data["yv"], data["gv"]
+    swapped = write_store(tmp_path / "swapped.zarr", X, y, [2000], group=(1 - g).astype(np.int16), groups=["F", "M"])  # same rows, codes reversed
+    with pytest.raises(ParameterError, match=r"store .*swapped.zarr \('train'\) has groups \['F', 'M'\], the store it validates \['M', 'F'\]"):
+        dpipe.train(data["train"], "error-rate", engine="local", constraints=c, constraint_validation=swapped)
     with pytest.raises(ParameterError, match="'validation_fraction' parameter of train must be a float in the range"):
         dpipe.train(data["train"], "error-rate", engine="local", constraints=c, validation_fraction=1.5)
 
@@ -209,3 +213,13 @@ def test_the_estimator_holds_out_rows_of_in_memory_data(data):
     clf = dpipe.DPipeClassifier(objective="error-rate", constraints=[c], validation_fraction=0.25).fit(X, (y > 0).astype(int), groups=g)
     info = clf.fit_result_.info
     assert info["validation"] == {"train": "0.25 of <in memory> (seed 0)"} and info["constraints_validation"][0]["value"] <= 0
+
+
+def test_the_held_out_rows_are_the_same_on_a_cluster(data, client):
+    c = ["positive_rate(group=M) >= 0.8 * positive_rate(group=F)"]
+    kw = dict(train_metrics=False, constraints=c, validation_fraction=0.3, validation_seed=1)
+    local = dpipe.train(data["train"], "error-rate", engine="local", **kw)
+    dist = dpipe.train(data["train"], "error-rate", engine="dask", client=client, cache="memory", **kw)
+    np.testing.assert_allclose(dist.coef, local.coef, rtol=1e-9, atol=1e-12)
+    assert dist.intercept == pytest.approx(local.intercept, rel=1e-9, abs=1e-12)
+    assert dist.fit["info"]["constraints_validation"][0]["value"] == local.fit["info"]["constraints_validation"][0]["value"]
