@@ -14,12 +14,12 @@ import logging
 import os
 import signal
 import sys
-import threading
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._interrupts import Interrupted, install_handlers, restore_handlers
 from .._log import level_for
 from ..exceptions import DPipeError, ParameterError
 from ._registry_commands import COMMANDS as _REGISTRY_COMMANDS
@@ -560,34 +560,6 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split("\n")) or type(exc).__name__
 
 
-class Interrupted(KeyboardInterrupt):
-    """Raised in the main thread by SIGTERM or SIGINT: unwinding removes the temporary being written."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-_HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-def _install_signal_handlers() -> dict[int, Any]:
-    """SIGTERM / SIGINT raise :class:`Interrupted` once; a second one during the clean-up is
-    ignored, a third exits at once. Returns the previous handlers (to restore)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    count = [0]
-
-    def handler(signum: int, frame: Any) -> None:
-        count[0] += 1
-        if count[0] == 1:
-            raise Interrupted(signum)
-        if count[0] >= 3:
-            os._exit(128 + signum)
-
-    return {s: signal.signal(s, handler) for s in _HANDLED_SIGNALS}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage; train: 4 when a rate constraint does not hold, the model written; retrain: 3 kept)."""
     parser = build_parser()
@@ -601,7 +573,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
         print(f"dpipe: warning: {message}", file=sys.stderr)
 
-    previous = _install_signal_handlers()
+    previous = install_handlers()
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -626,8 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"dpipe {a.command}: error: {text}{'' if a.verbose else ' (-v shows the traceback)'}", file=sys.stderr)
                 return 1
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        restore_handlers(previous)
         restore_logging()
     return status or 0
 

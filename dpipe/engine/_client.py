@@ -52,6 +52,7 @@ from distributed.comm import connect
 from distributed.security import Security
 
 from .._config import get_setting
+from .._interrupts import deferred_interrupts
 from .._log import VERBOSE
 from .._validation import check_int
 from ..exceptions import ClusterError, ParameterError
@@ -244,36 +245,33 @@ def cluster_client(
     dashboard = _dashboard_address()
     # Closed by default: TLS with temporary credentials, every listener on loopback only.
     security = Security.temporary()
-    # the nannies keep this config for every (re)start of their worker; the preload shows a dpipe error once (dpipe._worker_logs)
-    with dask.config.set({**EMBEDDED_WORKER_MEMORY, **worker_environ_config(), "distributed.worker.preload": ["dpipe._worker_logs"]}):
-        cluster = LocalCluster(
-            n_workers=n,
-            threads_per_worker=threads,
-            processes=True,
-            memory_limit=mem,
-            host="127.0.0.1",
-            dashboard_address=dashboard or "127.0.0.1:0",  # the scheduler's HTTP routes (/health, ...) listen even without a dashboard
-            scheduler_kwargs=None if dashboard else {"dashboard": False},
-            protocol="tls://",
-            security=security,
-        )
-    # direct_to_workers: results and actor calls go straight between the driver and the
-    # workers (all on this host) instead of through the scheduler, which would relay -
-    # and so send twice - the O(n) scores of every evaluation.
-    try:
-        c = Client(cluster, security=security, set_as_default=False, direct_to_workers=True)
-    except BaseException:
-        cluster.close()
-        raise
-    log.info("started local cluster: %d worker processes x %d thread(s), memory limit %s", n, threads, mem)
-    if dashboard is not None and _has_dashboard():
-        log.log(VERBOSE, "dashboard: %s", cluster.dashboard_link)
-    try:
+    with contextlib.ExitStack() as stack:
+        # a cluster or client interrupted in its constructor would never be closed (dpipe._interrupts); the nannies
+        # keep this config for every (re)start of their worker; the preload shows a dpipe error once (dpipe._worker_logs)
+        with deferred_interrupts(), dask.config.set({**EMBEDDED_WORKER_MEMORY, **worker_environ_config(), "distributed.worker.preload": ["dpipe._worker_logs"]}):
+            cluster = LocalCluster(
+                n_workers=n,
+                threads_per_worker=threads,
+                processes=True,
+                memory_limit=mem,
+                host="127.0.0.1",
+                dashboard_address=dashboard or "127.0.0.1:0",  # the scheduler's HTTP routes (/health, ...) listen even without a dashboard
+                scheduler_kwargs=None if dashboard else {"dashboard": False},
+                protocol="tls://",
+                security=security,
+            )
+            stack.callback(cluster.close)
+        # direct_to_workers: results and actor calls go straight between the driver and the
+        # workers (all on this host) instead of through the scheduler, which would relay -
+        # and so send twice - the O(n) scores of every evaluation.
+        with deferred_interrupts():
+            c = Client(cluster, security=security, set_as_default=False, direct_to_workers=True)
+            stack.callback(c.close)
+        stack.callback(_quiet_shutdown, c)  # first of the three at the end
+        log.info("started local cluster: %d worker processes x %d thread(s), memory limit %s", n, threads, mem)
+        if dashboard is not None and _has_dashboard():
+            log.log(VERBOSE, "dashboard: %s", cluster.dashboard_link)
         yield c
-    finally:
-        _quiet_shutdown(c)
-        c.close()
-        cluster.close()
 
 
 def _mute_worker_shutdown_logs() -> None:

@@ -46,6 +46,7 @@ from distributed import Client
 from distributed.security import Security
 
 from .._config import get_setting, seconds_setting
+from .._interrupts import deferred_interrupts
 from .._validation import check_choice, check_int
 from ..exceptions import ClusterError, ParameterError
 
@@ -245,16 +246,18 @@ def slurm_client(workers: int | None = None, memory_limit: str | int | None = No
             raise ClusterError(f"cluster 'slurm': cannot write the workers' TLS files in {shared} ({error.strerror or error}): "
                                "set jobqueue.slurm.shared-temp-directory to a directory the nodes share") from None
         security = _tls_files(tls_dir)
-        try:
-            cluster = SLURMCluster(cores=cores, memory=memory, python=python, security=security, scheduler_options=scheduler_options, job_cls=job_cls)
-        except (ValueError, TypeError) as error:
-            raise ClusterError(f"cluster 'slurm': dask-jobqueue refused the configuration: {' '.join(str(error).split())}") from None
-        stack.callback(cluster.close)
+        with deferred_interrupts():  # a cluster or client interrupted in its constructor would never be closed
+            try:
+                cluster = SLURMCluster(cores=cores, memory=memory, python=python, security=security, scheduler_options=scheduler_options, job_cls=job_cls)
+            except (ValueError, TypeError) as error:
+                raise ClusterError(f"cluster 'slurm': dask-jobqueue refused the configuration: {' '.join(str(error).split())}") from None
+            stack.callback(cluster.close)
         _check_submission(cluster.job_script(), tls_dir)
         cluster.scale(jobs=jobs)
         cluster.sync(_settle, cluster)
-        client = Client(cluster, security=security, set_as_default=False)
-        stack.callback(client.close)
+        with deferred_interrupts():
+            client = Client(cluster, security=security, set_as_default=False)
+            stack.callback(client.close)
         expected = len(cluster.plan)
         started = time.monotonic()
         job_ids = _wait_for_jobs(client, cluster, expected, timeout)
