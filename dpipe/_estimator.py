@@ -17,6 +17,8 @@ from .fit import DEFAULT_OBJECTIVE, OBJECTIVES, PARAMS, finish_fit, fit_dataset,
 from .fit._early_stopping import make_validator
 from .fit._params import numpydoc, signature_parameters
 from .io import Shard
+from .io._frames import UNSEEN, encode_table, is_table, scan_table, table_arrays, table_encoding
+from .io._tabular import TabularSchema
 from .model import LinearModel
 from .reduce._block import to_float32
 
@@ -41,6 +43,17 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     ``fit`` takes NumPy arrays, pandas DataFrames (feature names are kept), scipy
     sparse matrices (kept sparse: CSR shards of 65,536 rows, O(nnz) per pass) and dask arrays or DataFrames (computed into
     memory on the current scheduler, then fitted as the in-memory input).
+
+    **Tables.** A pandas DataFrame with string, categorical or object columns, or a
+    pyarrow Table, is encoded as ``dpipe ingest`` encodes a CSV or Parquet file - by
+    the same classes: numeric columns as they are, the others one-hot with a sorted
+    vocabulary (strings stripped; a missing string is the category ``"?"``; a missing
+    number is an error naming the row and column). The fitted encoding is
+    ``encoding_``; ``coef_`` has one weight per encoded feature (``feature_names_``),
+    ``decision_function`` and ``predict`` take tables with the same columns (a category
+    the vocabulary lacks is handled as ``unseen`` says), and :meth:`to_model` keeps the
+    encoding, so :meth:`LinearModel.score_records <dpipe.model.LinearModel.score_records>`
+    scores raw records and tables identically.
     ``sample_weight`` weights every objective as repeated rows. A target that is not
     binary is a ``ValueError`` ("Only binary classification is supported").
     There is no ``predict_proba``: the objectives rank or threshold, they do not
@@ -52,6 +65,10 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     ----------
     objective : str
         What to optimize: one of :data:`dpipe.fit.OBJECTIVES`.
+    unseen : {"error", "ignore"}
+        Tables only: a category the fitted vocabulary lacks, at ``decision_function`` /
+        ``predict``, is an error naming the row, column and value, or all-zero one-hot
+        features (as ``dpipe ingest --unseen``).
 
     Attributes
     ----------
@@ -60,7 +77,13 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     classes_ : ndarray of shape (2,)
     n_features_in_ : int
     feature_names_in_ : ndarray of str
-        With a DataFrame input.
+        With a DataFrame or table input: its columns.
+    feature_names_ : list of str
+        The names of ``coef_``'s weights: the input columns, or with a table the encoded
+        features (``workclass=Private``, ...).
+    encoding_ : dict
+        With a table input: the fitted encoding (columns, types, vocabularies), as a
+        model's ``encoding``.
     n_iter_ : int
         Solver iterations (1 for the closed form).
     fit_result_ : FitResult
@@ -72,8 +95,9 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         (``fit_result_.info["early_stopping"]["metric"]``).
     """
 
-    def __init__(self, objective: str = DEFAULT_OBJECTIVE, **params: Any) -> None:
+    def __init__(self, objective: str = DEFAULT_OBJECTIVE, unseen: str = "error", **params: Any) -> None:
         self.objective = objective
+        self.unseen = unseen
         for name in PARAMS:
             setattr(self, name, params.pop(name, None))
         if params:
@@ -98,6 +122,40 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             g = None if group is None else group[start : start + ESTIMATOR_SHARD_ROWS]
             shards.append(Shard(X=block, y=y_pm[start : start + ESTIMATOR_SHARD_ROWS], group=g, weight=w, index=i))
         return shards
+
+    def _table_features(self, X: Any, where: str) -> np.ndarray:
+        """The encoded rows of a table with the fitted encoding (float32)."""
+        if not is_table(X) and not (hasattr(X, "columns") and hasattr(X, "dtypes")):
+            raise ValueError(f"{where}: DPipeClassifier was fitted on a table with the columns {list(self.feature_names_in_)}; "
+                             f"pass a pandas DataFrame or pyarrow Table with those columns, not {type(X).__name__}")
+        if self.unseen not in UNSEEN:
+            raise ParameterError(f"The 'unseen' parameter of DPipeClassifier must be one of {', '.join(map(repr, UNSEEN))}. Got {self.unseen!r} instead.")
+        names, arrays = table_arrays(X, where)
+        return encode_table(TabularSchema.from_list(self.encoding_["columns"]), names, arrays, unseen=self.unseen, where=where)
+
+    def _fit_features(self, X: Any, y: Any) -> tuple[Any, np.ndarray]:
+        """``(X, y)`` checked, with the input's encoding (a table's) or its columns set (``n_features_in_``, ...)."""
+        for name in ("encoding_", "feature_names_in_"):  # not kept from an earlier fit
+            self.__dict__.pop(name, None)
+        if not is_table(X):
+            X, y = validate_data(self, X, y, accept_sparse=("csr", "csc", "coo"), dtype=(np.float64, np.float32), ensure_min_samples=2)
+            self.feature_names_ = list(self.feature_names_in_) if hasattr(self, "feature_names_in_") else [f"x{i}" for i in range(X.shape[1])]
+            return X, y
+        if self.unseen not in UNSEEN:
+            raise ParameterError(f"The 'unseen' parameter of DPipeClassifier must be one of {', '.join(map(repr, UNSEEN))}. Got {self.unseen!r} instead.")
+        names, arrays = table_arrays(X, "X")
+        y = column_or_1d(y, warn=True)
+        n = len(arrays[0]) if arrays else 0
+        if n != y.shape[0]:
+            raise ValueError(f"Found input variables with inconsistent numbers of samples: [{n}, {y.shape[0]}]")
+        if y.shape[0] < 2:
+            raise ValueError(f"Found array with {y.shape[0]} sample(s) while a minimum of 2 is required by DPipeClassifier.")
+        schema = scan_table(names, arrays, "X")
+        self.n_features_in_ = len(names)
+        self.feature_names_in_ = np.asarray(names, dtype=object)
+        self.encoding_ = table_encoding(schema, self.unseen)
+        self.feature_names_ = schema.feature_names
+        return encode_table(schema, names, arrays, where="X"), y
 
     @staticmethod
     def _groups(groups: Any, n: int, family: str) -> tuple[np.ndarray | None, list[str] | None]:
@@ -126,7 +184,10 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             import dask
 
             X_val, y_val = dask.compute(X_val, y_val)
-        X_val = validate_data(self, X_val, accept_sparse=("csr", "csc", "coo"), dtype=(np.float64, np.float32), reset=False)
+        if hasattr(self, "encoding_"):
+            X_val = self._table_features(X_val, "eval_set's X")
+        else:
+            X_val = validate_data(self, X_val, accept_sparse=("csr", "csc", "coo"), dtype=(np.float64, np.float32), reset=False)
         y_val = column_or_1d(y_val)
         check_consistent_length(X_val, y_val)
         unknown = np.setdiff1d(np.unique(y_val), classes)
@@ -174,7 +235,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             import dask
 
             X, y, sample_weight = dask.compute(X, y, sample_weight)  # one graph, on the current scheduler
-        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc", "coo"), dtype=(np.float64, np.float32), ensure_min_samples=2)
+        X, y = self._fit_features(X, y)
         check_classification_targets(y)
         y_type = type_of_target(y, input_name="y", raise_unknown=True)
         if y_type not in ("binary", "multiclass"):
@@ -199,6 +260,8 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         self.coef_ = np.asarray(coef, dtype=np.float64).reshape(1, -1)
         self.intercept_ = np.array([float(intercept)])
         self.classes_ = classes
+        if hasattr(self, "encoding_"):
+            self.encoding_["label"] = {"classes": classes.tolist()}
         self.n_iter_ = max(1, int(outcome.result.nit))
         self.fit_result_ = outcome.result
         self.fit_params_ = model_params(p)
@@ -223,6 +286,10 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             The scores (lazy for dask input); positive means ``classes_[1]``.
         """
         check_is_fitted(self)
+        if hasattr(self, "encoding_"):  # fitted on a table: encode the rows as fit did
+            if _is_dask(X) and hasattr(X, "columns"):  # each partition encoded and scored where it lives
+                return X.map_partitions(self._partition_scores, meta=("score", "f8")).to_dask_array(lengths=True)
+            return self._table_features(X, "X") @ self.coef_[0] + self.intercept_[0]
         if _is_dask(X) and hasattr(X, "columns"):  # a dask DataFrame: check its columns, then score its blocks
             names = list(getattr(self, "feature_names_in_", []))
             if names and list(X.columns) != names:
@@ -234,6 +301,12 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             return X @ self.coef_[0] + self.intercept_[0]
         X = validate_data(self, X, accept_sparse=("csr", "csc", "coo"), dtype=(np.float64, np.float32), reset=False)
         return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
+
+    def _partition_scores(self, part: Any) -> Any:
+        """Scores of one pandas partition of a dask DataFrame, as a Series on its index."""
+        import pandas as pd
+
+        return pd.Series(self._table_features(part, "X") @ self.coef_[0] + self.intercept_[0], index=part.index, name="score")
 
     def predict(self, X: Any, random_state: int | None = None) -> Any:
         """``classes_[1]`` where the score is > 0, else ``classes_[0]``; for a randomized model
@@ -274,8 +347,9 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     def to_model(self, feature_names: list[str] | None = None) -> LinearModel:
         """The fitted rule as a :class:`LinearModel` (to save, evaluate or serve)."""
         check_is_fitted(self)
-        names = feature_names if feature_names is not None else (list(self.feature_names_in_) if hasattr(self, "feature_names_in_") else None)
-        return LinearModel(self.coef_[0], self.intercept_[0], feature_names=names, objective=self.objective, params=self.fit_params_, fit=self.fit_result_.to_dict())
+        names = feature_names if feature_names is not None else (self.feature_names_ if hasattr(self, "feature_names_in_") else None)
+        return LinearModel(self.coef_[0], self.intercept_[0], feature_names=names, objective=self.objective, params=self.fit_params_,
+                           fit=self.fit_result_.to_dict(), encoding=getattr(self, "encoding_", None))
 
 
 def _finish_class() -> None:

@@ -327,9 +327,10 @@ class LinearModel:
 
         Parameters
         ----------
-        records : iterable of mappings or sequences
-            Tabular training data: mappings (column name -> raw value) or sequences (values
-            in the source's column order, label column included or not). svmlight training
+        records : iterable of mappings or sequences, pandas DataFrame or pyarrow Table
+            Tabular training data: mappings (column name -> raw value), sequences (values
+            in the source's column order, label column included or not), or a table with the
+            feature columns (by name; other columns are ignored). svmlight training
             data: sparse mappings (feature name, as in :attr:`feature_names`, -> value; the
             features a record leaves out are 0).
 
@@ -349,65 +350,48 @@ class LinearModel:
             return self._sparse_records(records)
         if enc.get("kind") != "tabular":
             raise ValueError(f"LinearModel: raw records can be encoded only for tabular (CSV/Parquet) or svmlight training data, not {enc.get('kind')!r}")
+        from ..io._frames import is_table, record_arrays, table_arrays
+        from ..io._tabular import Column, Rows, TabularEncoder, TabularSchema
+
+        where = self.path or "LinearModel"
         columns = enc["columns"]
         names = [c["name"] for c in columns]
         feature_cols = [c for c in columns if c.get("role") in ("feature", "group")]  # a group column stays a feature
-        rows = []
-        for rec in records:
-            if not isinstance(rec, Mapping):
-                rec = list(rec)
-                if len(rec) == len(names):
-                    rec = dict(zip(names, rec))
-                elif len(rec) == len(feature_cols):
-                    rec = {c["name"]: v for c, v in zip(feature_cols, rec)}
-                else:
-                    raise ValueError(f"LinearModel: a record has {len(rec)} values; expected {len(names)} (all columns) or {len(feature_cols)} (feature columns)")
-            rows.append(rec)
+        cols = [Column(c["name"], "feature", c.get("type", "numeric"), c.get("categories")) for c in feature_cols]
+        if is_table(records) or hasattr(records, "columns") and hasattr(records, "dtypes"):  # a pandas DataFrame or pyarrow table
+            have, arrays = table_arrays(records, where=f"{where}: records")
+            lacking = [c.name for c in cols if c.name not in have]
+            if lacking:
+                raise ValueError(f"{where}: the records lack the column(s) {lacking}")
+            arrays = [arrays[have.index(c.name)] for c in cols]
+        else:
+            rows = []
+            for i, rec in enumerate(records):
+                if not isinstance(rec, Mapping):
+                    rec = list(rec)
+                    if len(rec) == len(names):
+                        rec = dict(zip(names, rec))
+                    elif len(rec) == len(feature_cols):
+                        rec = {c["name"]: v for c, v in zip(feature_cols, rec)}
+                    else:
+                        raise ValueError(f"{where}: record {i} has {len(rec)} values; expected {len(names)} (all columns) "
+                                         f"or {len(feature_cols)} (feature columns)")
+                rows.append(rec)
+            arrays = record_arrays(rows, cols, where=f"{where}: records")
+        n = len(arrays[0]) if arrays else 0
+        hashing = None
         if enc.get("hashing") is not None:
-            return self._hashed_records(rows, feature_cols)
-        dense = []
-        for rec in rows:
-            row: list[float] = []
-            for col in feature_cols:
-                value = rec[col["name"]]
-                if col.get("type") == "categorical":
-                    cats = col["categories"]
-                    hot = [0.0] * len(cats)
-                    key = str(value).strip()
-                    if key in cats:
-                        hot[cats.index(key)] = 1.0
-                    row.extend(hot)
-                else:
-                    row.append(float(value))
-            dense.append(row)
-        X = np.asarray(dense, dtype=np.float64).reshape(len(dense), -1)
+            from ..io._hashing import FeatureHashing
+
+            hashing = FeatureHashing.from_dict(enc["hashing"], f"{where}: encoding")
+        encoder = TabularEncoder(TabularSchema(cols, hashing), {})
+        if hashing is not None:  # hashed columns: CSR rows, as ingest wrote them
+            X = encoder.encode_csr(arrays, Rows("records", n))[0]
+            return X if self.transform is None else self.transform.apply(X, where=where)
+        X = encoder.encode(arrays, Rows("records", n))[0]  # one-hot with the training vocabulary: an unseen value gives zeros
         if X.shape[1] != self.n_features:
-            raise ValueError(f"LinearModel: encoding gives {X.shape[1]} features; the model has {self.n_features}")
+            raise ValueError(f"{where}: encoding gives {X.shape[1]} features; the model has {self.n_features}")
         return self.transform_rows(X).astype(np.float64)
-
-    def _hashed_records(self, records: list[Mapping[str, Any]], feature_cols: list[dict[str, Any]]) -> Any:
-        """CSR rows of tabular records hashed as ingest hashed the training source (its own encoder, on Arrow columns)."""
-        import pyarrow as pa
-
-        from ..io._hashing import FeatureHashing
-        from ..io._tabular import Column, Rows, TabularEncoder, TabularSchema
-
-        hashing = FeatureHashing.from_dict(self.encoding["hashing"], "LinearModel: encoding")
-        cols = [Column(c["name"], "feature", c.get("type", "numeric")) for c in feature_cols]
-        arrays = []
-        for col in cols:
-            values = [rec[col.name] for rec in records]
-            if col.type == "numeric":
-                arrays.append(pa.array([float(v) for v in values], pa.float64()))
-            elif col.type == "tokens":  # a list of tokens (None: none)
-                arrays.append(pa.array([None if v is None else [str(t) for t in v] for v in values], pa.list_(pa.string())))
-            elif col.type == "map":  # token -> number
-                arrays.append(pa.array([None if v is None else [(str(k), float(x)) for k, x in dict(v).items()] for v in values],
-                                       pa.map_(pa.string(), pa.float64())))
-            else:
-                arrays.append(pa.array([None if v is None else str(v).strip() for v in values], pa.string()))
-        X = TabularEncoder(TabularSchema(cols, hashing), {}).encode_csr(arrays, Rows("records", len(records)))[0]
-        return X if self.transform is None else self.transform.apply(X, where="LinearModel")
 
     def _sparse_records(self, records: Iterable[Mapping[str, Any]]) -> Any:
         """CSR rows of sparse records ``{feature name: value}`` (svmlight training data); an unknown name is an error."""
