@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import _check_sample_weight, check_consistent_length, check_is_fitted, column_or_1d, validate_data
 
@@ -14,6 +15,7 @@ from ._ramp import ramp
 from .engine import LocalDataset
 from .exceptions import ParameterError
 from .fit import DEFAULT_OBJECTIVE, OBJECTIVES, PARAMS, finish_fit, fit_dataset, model_params, resolve
+from .fit._train import fit_probability
 from .fit._early_stopping import make_validator
 from .fit._params import numpydoc, signature_parameters
 from .io import Shard
@@ -56,10 +58,11 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     scores raw records and tables identically.
     ``sample_weight`` weights every objective as repeated rows. A target that is not
     binary is a ``ValueError`` ("Only binary classification is supported").
-    There is no ``predict_proba``: the objectives rank or threshold, they do not
-    model probabilities; wrap the estimator in
-    :class:`sklearn.calibration.CalibratedClassifierCV` for probabilities calibrated
-    on held-out folds.
+    ``predict_proba`` exists with ``probability='sigmoid'`` or ``'isotonic'``: the objectives
+    rank or threshold, they do not model probabilities, so a calibration is fitted on
+    held-out rows (the ``eval_set``, else cross-fitted folds of ``X``), as
+    :class:`sklearn.calibration.CalibratedClassifierCV` fits one, and kept in
+    :meth:`to_model`.
 
     Parameters
     ----------
@@ -87,6 +90,8 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     n_iter_ : int
         Solver iterations (1 for the closed form).
     fit_result_ : FitResult
+    probability_ : ProbabilityCalibration or None
+        The calibration ``predict_proba`` applies (with ``probability``).
     best_iteration_ : int
         With ``early_stopping_rounds``: the iteration whose model was kept (1-based, as
         ``fit_result_.history``), the best on ``fit``'s ``eval_set``.
@@ -254,9 +259,11 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         y_pm = np.where(y == classes[1], 1, -1).astype(np.int8)
         group, group_names = self._groups(groups, X.shape[0], family)
         ds = LocalDataset(self._shards(X, y_pm, weight, group), group_names=group_names)
-        validate = None if eval_set is None else make_validator(self._eval_dataset(eval_set, classes), p)
+        eval_ds = None if eval_set is None else self._eval_dataset(eval_set, classes)
+        validate = None if eval_ds is None else make_validator(eval_ds, p)
         outcome = fit_dataset(ds, p, validate)
         coef, intercept, _ = finish_fit(ds, outcome, p, train_metrics=False)
+        self.probability_ = fit_probability(ds, p, coef, intercept, eval_ds)
         self.coef_ = np.asarray(coef, dtype=np.float64).reshape(1, -1)
         self.intercept_ = np.array([float(intercept)])
         self.classes_ = classes
@@ -308,6 +315,33 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
 
         return pd.Series(self._table_features(part, "X") @ self.coef_[0] + self.intercept_[0], index=part.index, name="score")
 
+    @available_if(lambda self: getattr(self, "probability", None) is not None)
+    def predict_proba(self, X: Any) -> Any:
+        """Probabilities of ``classes_``, shape (n, 2), from the calibration fitted on held-out rows
+        (``probability``: the ``eval_set``, else ``probability_folds`` cross-fitted folds). Present only
+        with ``probability`` set, so scikit-learn's scorers use :meth:`decision_function` otherwise.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, sparse matrix, dask array or dask DataFrame of shape (n, d)
+            Features.
+
+        Returns
+        -------
+        ndarray or dask array of shape (n, 2)
+            ``[P(classes_[0]), P(classes_[1])]`` per row (lazy for dask input).
+        """
+        check_is_fitted(self, "probability_")
+        s = self.decision_function(X)
+
+        def both(b: np.ndarray) -> np.ndarray:
+            p = self.probability_.probability(b)
+            return np.column_stack([1.0 - p, p])
+
+        if _is_dask(s):
+            return s.map_blocks(both, new_axis=1, chunks=(s.chunks[0], (2,)), dtype=np.float64)
+        return both(np.asarray(s))
+
     def predict(self, X: Any, random_state: int | None = None) -> Any:
         """``classes_[1]`` where the score is > 0, else ``classes_[0]``; for a randomized model
         (``threshold_rule="randomized"``), ``classes_[1]`` with probability ``clip(1/2 + score, 0, 1)``.
@@ -349,7 +383,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         names = feature_names if feature_names is not None else (self.feature_names_ if hasattr(self, "feature_names_in_") else None)
         return LinearModel(self.coef_[0], self.intercept_[0], feature_names=names, objective=self.objective, params=self.fit_params_,
-                           fit=self.fit_result_.to_dict(), encoding=getattr(self, "encoding_", None))
+                           fit=self.fit_result_.to_dict(), encoding=getattr(self, "encoding_", None), probability=self.probability_)
 
 
 def _finish_class() -> None:

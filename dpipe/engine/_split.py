@@ -23,14 +23,18 @@ __all__ = ["RowSplit", "DatasetPart"]
 
 @dataclasses.dataclass(frozen=True)
 class RowSplit:
-    """Which rows are validation rows: a share ``fraction`` of them, drawn with ``seed``."""
+    """Which rows are validation rows: a share ``fraction`` of them, drawn with ``seed``: the rows whose
+    draw is in ``[low, low + fraction)`` (``low`` deals the rows into folds: fold ``j`` of ``K`` is
+    ``RowSplit(1 / K, seed, low=j / K)``)."""
 
     fraction: float
     seed: int = 0
+    low: float = 0.0
 
     def validation_rows(self, shard: Any) -> np.ndarray:
         """Boolean mask of the shard's validation rows."""
-        return np.random.default_rng([int(self.seed), int(shard.index)]).random(shard.n_rows) < self.fraction
+        u = np.random.default_rng([int(self.seed), int(shard.index)]).random(shard.n_rows)
+        return u < self.fraction if self.low == 0.0 else (u >= self.low) & (u < self.low + self.fraction)
 
     def part_of(self, shard: Any, part: str) -> Any:
         """The shard with the other part's rows at weight 0."""

@@ -315,6 +315,15 @@ PARAMS: dict[str, Param] = {
               ("smooth", "structural"), low=1,
               instead={"moment": "the moment objectives take no validation set (fitted from one moments pass)",
                        "rate": "the rate objectives take no validation set (their steps are not comparable by a validation metric)"}),
+        Param("probability", "choice", "Fit a map from scores to probabilities on held-out rows, kept in the model "
+              "(``LinearModel.predict_proba``, ``DPipeClassifier.predict_proba``): ``'sigmoid'`` (Platt scaling) or ``'isotonic'``. "
+              "The held-out rows are the validation set when there is one, else ``probability_folds`` cross-fitted folds of the "
+              "training rows (that many more fits, as scikit-learn's ``CalibratedClassifierCV``). Default: none (no probabilities).",
+              ("moment", "smooth", "structural"), choices=("sigmoid", "isotonic"),
+              instead="the rate objectives' thresholds meet their constraints; calibrate their scores with CalibratedClassifierCV"),
+        Param("probability_folds", "int", "With ``probability`` and no validation set: the folds the training rows are dealt into "
+              "(seeded), each scored by a model fitted on the others (default 5).", ("moment", "smooth", "structural"), low=2,
+              instead="the rate objectives take no probability calibration"),
     )
 }
 
@@ -404,6 +413,8 @@ def _check_combinations(given: dict[str, Any], owner: str) -> None:
     both("smoothing", "mu_scale", "smoothing sets the width itself, epsilon and mu_scale set the default one")
     if "continuation_factor" in given and not given.get("continuation"):
         raise ParameterError(f"The 'continuation_factor' parameter of {owner} applies only with continuation=True.")
+    if "probability_folds" in given and "probability" not in given:
+        raise ParameterError(f"The 'probability_folds' parameter of {owner} applies only with probability ('sigmoid' or 'isotonic').")
     if "validation_seed" in given and "validation_fraction" not in given:
         raise ParameterError(f"The 'validation_seed' parameter of {owner} applies only with validation_fraction (the share it draws).")
     newton = given.get("solver") == "newton"
@@ -452,7 +463,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 #: how a default that is decided at fit time reads in the table: (option, objective or family) -> text
-_DECIDED_AT_FIT = {("lam", "auc"): "1e-4 d/n, at least 1e-6", ("lam", "rate"): "1/n", ("confidence", "rate"): "0.95 with validation, else 0.5"}
+_DECIDED_AT_FIT = {("lam", "auc"): "1e-4 d/n, at least 1e-6", ("lam", "rate"): "1/n", ("confidence", "rate"): "0.95 with validation, else 0.5",
+                   **{("probability_folds", f): "5 without a validation set" for f in ("moment", "smooth", "structural")}}
 
 #: auc's ridge when ``lam`` is not given: :data:`AUC_LAM_PER_FEATURE` times features per row, at least :data:`AUC_LAM_FLOOR`
 AUC_LAM_FLOOR = 1e-6

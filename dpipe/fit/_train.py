@@ -22,13 +22,15 @@ from ..io import Store
 from ..io._store import as_store
 from ..io._transform import check_same_features
 from ..model import LinearModel
+from ..model._probability import ProbabilityCalibration
 from ._calibrate import calibrate
 from ._early_stopping import make_validator
 from ._outcome import FitOutcome
 from ._params import numpydoc, resolve, signature_parameters
+from ._probability import calibrate_probability
 from ._registry import DEFAULT_OBJECTIVE, OBJECTIVES
 
-__all__ = ["train", "fit_dataset", "finish_fit", "model_params"]
+__all__ = ["train", "fit_dataset", "finish_fit", "fit_probability", "model_params"]
 
 log = logging.getLogger("dpipe.train")
 
@@ -92,6 +94,23 @@ def finish_fit(ds: Any, outcome: FitOutcome, params: Any, train_metrics: bool = 
     return outcome.coef, outcome.intercept, metrics
 
 
+def _refit(part: Any, params: Any) -> tuple[np.ndarray, float]:
+    """The fit and its threshold on a part of a dataset (a fold of :func:`fit_probability`)."""
+    coef, intercept, _ = finish_fit(part, fit_dataset(part, params), params, train_metrics=False)
+    return coef, intercept
+
+
+def fit_probability(ds: Any, params: Any, coef: np.ndarray, intercept: float, validation: Any = None) -> ProbabilityCalibration | None:
+    """The probability calibration ``params.probability`` asks for (None without it), on ``validation`` or cross-fitted folds of ``ds``."""
+    if getattr(params, "probability", None) is None:
+        return None
+    t0 = time.perf_counter()
+    calibration = calibrate_probability(ds, params, coef, intercept, _refit, validation)
+    log.info("probability: %s calibration on %d held-out rows (%s) in %.2f s", calibration.method, calibration.n_rows, calibration.held_out,
+             time.perf_counter() - t0)
+    return calibration
+
+
 def train(
     store: str | os.PathLike | Store,
     objective: str = DEFAULT_OBJECTIVE,
@@ -150,12 +169,13 @@ def train(
     with contextlib.ExitStack() as stack:
         c = None if engine == "local" else stack.enter_context(cluster_client(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit))
         ds = stack.enter_context(open_dataset(st, engine=engine, client=c, cache=cache))
-        validate = None
+        validate = validation_ds = None
         if validation is not None:
             vst = as_store(validation, verify, "train")
             vst.require_labels("validation")
             check_same_features(m.feature_names, m.encoding, vst, "training store")
-            validate = make_validator(stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream")), p)
+            validation_ds = stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream"))
+            validate = make_validator(validation_ds, p)
         others = {alias: as_store(other, verify, "train") for alias, other in (datasets or {}).items()}
         for other in others.values():
             check_same_features(m.feature_names, m.encoding, other, "training store")
@@ -176,6 +196,7 @@ def train(
         outcome.result.time_data += getattr(ds, "load_seconds", 0.0)
         log.info("%s fit: %.3f s, objective %.8g", objective, outcome.result.time_solve, outcome.result.fun)
         coef, intercept, metrics = finish_fit(ds, outcome, p, train_metrics)
+        probability = fit_probability(ds, p, coef, intercept, validation_ds)
     model = LinearModel(
         coef,
         intercept,
@@ -194,6 +215,7 @@ def train(
         },
         fit=outcome.result.to_dict(),
         metrics=metrics,
+        probability=probability,
     )
     if out is not None:
         with locked_output(out, overwrite=bool(overwrite), what="model"):  # again (the fit took a while), then one writer of out to the rename

@@ -24,6 +24,7 @@ from .._ramp import ramp
 from .._transform import FeatureTransform
 from .._wide import compact_names, decode_vector, encode_vector, expand_names, is_pattern
 from ..exceptions import OutputError, ParameterError
+from ._probability import ProbabilityCalibration
 
 __all__ = ["LinearModel", "MODEL_FORMAT", "MODEL_FORMAT_VERSION", "MAX_COEF_L1", "MAX_INTERCEPT"]
 
@@ -172,6 +173,9 @@ class LinearModel:
         The fit record (``FitResult.to_dict()``).
     metrics : dict
         Metrics measured after training (e.g. ``{"train": {...}}``).
+    probability : ProbabilityCalibration or dict, optional
+        The map from scores to probabilities fitted on held-out rows (``train(probability=)``),
+        which :meth:`predict_proba` applies.
     """
 
     def __init__(
@@ -186,6 +190,7 @@ class LinearModel:
         training: Mapping[str, Any] | None = None,
         fit: Mapping[str, Any] | None = None,
         metrics: Mapping[str, Any] | None = None,
+        probability: ProbabilityCalibration | Mapping[str, Any] | None = None,
         created: str | None = None,
         dpipe_version: str | None = None,
     ) -> None:
@@ -207,6 +212,8 @@ class LinearModel:
         self.training = dict(training or {})
         self.fit = dict(fit or {})
         self.metrics = dict(metrics or {})
+        #: the probability calibration (None: the model gives scores and labels, no probabilities)
+        self.probability = ProbabilityCalibration.from_dict(probability) if isinstance(probability, Mapping) else probability
         self._name_index: dict[str, int] | None = None  # feature name -> column, built on the first sparse record
         self.created = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         if dpipe_version is None:
@@ -310,6 +317,21 @@ class LinearModel:
             raise ValueError("LinearModel: positive_probability is a randomized model's (threshold_rule='randomized'); "
                              "this one predicts positive where the score is > 0")
         return ramp(self.decision_function(X, raw=raw))
+
+    def predict_proba(self, X: Any, *, raw: bool = False) -> np.ndarray:
+        """Calibrated probabilities ``[P(y = -1), P(y = +1)]`` of each row, shape (n, 2), from the calibration fitted on
+        held-out rows (:attr:`probability`). ``X`` and ``raw``: as in :meth:`decision_function`.
+
+        Raises
+        ------
+        ValueError
+            The model has no calibration (trained without ``probability=``).
+        """
+        if self.probability is None:
+            raise ValueError(f"{self.path or 'LinearModel'}: this model has no probability calibration; train it with probability='sigmoid' "
+                             "or 'isotonic' (dpipe train --probability ...), which fits one on held-out rows")
+        p = self.probability.probability(self.decision_function(X, raw=raw))
+        return np.column_stack([1.0 - p, p])
 
     def predict(self, X: np.ndarray, random_state: int | np.random.Generator | None = None, *, raw: bool = False) -> np.ndarray:
         """Labels in {-1, +1}: +1 where the score is > 0; for a randomized model, +1 with probability
@@ -439,6 +461,7 @@ class LinearModel:
             "training": self.training,
             "fit": self.fit,
             "metrics": self.metrics,
+            **({} if self.probability is None else {"probability": self.probability.to_dict()}),
         }
 
     @classmethod
@@ -470,6 +493,7 @@ class LinearModel:
             training=d.get("training"),
             fit=d.get("fit"),
             metrics=d.get("metrics"),
+            probability=None if d.get("probability") is None else ProbabilityCalibration.from_dict(d["probability"], where),
             created=d.get("created"),
             dpipe_version=d.get("dpipe_version", ""),
         )

@@ -134,7 +134,7 @@ def test_each_parameter_name_is_declared_once_in_the_package():
 
 
 #: options that need another one to apply
-COMPANIONS = {"continuation_factor": {"continuation": True}, "validation_seed": {"validation_fraction": 0.3}}
+COMPANIONS = {"continuation_factor": {"continuation": True}, "validation_seed": {"validation_fraction": 0.3}, "probability_folds": {"probability": "sigmoid"}}
 
 #: a valid, non-default value of every parameter (and what to compare for objectives where it applies)
 VALUES = {
@@ -143,6 +143,7 @@ VALUES = {
     "continuation": True, "continuation_factor": 3.0, "standardize": True, "precondition": "diagonal", "init": "zeros", "eps": 1e-2, "k": 40, "k_fraction": 0.3,
     "bias": 2.0, "calibrate": False, "constraints": ["recall >= 0.5"], "mm_steps": 2, "multiplier_bound": 0.01, "threshold_rule": "ramp",
     "early_stopping_rounds": 1, "surrogate": "squared-hinge", "validation_fraction": 0.3, "validation_seed": 5, "slack": 0.01, "confidence": 0.9,
+    "probability": "isotonic", "probability_folds": 3,
 }
 
 
@@ -168,6 +169,8 @@ def test_an_option_that_needs_another_is_refused_alone():
         resolve("auc-smooth", {"continuation_factor": 3.0}, "train")
     with pytest.raises(ParameterError, match="'validation_seed' parameter of train applies only with validation_fraction"):
         resolve("error-rate", {"validation_seed": 3}, "train")
+    with pytest.raises(ParameterError, match="'probability_folds' parameter of train applies only with probability"):
+        resolve("auc", {"probability_folds": 3}, "train")
 
 
 def test_records_hold_exactly_the_family_parameters():
@@ -189,7 +192,8 @@ def small_store(tmp_path_factory):
 def _fingerprint(model):
     info = model.fit["info"]
     keys = ("preconditioner", "precondition", "slack", "init", "smoothing", "k", "bias", "standardized", "stages", "calibration", "early_stopping")
-    return (np.round(model.coef, 12).tolist(), round(model.intercept, 12), model.fit["nit"], model.fit["nfev"], [str(info.get(k)) for k in keys])
+    return (np.round(model.coef, 12).tolist(), round(model.intercept, 12), model.fit["nit"], model.fit["nfev"], [str(info.get(k)) for k in keys],
+            None if model.probability is None else str(model.probability.to_dict()))
 
 
 @pytest.mark.parametrize("objective", list(OBJECTIVES))
