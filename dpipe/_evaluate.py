@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ._modes import set_default_mode
-from ._output import METRICS_FORMAT, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, locked_output, write_error
+from ._output import METRICS_FORMAT, METRICS_FORMAT_VERSION, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, locked_output, write_error
 from ._ramp import ramp
 from .engine import open_dataset, rank_summary
 from .exceptions import DPipeError, ParameterError
@@ -28,7 +28,7 @@ from .io._store import as_store
 from .model import LinearModel
 from .reduce import shard_scores_labels
 
-__all__ = ["evaluate", "predict", "write_metrics", "evaluate_dataset", "group_rates", "constraint_values", "evaluate_part"]
+__all__ = ["evaluate", "predict", "write_metrics", "metrics_document", "evaluate_dataset", "group_rates", "constraint_values", "evaluate_part"]
 
 
 def evaluate_dataset(
@@ -280,8 +280,14 @@ def _write_predictions(out: str, bounds: list[list[int]], parts: list[tuple[np.n
         raise
 
 
+def metrics_document(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``evaluate``'s metrics as the dpipe metrics document: ``{"format": "dpipe-metrics", "format_version": 1, **metrics}``
+    (what ``dpipe evaluate --out FILE`` writes and ``dpipe evaluate --json`` prints)."""
+    return {"format": METRICS_FORMAT, "format_version": METRICS_FORMAT_VERSION, **metrics}
+
+
 def write_metrics(path: str | os.PathLike, metrics: dict[str, Any], *, overwrite: bool) -> str:
-    """Write ``evaluate``'s metrics as a dpipe metrics file (``"format": "dpipe-metrics"``, what ``evaluate --json`` writes).
+    """Write ``evaluate``'s metrics as a dpipe metrics file (:func:`metrics_document`, what ``evaluate --out FILE`` writes).
 
     Checked and locked like every output (:func:`dpipe._output.locked_output`: re-entered
     when the caller holds the lock from before its pass); written through a temporary
@@ -297,7 +303,7 @@ def write_metrics(path: str | os.PathLike, metrics: dict[str, Any], *, overwrite
 
     with locked_output(path, overwrite=overwrite, what="metrics") as p:
         try:
-            write_json_atomic(p, {"format": METRICS_FORMAT, **metrics})
+            write_json_atomic(p, metrics_document(metrics))
         except OSError as exc:
             if isinstance(exc, DPipeError):
                 raise

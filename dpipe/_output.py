@@ -1,14 +1,14 @@
 """Output paths: checked before the work, written by one process at a time, never inside a store or a registry.
 
 :func:`check_output_path` is called by :func:`dpipe.train` (``out=``),
-:func:`dpipe.predict`, the CLI's ``evaluate --json`` and ``ingest`` / ``make-data``
+:func:`dpipe.predict`, the CLI's ``evaluate --out`` and ``ingest`` / ``make-data``
 before anything is read: the parent directory must exist and be writable, and the
 path must not be an existing directory (unless a directory is what is written).
 
 Nothing dpipe did not write is ever replaced: ``overwrite`` replaces only a dpipe
 store (its ``manifest.json`` parses as a dpipe manifest, :func:`is_dpipe_store`), a
 dpipe model (``"format": "dpipe-linear-model"``), a dpipe metrics file
-(``"format": "dpipe-metrics"``, from ``evaluate --json``), a dpipe prediction file (Parquet
+(``"format": "dpipe-metrics"``, from ``evaluate --out``), a dpipe prediction file (Parquet
 schema metadata ``dpipe.format = dpipe-predictions``), a dpipe plot (a PNG with the text
 chunk ``dpipe.format = dpipe-plot``) or a demo report (``"format": "dpipe-demo-report"``).
 A path inside a dpipe store or inside a dpipe model registry is never an output (the
@@ -57,7 +57,7 @@ from .exceptions import DestinationBusyError, OutputError, OutputExistsError
 
 __all__ = [
     "check_output_path", "is_dpipe_store", "is_dpipe_file", "remove_stale_siblings", "destination_lock",
-    "inside_registry", "check_not_inside", "write_error", "locked_output", "PREDICTIONS_FORMAT_KEY", "PREDICTIONS_FORMAT", "METRICS_FORMAT", "PLOT_FORMAT", "REPORT_FORMAT",
+    "inside_registry", "check_not_inside", "write_error", "locked_output", "PREDICTIONS_FORMAT_KEY", "PREDICTIONS_FORMAT", "METRICS_FORMAT", "METRICS_FORMAT_VERSION", "PLOT_FORMAT", "REPORT_FORMAT",
 ]
 
 log = logging.getLogger("dpipe.output")
@@ -65,8 +65,10 @@ log = logging.getLogger("dpipe.output")
 #: Parquet schema-metadata key and value that mark a prediction file written by dpipe.
 PREDICTIONS_FORMAT_KEY = "dpipe.format"
 PREDICTIONS_FORMAT = "dpipe-predictions"
-#: ``"format"`` of a metrics file written by ``dpipe evaluate --json``.
+#: ``"format"`` of a metrics file written by ``dpipe evaluate --out FILE`` (the document ``evaluate --json`` prints).
 METRICS_FORMAT = "dpipe-metrics"
+#: ``"format_version"`` of that document: raised only when a field changes meaning or goes away
+METRICS_FORMAT_VERSION = 1
 #: the PNG text chunk ``dpipe.format`` of a plot written by :mod:`dpipe.plotting`
 PLOT_FORMAT = "dpipe-plot"
 #: ``"format"`` of the report ``dpipe demo`` writes

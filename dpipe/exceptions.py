@@ -86,7 +86,7 @@ class ShardValueError(StoreError):
 
 
 class OutputError(DPipeError, OSError):
-    """An output path (``--out``, ``--json``, a store to create) cannot be written.
+    """An output path (``--out``, a store to create) cannot be written.
 
     The message starts with the path.
     """

@@ -96,9 +96,9 @@ def test_overwrite_refuses_a_file_dpipe_did_not_write(data, tmp_path, capsys, co
     assert "not a dpipe" in _one_line(capsys, command) and foreign.read_bytes() == before
 
 
-def test_evaluate_json_replaces_only_a_dpipe_metrics_file_and_only_with_overwrite(data, tmp_path, capsys):
+def test_evaluate_out_replaces_only_a_dpipe_metrics_file_and_only_with_overwrite(data, tmp_path, capsys):
     out = tmp_path / "metrics.json"
-    evaluate = ["-q", "evaluate", data["model"], data["store"], "--json", str(out), "--engine", "local"]
+    evaluate = ["-q", "evaluate", data["model"], data["store"], "--out", str(out), "--engine", "local"]
     assert main(evaluate) == 0
     written = json.loads(out.read_text())
     assert written["format"] == "dpipe-metrics" and 0.5 < written["roc_auc"] <= 1.0

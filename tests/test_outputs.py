@@ -87,7 +87,7 @@ def _argv(command: str, stores, out: str) -> list[str]:
         return ["train", stores["bad"], "--out", out, "--engine", "local"]
     if command == "predict":
         return ["predict", stores["model"], stores["bad"], "--out", out, "--engine", "local"]
-    return ["evaluate", stores["model"], stores["bad"], "--json", out, "--engine", "local"]
+    return ["evaluate", stores["model"], stores["bad"], "--out", out, "--engine", "local"]
 
 
 COMMANDS = ["train", "predict", "evaluate"]

@@ -176,7 +176,7 @@ def test_outputs_inside_a_registry_are_refused(registry, tmp_path, capsys):
     cases = [
         ("train", ["train", store, "--out", str(model), "--overwrite", "--engine", "local"], model),
         ("predict", ["predict", str(model), store, "--out", str(registry / "p.parquet"), "--engine", "local"], registry / "p.parquet"),
-        ("evaluate", ["evaluate", str(model), store, "--json", str(registry / "data" / "m.json"), "--engine", "local"], registry / "data" / "m.json"),
+        ("evaluate", ["evaluate", str(model), store, "--out", str(registry / "data" / "m.json"), "--engine", "local"], registry / "data" / "m.json"),
         ("ingest", ["ingest", str(_svm(tmp_path / "a.svm")), str(registry / "versions" / "a.zarr")], registry / "versions" / "a.zarr"),
         ("make-data", ["make-data", str(registry / "d.zarr"), "--rows", "100"], registry / "d.zarr"),
     ]
@@ -282,7 +282,7 @@ def test_a_write_beyond_the_file_size_limit_is_one_line_naming_the_path(tmp_path
         "ingest": (["ingest", str(_svm(tmp_path / "a.svm")), str(tmp_path / "E.zarr"), "--format", "parquet"], "E.zarr", "store"),
         "train": (["train", store, "--out", str(tmp_path / "n.json"), "--engine", "local"], "n.json", "model"),
         "predict": (["predict", str(model), store, "--out", str(tmp_path / "p.parquet"), "--engine", "local"], "p.parquet", "predictions"),
-        "evaluate": (["evaluate", str(model), store, "--json", str(tmp_path / "e.json"), "--engine", "local"], "e.json", "metrics"),
+        "evaluate": (["evaluate", str(model), store, "--out", str(tmp_path / "e.json"), "--engine", "local"], "e.json", "metrics"),
     }
     limit = 200  # bytes: less than any of these outputs (a lock file whose owner record does not fit still locks)
     r = subprocess.run([sys.executable, "-c", _LIMITED, json.dumps([[limit, ["-q", *argv]] for argv, _, _ in runs.values()])],

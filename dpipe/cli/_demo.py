@@ -57,19 +57,25 @@ def _check_ingest_options(a: argparse.Namespace, ingest_kwargs: dict[str, Any]) 
                              "the generated data is not ingested")
 
 
-def run_demo(a: argparse.Namespace, ingest_kwargs: dict[str, Any], cluster_kwargs: dict[str, Any]) -> None:
+def run_demo(a: argparse.Namespace, ingest_kwargs: dict[str, Any], cluster_kwargs: dict[str, Any]) -> dict[str, Any]:
     """Train auc-moment and error-moment, evaluate on held-out data, write ``report.json`` and ``roc.png``.
 
     The outputs in ``--workdir`` (stores, models, ``roc.png``, ``report.json``) are checked
     before any work: an existing one is replaced only with ``--overwrite``, and only when
-    dpipe wrote it.
+    dpipe wrote it. The table of test metrics is printed unless ``a.json`` is set.
+
+    Returns
+    -------
+    dict
+        The report written to ``report.json``, with ``"workdir"`` and ``"report"`` (its path) added
+        and each result's ``"model"`` (the model file).
     """
     _check_ingest_options(a, ingest_kwargs)
     workdir = a.workdir or tempfile.mkdtemp(prefix="dpipe-demo-")
     os.makedirs(workdir, exist_ok=True)
     a.overwrite = bool(getattr(a, "overwrite", False))
     with _claim_outputs(a, workdir):
-        _run(a, workdir, cluster_kwargs, ingest_kwargs)
+        return _run(a, workdir, cluster_kwargs, ingest_kwargs)
 
 
 @contextlib.contextmanager
@@ -90,7 +96,7 @@ def _claim_outputs(a: argparse.Namespace, workdir: str) -> Iterator[None]:
         yield
 
 
-def _run(a: argparse.Namespace, workdir: str, cluster_kwargs: dict[str, Any], ingest_kwargs: dict[str, Any]) -> None:
+def _run(a: argparse.Namespace, workdir: str, cluster_kwargs: dict[str, Any], ingest_kwargs: dict[str, Any]) -> dict[str, Any]:
     from .._output import REPORT_FORMAT, write_error
     from ..engine import cluster_client, describe_client, open_dataset, rank_summary
     from ..fit import train
@@ -118,13 +124,15 @@ def _run(a: argparse.Namespace, workdir: str, cluster_kwargs: dict[str, Any], in
             fpr, tpr = summary.roc_curve()
             step = max(1, fpr.size // 2000)
             curves[objective] = (fpr[::step], tpr[::step], metrics["roc_auc"])
-            rows.append({"objective": objective, "train_seconds": seconds, "test": metrics, "train": model.metrics.get("train", {}), "fit": {k: model.fit[k] for k in ("fun", "nit", "nfev", "status", "message", "time_data", "time_solve")}})
-    print()
-    print(f"data: {described}")
-    print(f"{'objective':<14}{'train s':>9}{'test AUC':>10}{'PRBEP':>9}{'accuracy':>10}{'F1':>8}")
-    for r in rows:
-        t = r["test"]
-        print(f"{r['objective']:<14}{r['train_seconds']:>9.2f}{t['roc_auc']:>10.4f}{t['prbep']:>9.4f}{t['accuracy']:>10.4f}{t['f1']:>8.4f}")
+            rows.append({"objective": objective, "model": os.path.join(workdir, f"{objective}.json"), "train_seconds": seconds, "test": metrics, "train": model.metrics.get("train", {}), "fit": {k: model.fit[k] for k in ("fun", "nit", "nfev", "status", "message", "time_data", "time_solve")}})
+    table = not getattr(a, "json", False)  # --json: the document, printed by the command, instead of the table
+    if table:
+        print()
+        print(f"data: {described}")
+        print(f"{'objective':<14}{'train s':>9}{'test AUC':>10}{'PRBEP':>9}{'accuracy':>10}{'F1':>8}")
+        for r in rows:
+            t = r["test"]
+            print(f"{r['objective']:<14}{r['train_seconds']:>9.2f}{t['roc_auc']:>10.4f}{t['prbep']:>9.4f}{t['accuracy']:>10.4f}{t['f1']:>8.4f}")
     png = plot_roc(curves, os.path.join(workdir, "roc.png"), title=f"dpipe demo: test ROC ({described})")
     report = {"format": REPORT_FORMAT, "data": described, "train_store": train_path, "test_store": test_path, "results": rows, "roc_png": png}
     report = json.loads(json.dumps(report, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
@@ -132,5 +140,7 @@ def _run(a: argparse.Namespace, workdir: str, cluster_kwargs: dict[str, Any], in
         write_json_atomic(os.path.join(workdir, "report.json"), report)  # a temporary name, then renamed
     except OSError as exc:
         raise write_error(os.path.join(workdir, "report.json"), "report", exc) from exc
-    print(f"\nreport: {os.path.join(workdir, 'report.json')}\nROC curves: {png}")
+    if table:
+        print(f"\nreport: {os.path.join(workdir, 'report.json')}\nROC curves: {png}")
+    return {**report, "workdir": os.path.abspath(workdir), "report": os.path.abspath(os.path.join(workdir, "report.json"))}
 

@@ -1,4 +1,6 @@
-"""The ``dpipe`` command: ingest | split | info | make-data | train | evaluate | predict | verify | demo.
+"""The ``dpipe`` command: ingest | split | info | make-data | train | evaluate | predict | verify | demo | retrain | registry.
+
+Every command takes ``--json``: one JSON document on stdout (:mod:`dpipe.cli._json`, ``docs/json-output.md``).
 
 Building the parser imports only the declarations it lists (:mod:`dpipe.fit._registry`,
 :mod:`dpipe.fit._params`): ``dpipe --version`` and ``dpipe --help`` load neither dask nor
@@ -9,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ from typing import Any
 
 from .._interrupts import Interrupted, install_handlers, restore_handlers
 from .._log import level_for
-from ..exceptions import DPipeError, ParameterError
+from ..exceptions import DPipeError, ParameterError, StoreError
 from ._registry_commands import COMMANDS as _REGISTRY_COMMANDS
 from ._registry_commands import add_parsers as _add_registry_parsers
 
@@ -132,6 +133,27 @@ class _Parser(argparse.ArgumentParser):
             namespace, extras = _global_options_parser().parse_known_args(extras, namespace)
         return namespace, extras
 
+    def parse_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None) -> argparse.Namespace:  # type: ignore[override]
+        """As argparse's, with a hint for ``evaluate --json FILE``: ``--json`` is a flag now, the metrics file is ``--out FILE``."""
+        argv = list(sys.argv[1:] if args is None else args)
+        namespace, extras = self.parse_known_args(argv, namespace)
+        if extras:
+            hint = ""
+            if getattr(namespace, "command", None) == "evaluate" and "--json" in argv:
+                hint = ("; evaluate's --json is a flag now and takes no file (it prints the metrics document on stdout): "
+                        "write the metrics file with --out FILE")
+            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return namespace
+
+
+#: what each command's ``--json`` prints, for its help (the fields: docs/json-output.md)
+_JSON_HELP = {
+    "ingest": "the new store's summary", "split": "both stores' summaries", "make-data": "the new store's summary",
+    "train": "the model file's path and the fit's summary", "evaluate": "the metrics document instead of the table",
+    "predict": "the prediction file's path and rows", "demo": "each model's test metrics and the report's path",
+    "verify": "the store's result: ok or its damaged shards",
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``dpipe`` command."""
@@ -171,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="print a store's manifest summary")
     p.add_argument("store")
-    p.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
+    p.add_argument("--json", action="store_true", help="print the whole manifest as JSON (docs/json-output.md)")
 
     p = sub.add_parser("make-data", help="write a synthetic store (binary, heavy-tailed and Gaussian features, label noise, groups)")
     p.add_argument("dest")
@@ -189,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a model on a store")
     p.add_argument("store")
     p.add_argument("--objective", choices=list(OBJECTIVES), default=DEFAULT_OBJECTIVE, help="; ".join(f"{o.name}: {o.summary}" for o in OBJECTIVES.values()))
-    p.add_argument("--out", required=True, help="model file to write (JSON)")
+    p.add_argument("--out", required=True, help="model file to write (JSON); '-': the model on stdout (then not with --json)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out (only a dpipe model file is ever replaced)")
     p.add_argument("--validation", help="iterative objectives: store whose exact AUC and PRBEP are measured after every iteration "
                    "(and which --early-stopping-rounds watches)")
@@ -210,9 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=float, help="Prec@k / Rec@k cut-off: a number of rows (total weight in a weighted store); default the number of positives")
     p.add_argument("--k-fraction", dest="k_fraction", type=float, help="Prec@k / Rec@k cut-off as a fraction of the positives (as in training)")
     p.add_argument("--threshold", type=float, default=0.0)
-    p.add_argument("--json", dest="json_out", help="also write the metrics to this JSON file (marked \"format\": \"dpipe-metrics\"); "
-                   "'-': print that document on stdout instead of the table")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file (only one dpipe wrote)")
+    p.add_argument("--out", metavar="FILE", help="also write the metrics to this JSON file (marked \"format\": \"dpipe-metrics\"); "
+                   "'-': that document on stdout instead of the table, as --json prints it")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file (only one dpipe wrote)")
     p.add_argument("--by-group", dest="by_group", action="store_true",
                    help="also the positive, true-positive, false-positive and error rates of every group, the selection-rate ratio and the TPR / FPR gaps")
     p.add_argument("--constraint", dest="constraints", action="append", metavar="CONSTRAINT",
@@ -223,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="score every row of a store into a Parquet file (row, score, label, y)")
     p.add_argument("model")
     p.add_argument("store")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="Parquet file to write; '-': the file on stdout (a pipe or a redirection, not a terminal; then not with --json)")
     p.add_argument("--threshold", type=float, default=0.0)
     p.add_argument("--seed", type=int, help="a randomized model's labels are drawn from this seed (threshold_rule randomized)")
     p.add_argument("--overwrite", action="store_true")
@@ -247,7 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
                                        help="re-hash every shard read and compare it with the checksums recorded at write time: the default "
                                             "(dask config dpipe.verify: auto); --no-verify skips it; --verify also refuses a store written "
                                             "without checksums, which the default reads with a warning")
-    for p in sub.choices.values():
+    for name, p in sub.choices.items():
+        if name not in ("info", "retrain", "registry"):  # info's and retrain's --json came first; the registry's verbs each take it
+            p.add_argument("--json", action="store_true", help=f"print one JSON document on stdout ({_JSON_HELP.get(name, 'its result')}; fields: "
+                                                                "docs/json-output.md); logs and progress stay on stderr")
         p.epilog = "-v / -q (more or fewer log lines) may be given after the command too."
     return parser
 
@@ -269,10 +294,29 @@ def _with_verify(cmd: Any) -> Any:
     return run
 
 
+def _verify_shards(path: str, progress: Callable[[int, int, int], None]) -> tuple[Any, list[tuple[int, StoreError]]]:
+    """Read every shard of the store with the checks of verify mode (as :func:`dpipe.io.verify_store` does), going on past
+    a damaged shard; returns the manifest and each damaged shard's index with its error. A store that cannot be opened
+    (no checksums, a damaged manifest) raises as ``verify_store`` does."""
+    from ..io import Store
+
+    st = Store(os.fspath(path), verify=True)
+    damaged: list[tuple[int, StoreError]] = []
+    rows = 0
+    for i in range(st.n_shards):
+        try:
+            rows += st.read_shard(i, verify=True).n_rows
+        except StoreError as exc:
+            damaged.append((i, exc))
+        progress(i + 1, st.n_shards, rows)
+    return st.manifest, damaged
+
+
 def _cmd_verify(a: argparse.Namespace) -> None:
     import time
 
-    from ..io import record_checksums, verify_store
+    from ..io import record_checksums
+    from ._json import document, emit
 
     t0 = time.perf_counter()
     tty = sys.stderr.isatty()
@@ -282,12 +326,23 @@ def _cmd_verify(a: argparse.Namespace) -> None:
             print(f"\r{a.store}: shard {done}/{total}, {rows} rows {'hashed' if a.record else 'verified'}", end="", file=sys.stderr, flush=True)
 
     try:
-        m = (record_checksums if a.record else verify_store)(a.store, progress)
+        m, damaged = (record_checksums(a.store, progress), []) if a.record else _verify_shards(a.store, progress)
     finally:
         if tty:
             print(file=sys.stderr)
-    what = "checksums recorded (manifest schema 2)" if a.record else f"every shard matches its {m.checksum_algorithm} checksums"
-    print(f"{a.store}: ok, {m.n_shards} shards, {m.n_rows} rows: {what} ({time.perf_counter() - t0:.2f} s)")
+    seconds = time.perf_counter() - t0
+    if a.json:  # printed for a damaged store too (ok false), before the error line and exit status 1
+        emit(a, document("verify", path=os.path.abspath(a.store), ok=not damaged, recorded=bool(a.record), shards=m.n_shards, rows=m.n_rows,
+                         checksums=m.checksum_algorithm, damaged=[{"shard": i, "rows": m.shard_bounds[i], "error": _one_line(exc)} for i, exc in damaged],
+                         seconds=seconds))
+    if damaged:
+        exc, more = damaged[0][1], [i for i, _ in damaged[1:]]
+        if not more:
+            raise exc
+        raise StoreError(f"{_one_line(exc)} (and {len(more)} more damaged shard{'s' if len(more) > 1 else ''}: {', '.join(map(str, more))})") from exc
+    if not a.json:
+        what = "checksums recorded (manifest schema 2)" if a.record else f"every shard matches its {m.checksum_algorithm} checksums"
+        print(f"{a.store}: ok, {m.n_shards} shards, {m.n_rows} rows: {what} ({seconds:.2f} s)")
 
 
 def _setup_logging(verbose: int, quiet: bool) -> Callable[[], None]:
@@ -345,8 +400,10 @@ def _cmd_info(a: argparse.Namespace) -> None:
 
     st = open_store(a.store)
     m = st.manifest
-    if a.json:
-        print(json.dumps(m.to_dict(), indent=1))
+    if a.json:  # the manifest as stored (its own "format" and "schema_version")
+        from ._json import emit
+
+        emit(a, m.to_dict())
         return
     n = max(1, m.n_rows)
     print(f"store     {st.path} ({m.format}, schema {m.schema_version}, dpipe {m.dpipe_version}, created {m.created})")
@@ -374,16 +431,43 @@ def _cmd_info(a: argparse.Namespace) -> None:
 EXIT_CONSTRAINT_NOT_MET = 4
 
 
+def _check_one_stdout_document(a: argparse.Namespace, what: str) -> None:
+    """``--out -`` and ``--json`` would both print on stdout: refused before any work."""
+    from ._json import STDOUT
+
+    if a.json and a.out == STDOUT:
+        raise ParameterError(f"--out - and --json both print on stdout; write the {what} to a file with --out FILE to print --json's document")
+
+
 def _cmd_train(a: argparse.Namespace) -> int | None:
     from .._output import locked_output
     from ..fit import PARAMS, train
+    from ._json import STDOUT, emit, emit_model, train_summary
 
+    _check_one_stdout_document(a, "model")
+    out = None if a.out == STDOUT else a.out  # '-': the model on stdout, after the fit (nothing half-written)
     given = {name: getattr(a, name) for name in PARAMS if getattr(a, name) is not None}
     if a.constraints_file:
         given["constraints"] = [*given.get("constraints", []), *_read_constraints_file(a.constraints_file)]
-    with locked_output(a.out, overwrite=a.overwrite, what="model") if a.out else contextlib.nullcontext():  # one writer of --out, fit included
-        model = train(a.store, a.objective, validation=a.validation, datasets=_parse_datasets(a.datasets), out=a.out, overwrite=a.overwrite,
+    with locked_output(out, overwrite=a.overwrite, what="model") if out else contextlib.nullcontext():  # one writer of --out, fit included
+        model = train(a.store, a.objective, validation=a.validation, datasets=_parse_datasets(a.datasets), out=out, overwrite=a.overwrite,
                       train_metrics=a.train_metrics, constraint_validation=_parse_validation(a.constraint_validation), **given, **_cluster_kwargs(a))
+    fit = model.fit
+    info = fit.get("info", {})
+    if a.json:
+        emit(a, train_summary(model, out))
+    else:
+        if out is None:
+            emit_model(a, model)
+        _print_train_summary(a, model, "stdout" if out is None else out)  # on stderr when the model is on stdout
+    if "constraints" in info and not fit.get("success", True):
+        print(f"{a.objective}: {fit.get('message')} (exit status {EXIT_CONSTRAINT_NOT_MET}; the model is written)", file=sys.stderr)
+        return EXIT_CONSTRAINT_NOT_MET
+    return None
+
+
+def _print_train_summary(a: argparse.Namespace, model: Any, where: str) -> None:
+    """The human summary of a fit (on stderr when stdout carries the model: ``main`` points stdout there)."""
     fit = model.fit
     info = fit.get("info", {})
     for c in info.get("constraints", []):
@@ -392,16 +476,12 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
               f"[{c['interval'][0]:+.4g}, {c['interval'][1]:+.4g}])")
     for c in info.get("constraints_validation", []):
         _print_constraint(c, " on the validation rows")
-    print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, data loading/setup passes {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {a.out}")
+    print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, data loading/setup passes {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {where}")
     if "gap" in fit.get("info", {}):
         print(f"cutting plane: lower bound {fit['info']['lower_bound']:.8g}, gap {fit['info']['gap']:.3g} (eps {model.params['eps']:g})")
     if model.metrics.get("train"):
         t = model.metrics["train"]
         print(f"training ROC-AUC {t['roc_auc']:.6f}, PRBEP {t['prbep']:.6f}, F1 {t['f1']:.6f}, accuracy {t['accuracy']:.6f}")
-    if "constraints" in info and not fit.get("success", True):
-        print(f"{a.objective}: {fit.get('message')} (exit status {EXIT_CONSTRAINT_NOT_MET}; the model is written)", file=sys.stderr)
-        return EXIT_CONSTRAINT_NOT_MET
-    return None
 
 
 def _parse_aliases(items: list[str] | None, flag: str, bare: str | None = None) -> dict[str, str] | None:
@@ -448,44 +528,69 @@ def _read_constraints_file(path: str) -> list[str]:
 
 
 def _cmd_evaluate(a: argparse.Namespace) -> None:
-    from .._evaluate import evaluate, write_metrics
+    from .._evaluate import evaluate, metrics_document, write_metrics
     from .._output import locked_output
+    from ._json import STDOUT, emit
 
     k: float | None = a.k
     if k is not None and float(k).is_integer():
         k = int(k)
-    if a.json_out == "-":  # the metrics document on stdout, alone (a scheduler parses it); the table is left out
-        import json
-
-        from .._output import METRICS_FORMAT
-
+    file = None if a.out == STDOUT else a.out  # '-': the metrics document on stdout, as --json prints it (no file named '-')
+    # --out FILE: checked before the pass, one writer of it until the rename
+    with locked_output(file, overwrite=a.overwrite, what="metrics") if file else contextlib.nullcontext():
         metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, by_group=a.by_group, constraints=a.constraints,
                            datasets=_parse_datasets(a.datasets), **_cluster_kwargs(a))
-        print(json.dumps({"format": METRICS_FORMAT, **metrics}, indent=1))
-        return
-    # --json: checked before the pass, one writer of it until the rename
-    with locked_output(a.json_out, overwrite=a.overwrite, what="metrics") if a.json_out else contextlib.nullcontext():
-        metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, by_group=a.by_group, constraints=a.constraints,
-                           datasets=_parse_datasets(a.datasets), **_cluster_kwargs(a))
+        if file:
+            write_metrics(file, metrics, overwrite=a.overwrite)
+    if a.json or a.out == STDOUT:  # the document alone (a scheduler parses it); the table is left out
+        emit(a, metrics_document(metrics))
+    else:
         _print_metrics(metrics)
-        if a.json_out:
-            write_metrics(a.json_out, metrics, overwrite=a.overwrite)
 
 
 def _cmd_predict(a: argparse.Namespace) -> None:
-    from .._evaluate import predict
+    import tempfile
 
-    path = predict(a.model, a.store, a.out, threshold=a.threshold, seed=a.seed, overwrite=a.overwrite, **_cluster_kwargs(a))
-    print(path)
+    from .._evaluate import predict
+    from ._json import STDOUT, check_binary_stdout, document, emit, emit_file
+
+    _check_one_stdout_document(a, "predictions")
+    kwargs = dict(threshold=a.threshold, seed=a.seed, overwrite=a.overwrite, **_cluster_kwargs(a))
+    if a.out == STDOUT:  # written whole to a temporary folder, then copied to stdout: nothing half-written on a failure
+        check_binary_stdout(a, "--out", "a Parquet file")
+        with tempfile.TemporaryDirectory(prefix="dpipe-predict-") as tmp:
+            emit_file(a, predict(a.model, a.store, os.path.join(tmp, "predictions.parquet"), **kwargs))
+        return
+    path = predict(a.model, a.store, a.out, **kwargs)
+    if a.json:
+        import pyarrow.parquet as pq
+
+        emit(a, document("predict", path=path, rows=pq.read_metadata(path).num_rows, model=os.path.abspath(a.model), store=os.path.abspath(a.store),
+                         threshold=a.threshold))
+    else:
+        print(path)
+
+
+def _check_store_destination(path: str, name: str, what: str = "a store") -> None:
+    """A store is a folder: ``-`` (stdout, where a file is written) is refused for it, before any work."""
+    from ._json import STDOUT
+
+    if path == STDOUT:
+        raise ParameterError(f"{name} '-': {what} is a folder and cannot be written to stdout; name a folder (--json prints a summary on stdout)")
 
 
 def _cmd_ingest(a: argparse.Namespace) -> None:
     from .._output import check_output_path
     from ..io import ingest
+    from ._json import document, emit, store_summary
 
+    _check_store_destination(a.dest, "DEST")
     check_output_path(a.dest, overwrite=True, what="store", directory=True)  # an existing DEST is the writer's to judge (--overwrite)
     m = ingest(a.src, a.dest, format=a.format, shard_rows=a.shard_rows, overwrite=a.overwrite, layout=a.layout, hash_features=a.hash_features,
                **_ingest_kwargs(a))
+    if a.json:
+        emit(a, document("ingest", **store_summary(a.dest, m), source=os.path.abspath(a.src)))
+        return
     labels = f"{m.n_positive} positive / {m.n_negative} negative" if m.labelled else "unlabelled"
     layout = f", sparse ({m.nnz} non-zeros)" if m.layout == "csr" else ""
     print(f"{a.dest}: {m.n_rows} rows, {m.n_features} features{layout}, {m.n_shards} shards, {labels}")
@@ -509,11 +614,17 @@ def _print_transform(m: Any) -> None:
 def _cmd_split(a: argparse.Namespace) -> None:
     from .._output import check_output_path
     from ..io import split_store
+    from ._json import document, emit, store_summary
 
+    for dest, name in ((a.train, "TRAIN"), (a.test, "TEST")):
+        _check_store_destination(dest, name)
     for dest in (a.train, a.test):
         check_output_path(dest, overwrite=True, what="store", directory=True)
     tr, te = split_store(a.store, a.train, a.test, train_fraction=a.fraction, seed=a.seed, method=a.method, log1p=a.log1p, scale=a.scale,
                          overwrite=a.overwrite)
+    if a.json:
+        emit(a, document("split", source=os.path.abspath(a.store), train=store_summary(a.train, tr), test=store_summary(a.test, te)))
+        return
     for path, m in ((a.train, tr), (a.test, te)):
         print(f"{path}: {m.n_rows} rows, {m.n_shards} shards" + (f", {m.n_positive} positive / {m.n_negative} negative" if m.labelled else ""))
     _print_transform(tr)
@@ -522,19 +633,32 @@ def _cmd_split(a: argparse.Namespace) -> None:
 def _cmd_make_data(a: argparse.Namespace) -> None:
     from .._output import check_output_path
     from ..io import make_data
+    from ._json import document, emit, store_summary
 
+    _check_store_destination(a.dest, "DEST")
     check_output_path(a.dest, overwrite=True, what="store", directory=True)
     m = make_data(
         a.dest, rows=a.rows, features=a.features, positive_rate=a.positive_rate, seed=a.seed, model_seed=a.model_seed,
         label_noise=a.label_noise, n_groups=a.n_groups, shard_rows=a.shard_rows, format=a.format, overwrite=a.overwrite,
     )
+    if a.json:
+        emit(a, document("make-data", **store_summary(a.dest, m)))
+        return
     print(f"{a.dest}: {m.n_rows} rows, {m.n_features} features, {m.n_shards} shards, {m.n_positive} positive / {m.n_negative} negative")
 
 
 def _cmd_demo(a: argparse.Namespace) -> None:
     from ._demo import run_demo
+    from ._json import document, emit
 
-    run_demo(a, _ingest_kwargs(a), _cluster_kwargs(a))
+    if a.workdir is not None:
+        _check_store_destination(a.workdir, "--workdir", "the demo's output")
+    report = run_demo(a, _ingest_kwargs(a), _cluster_kwargs(a))  # its progress lines: on stderr with --json (main points stdout there)
+    if a.json:
+        models = [{"objective": r["objective"], "path": os.path.abspath(r["model"]), "train_seconds": r["train_seconds"], "test": r["test"]}
+                  for r in report["results"]]
+        emit(a, document("demo", workdir=report["workdir"], data=report["data"], report=report["report"], roc_png=os.path.abspath(report["roc_png"]),
+                         models=models))
 
 
 _COMMANDS = {
@@ -561,7 +685,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage; train: 4 when a rate constraint does not hold, the model written; retrain: 3 kept)."""
+    """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage; train: 4 when a rate constraint does not hold, the model written; retrain: 3 kept).
+
+    With ``--json`` a command prints one JSON document on stdout and nothing else there (fields:
+    ``docs/json-output.md``; :mod:`dpipe.cli._json`); with ``--out -`` the file it writes goes to stdout instead.
+    Logs, progress and warnings are on stderr; an error is one line ``dpipe COMMAND: error: ...`` on stderr.
+    """
     parser = build_parser()
     a = parser.parse_args(argv)
     import asyncio  # past the parser, as every import a command needs: --help and --version stay light
@@ -573,13 +702,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
         print(f"dpipe: warning: {message}", file=sys.stderr)
 
+    # --json, --out -: stdout carries one document (or file), written by the command as its last step to a.stdout; anything
+    # else printed meanwhile (a progress line, a library's print) goes to stderr
+    a.stdout = sys.stdout
+    reserved = bool(getattr(a, "json", False)) or getattr(a, "out", None) == "-"
     previous = install_handlers()
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             try:
                 # ingest, make-data: a progress bar on a terminal, a progress line every dpipe.progress-interval otherwise
-                with terminal_bar(sys.stderr) if sys.stderr.isatty() and not a.quiet else contextlib.nullcontext():
+                with terminal_bar(sys.stderr) if sys.stderr.isatty() and not a.quiet else contextlib.nullcontext(), \
+                        contextlib.redirect_stdout(sys.stderr) if reserved else contextlib.nullcontext():
                     status = _COMMANDS[a.command](a)  # None: 0; retrain returns its decision's exit code
             except (DPipeError, ValueError, OSError) as exc:  # OSError: a read-only file system, a full disk, a permission
                 if a.verbose:

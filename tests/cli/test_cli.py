@@ -40,14 +40,15 @@ def test_train_evaluate_predict(synthetic, capsys):
     assert "auc-moment: objective" in capsys.readouterr().out
     m = dpipe.LinearModel.load(model)
     assert m.params["solver"] == "lbfgs" and m.fit["nit"] > 0 and m.fit["history"]
-    assert main(["evaluate", str(model), test, "--k", "300", "--json", str(d / "metrics.json"), "--engine", "local"]) == 0
+    assert main(["evaluate", str(model), test, "--k", "300", "--out", str(d / "metrics.json"), "--engine", "local"]) == 0
     with open(d / "metrics.json") as f:
         metrics = json.load(f)
     assert metrics["k"] == 300 and 0.5 < metrics["roc_auc"] <= 1
     assert "roc_auc" in capsys.readouterr().out
-    # '-': the same document on stdout, alone, and no file named '-'
-    assert main(["evaluate", str(model), test, "--k", "300", "--json", "-", "--engine", "local", "-q"]) == 0
-    assert json.loads(capsys.readouterr().out) == {**metrics} and not os.path.exists("-") and not (d / "-").exists()
+    # '--out -' and --json: the same document on stdout, alone, and no file named '-'
+    for flag in (["--out", "-"], ["--json"]):
+        assert main(["evaluate", str(model), test, "--k", "300", *flag, "--engine", "local", "-q"]) == 0
+        assert json.loads(capsys.readouterr().out) == {**metrics} and not os.path.exists("-") and not (d / "-").exists()
     out = d / "pred.parquet"
     assert main(["predict", str(model), test, "--out", str(out), "--engine", "local"]) == 0
     assert pq.read_table(out).num_rows == 3000

@@ -114,7 +114,7 @@ def test_train_estimator_and_cli_agree_with_the_declaration():
     assert estimator_params == declared | {"objective", "unseen"}
     train_parser = build_parser()._subparsers._group_actions[0].choices["train"]
     cli = {a.dest for a in train_parser._actions} - {"help"}
-    cli_run = {"store", "objective", "validation", "datasets", "constraint_validation", "constraints_file", "out", "train_metrics", "scheduler", "scheduler_file", "workers", "memory_limit", "cluster", "cache", "engine", "verify", "overwrite"}
+    cli_run = {"store", "objective", "validation", "datasets", "constraint_validation", "constraints_file", "out", "train_metrics", "scheduler", "scheduler_file", "workers", "memory_limit", "cluster", "cache", "engine", "verify", "overwrite", "json"}
     assert cli == declared | cli_run
     for name in PARAMS:  # every parameter documented in both docstrings
         assert f"{name} : " in dpipe.train.__doc__ and f"{name} : " in dpipe.DPipeClassifier.__doc__

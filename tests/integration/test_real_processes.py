@@ -77,7 +77,7 @@ def test_cli_train_evaluate_predict_on_real_scheduler(tmp_path, scheduler_file):
     with open(scheduler_file) as f:
         address = json.load(f)["address"]
     env = dict(os.environ, DPIPE_SCHEDULER=address)
-    r = _cli("evaluate", str(model), store, "--json", str(tmp_path / "metrics.json"), env=env)
+    r = _cli("evaluate", str(model), store, "--out", str(tmp_path / "metrics.json"), env=env)
     assert r.returncode == 0, r.stderr
     with open(tmp_path / "metrics.json") as f:
         metrics = json.load(f)

@@ -107,7 +107,7 @@ def test_train_refuses_damage_by_default(work, damage):
 def test_evaluate_and_predict_refuse_damage_by_default(work, model, damage):
     d, store = work
     shard = DAMAGE[damage](store)
-    r = dpipe_cli("evaluate", model, store, "--engine", "local", "--json", str(d / "metrics.json"))
+    r = dpipe_cli("evaluate", model, store, "--engine", "local", "--out", str(d / "metrics.json"))
     _refused(r, "evaluate", store, shard)
     assert r.stdout == ""
     r = dpipe_cli("predict", model, store, "--out", str(d / "p.parquet"), "--engine", "local")
@@ -133,7 +133,7 @@ def test_no_verify_trains_evaluates_and_predicts_on_a_damaged_store(work, model)
     r = dpipe_cli("train", store, "--objective", "auc-moment", "--out", str(d / "m.json"), "--engine", "local", "--no-verify")
     assert r.returncode == 0, r.stderr
     assert dpipe.LinearModel.load(d / "m.json").coef.shape == (6,)
-    r = dpipe_cli("evaluate", model, store, "--engine", "local", "--json", str(d / "metrics.json"), "--no-verify")
+    r = dpipe_cli("evaluate", model, store, "--engine", "local", "--out", str(d / "metrics.json"), "--no-verify")
     assert r.returncode == 0 and (d / "metrics.json").exists(), r.stderr
     r = dpipe_cli("predict", model, store, "--out", str(d / "p.parquet"), "--engine", "local", "--no-verify")
     assert r.returncode == 0, r.stderr
