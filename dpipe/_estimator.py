@@ -30,6 +30,12 @@ __all__ = ["DPipeClassifier"]
 ESTIMATOR_SHARD_ROWS = 65536
 
 
+def _class_weights(shard: Any) -> np.ndarray:
+    """``[negative weight, positive weight]`` of a shard (a pass run where the shard lives)."""
+    w = np.ones(shard.n_rows) if shard.weight is None else np.asarray(shard.weight, dtype=np.float64)
+    return np.array([w[shard.y < 0].sum(), w[shard.y > 0].sum()])
+
+
 def _is_dask(a: Any) -> bool:
     return type(a).__module__.startswith("dask.")
 
@@ -43,8 +49,18 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     at ``fit``. Binary classification only; ``classes_[1]`` is the positive class.
 
     ``fit`` takes NumPy arrays, pandas DataFrames (feature names are kept), scipy
-    sparse matrices (kept sparse: CSR shards of 65,536 rows, O(nnz) per pass) and dask arrays or DataFrames (computed into
-    memory on the current scheduler, then fitted as the in-memory input).
+    sparse matrices (kept sparse: CSR shards of 65,536 rows, O(nnz) per pass) and dask arrays or DataFrames.
+
+    **Dask collections** are fitted where their partitions live when a distributed client
+    is current (as ``xgboost.dask`` does): each row block becomes a shard on its worker
+    (:mod:`dpipe.engine._collection`), the passes run there, and the driver receives
+    reduced results - the class moments, the gradients, the threshold's range counts -
+    not the rows (measured: 0.57 MB received for a 1.6-million-row, 128 MB fit of
+    auc-moment). Blocks of :data:`ESTIMATOR_SHARD_ROWS` rows give exactly the in-memory
+    model; other block sizes sum in another order, so the iterative solvers' models agree
+    to their stopping rule. Without a distributed client, or with ``groups`` or string
+    columns, the collection is computed into memory on the current scheduler first.
+    ``decision_function`` and ``predict`` on dask collections stay lazy.
 
     **Tables.** A pandas DataFrame with string, categorical or object columns, or a
     pyarrow Table, is encoded as ``dpipe ingest`` encodes a CSV or Parquet file - by
@@ -162,6 +178,66 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         self.feature_names_ = schema.feature_names
         return encode_table(schema, names, arrays, where="X"), y
 
+    def _memory_dataset(self, X: Any, y: Any, sample_weight: Any, groups: Any, family: str) -> tuple[LocalDataset, np.ndarray]:
+        """In-memory input checked and cut into shards of :data:`ESTIMATOR_SHARD_ROWS` rows; the dataset and the classes."""
+        X, y = self._fit_features(X, y)
+        check_classification_targets(y)
+        y_type = type_of_target(y, input_name="y", raise_unknown=True)
+        if y_type not in ("binary", "multiclass"):
+            raise ValueError(f"Only binary classification is supported. The type of the target is {y_type}.")
+        classes = np.unique(y)
+        if classes.size != 2:
+            raise ValueError(f"Only binary classification is supported. DPipeClassifier needs exactly two classes in y; got {classes.size} "
+                             f"class(es) ({classes[:5].tolist()}).")
+        weight = None
+        if sample_weight is not None:
+            weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            present = [float(weight[y == c].sum()) > 0 for c in classes]
+            if not all(present):
+                raise ValueError(f"DPipeClassifier needs both classes with positive sample_weight; class {classes[present.index(False)]!r} "
+                                 "has total weight 0.")
+        y_pm = np.where(y == classes[1], 1, -1).astype(np.int8)
+        group, group_names = self._groups(groups, X.shape[0], family)
+        return LocalDataset(self._shards(X, y_pm, weight, group), group_names=group_names), classes
+
+    def _collection_dataset(self, X: Any, y: Any, sample_weight: Any, groups: Any) -> tuple[Any, np.ndarray] | None:
+        """A dask collection on a distributed client, fitted where its blocks live (:mod:`dpipe.engine._collection`), or None
+        (not a collection, no client, groups, or a DataFrame with string columns: computed into memory instead)."""
+        if not _is_dask(X) or groups is not None or (hasattr(X, "columns") and is_table(X._meta)):
+            return None
+        try:
+            from distributed import get_client
+
+            client = get_client()
+        except (ImportError, ValueError):  # no distributed client: dask's local scheduler computes the input
+            return None
+        import dask
+        import dask.array as da
+
+        from .engine._collection import CollectionDataset
+
+        labels = y.unique() if hasattr(y, "unique") else da.unique(y) if _is_dask(y) else np.asarray(y)
+        classes = np.unique(np.asarray(dask.compute(labels)[0]))  # the distinct labels only
+        check_classification_targets(classes)
+        if classes.size != 2:
+            raise ValueError(f"Only binary classification is supported. DPipeClassifier needs exactly two classes in y; got {classes.size} "
+                             f"class(es) ({classes[:5].tolist()}).")
+        for name in ("encoding_", "feature_names_in_"):
+            self.__dict__.pop(name, None)
+        self.n_features_in_ = int(X.shape[1])
+        names = [str(c) for c in X.columns] if hasattr(X, "columns") else None
+        if names is not None and all(isinstance(c, str) for c in X.columns):
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        self.feature_names_ = names or [f"x{i}" for i in range(self.n_features_in_)]
+        ds = CollectionDataset(X, y, sample_weight, classes[1], client)
+        if sample_weight is not None:
+            totals = np.sum(ds.map_gather(_class_weights), axis=0)  # two floats per block
+            if not np.all(totals > 0):
+                ds.close()
+                raise ValueError(f"DPipeClassifier needs both classes with positive sample_weight; class {classes[int(np.argmin(totals > 0))]!r} "
+                                 "has total weight 0.")
+        return ds, classes
+
     @staticmethod
     def _groups(groups: Any, n: int, family: str) -> tuple[np.ndarray | None, list[str] | None]:
         """Group codes (int16) and their names (the values as strings, sorted) of ``groups``."""
@@ -236,34 +312,23 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         if getattr(p, "early_stopping_rounds", None) is not None and eval_set is None:
             raise ParameterError("The 'early_stopping_rounds' parameter of DPipeClassifier needs the 'eval_set' argument of fit, "
                                  "[(X_val, y_val)]: the set whose metric decides when to stop.")
-        if _is_dask(X) or _is_dask(y) or _is_dask(sample_weight):
-            import dask
+        native = self._collection_dataset(X, y, sample_weight, groups)
+        if native is not None:
+            ds, classes = native
+        else:
+            if _is_dask(X) or _is_dask(y) or _is_dask(sample_weight):  # no distributed client (or groups, or string columns)
+                import dask
 
-            X, y, sample_weight = dask.compute(X, y, sample_weight)  # one graph, on the current scheduler
-        X, y = self._fit_features(X, y)
-        check_classification_targets(y)
-        y_type = type_of_target(y, input_name="y", raise_unknown=True)
-        if y_type not in ("binary", "multiclass"):
-            raise ValueError(f"Only binary classification is supported. The type of the target is {y_type}.")
-        classes = np.unique(y)
-        if classes.size != 2:
-            raise ValueError(f"Only binary classification is supported. DPipeClassifier needs exactly two classes in y; got {classes.size} "
-                             f"class(es) ({classes[:5].tolist()}).")
-        weight = None
-        if sample_weight is not None:
-            weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-            present = [float(weight[y == c].sum()) > 0 for c in classes]
-            if not all(present):
-                raise ValueError(f"DPipeClassifier needs both classes with positive sample_weight; class {classes[present.index(False)]!r} "
-                                 "has total weight 0.")
-        y_pm = np.where(y == classes[1], 1, -1).astype(np.int8)
-        group, group_names = self._groups(groups, X.shape[0], family)
-        ds = LocalDataset(self._shards(X, y_pm, weight, group), group_names=group_names)
-        eval_ds = None if eval_set is None else self._eval_dataset(eval_set, classes)
-        validate = None if eval_ds is None else make_validator(eval_ds, p)
-        outcome = fit_dataset(ds, p, validate)
-        coef, intercept, _ = finish_fit(ds, outcome, p, train_metrics=False)
-        self.probability_ = fit_probability(ds, p, coef, intercept, eval_ds)
+                X, y, sample_weight = dask.compute(X, y, sample_weight)  # one graph, on the current scheduler
+            ds, classes = self._memory_dataset(X, y, sample_weight, groups, family)
+        try:
+            eval_ds = None if eval_set is None else self._eval_dataset(eval_set, classes)
+            validate = None if eval_ds is None else make_validator(eval_ds, p)
+            outcome = fit_dataset(ds, p, validate)
+            coef, intercept, _ = finish_fit(ds, outcome, p, train_metrics=False)
+            self.probability_ = fit_probability(ds, p, coef, intercept, eval_ds)
+        finally:
+            ds.close()
         self.coef_ = np.asarray(coef, dtype=np.float64).reshape(1, -1)
         self.intercept_ = np.array([float(intercept)])
         self.classes_ = classes

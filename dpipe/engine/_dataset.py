@@ -197,6 +197,8 @@ class ShardedDataset:
 
     def __init__(self, store: Store | str, client: Client, cache: str | None = None) -> None:
         self.store = store if isinstance(store, Store) else open_store(store)
+        #: what messages call the dataset (the store's path)
+        self.name = self.store.path
         self.client = client
         self.driver_fanin = int(get_setting("driver-fanin"))
         cache = check_choice(get_setting("cache", cache), "cache", "ShardedDataset", CACHE_MODES)
@@ -217,7 +219,7 @@ class ShardedDataset:
             self.load_seconds = time.perf_counter() - t0
         log.info(
             "%s: %d shards, %.1f MB, cache=%s%s",
-            self.store.path,
+            self.name,
             self.store.n_shards,
             self.store.nbytes / 1e6,
             self.cache,
@@ -233,6 +235,11 @@ class ShardedDataset:
     def n_features(self) -> int:
         """Number of feature columns."""
         return self.store.manifest.n_features
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows."""
+        return self.store.manifest.n_rows
 
     @property
     def weighted(self) -> bool:
@@ -283,7 +290,7 @@ class ShardedDataset:
 
     def _what(self, fn: Callable | str) -> str:
         name = fn if isinstance(fn, str) else f"pass {getattr(fn, '__name__', fn)!r}"
-        return f"{self.store.path}: {name}"
+        return f"{self.name}: {name}"
 
     def _gather(self, futures: list, fn: Callable | str, watch: list | None = None) -> list:
         return gather_bounded(self.client, futures, self._what(fn), watch)
@@ -371,7 +378,7 @@ class ShardedDataset:
             self._spread_shards()
             self._hosts = self._start_hosts()
             if self._hosts:
-                log.info("%s: shard hosts started again on %d worker(s)", self.store.path, len(self._hosts))
+                log.info("%s: shard hosts started again on %d worker(s)", self.name, len(self._hosts))
         return bool(self._hosts)
 
     def _cluster_recovered(self) -> bool:
@@ -395,7 +402,7 @@ class ShardedDataset:
             self._gather([self.client.submit(_n_rows, f, pure=False) for f in fresh], "loading the shards again", fresh)
         old, self._shards = self._shards, fresh
         self.client.cancel(old)
-        log.info("%s: shards loaded again to spread them over %d workers", self.store.path, len(self.workers))
+        log.info("%s: shards loaded again to spread them over %d workers", self.name, len(self.workers))
 
     def _host_results(self, fn: Callable, calls: list) -> list:
         out: list[Any] = [None] * self.n_shards
@@ -423,7 +430,7 @@ class ShardedDataset:
         Raises :class:`HostsLost` (after dropping the hosts) when one is lost meanwhile.
         """
         if not self._hosts_alive() or len(per_host) != len(self._hosts):
-            raise HostsLost(f"{self.store.path}: the shard hosts are gone")
+            raise HostsLost(f"{self.name}: the shard hosts are gone")
         with _naming_store(self.store):
             try:
                 with self.client.as_current():
@@ -437,7 +444,7 @@ class ShardedDataset:
                     if self._hosts_finished():
                         raise
                 self._drop_hosts(error)
-                raise HostsLost(f"{self.store.path}: {type(error).__name__}: {error}") from error
+                raise HostsLost(f"{self.name}: {type(error).__name__}: {error}") from error
 
     def _map_gather(self, fn: Callable, args: tuple) -> list:
         if self._hosts_alive():
@@ -588,6 +595,11 @@ class LocalDataset:
     def n_features(self) -> int:
         """Number of feature columns."""
         return self.store.manifest.n_features if self.store is not None else int(self._shards[0].X.shape[1])
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows."""
+        return self.store.manifest.n_rows if self.store is not None else sum(sh.n_rows for sh in self._shards)
 
     @property
     def weighted(self) -> bool:

@@ -437,7 +437,7 @@ def resolve_exchange(dataset: Any, risk: Any, mode: str | None = None) -> str:
             raise ParameterError("dpipe.rank-exchange='workers' needs a dask cluster with the shards persisted (cache='memory'); "
                                  "this dataset runs in this process or streams its shards: use 'auto' or 'driver'")
         return mode
-    rows = dataset.store.manifest.n_rows if getattr(dataset, "store", None) is not None else 0
+    rows = int(getattr(dataset, "n_rows", 0) or 0)
     return "workers" if hosts and ranged and exchange_may_run(rows) else "driver"
 
 

@@ -74,6 +74,11 @@ class DatasetPart:
         return int(self.dataset.n_features)
 
     @property
+    def n_rows(self) -> int:
+        """Rows of the dataset (both parts: a pass reads them all)."""
+        return int(getattr(self.dataset, "n_rows", 0) or 0)
+
+    @property
     def n_shards(self) -> int:
         """Number of shards."""
         return int(self.dataset.n_shards)

@@ -23,8 +23,9 @@ class Calibrated:
     ----------
     coef, intercept
         The model.
-    summary : RankSummary
-        Its uncalibrated training scores' summary.
+    summary : RankSummary or ThresholdSearch
+        Its uncalibrated training scores' summary (a :class:`~dpipe.engine._threshold.ThresholdSearch`, which
+        has the threshold but not the scores, where the training metrics are not measured on a cluster).
     threshold : float
         What was subtracted from the fit's intercept.
     table : list of dict
@@ -53,14 +54,15 @@ def calibrate(outcome: FitOutcome, summarise: Callable[[object, float], RankSumm
     outcome : FitOutcome
         The fit (its ``candidates``, or the fitted model alone).
     summarise : callable
-        ``(coef, intercept) -> RankSummary`` of the training scores (one pass).
+        ``(coef, intercept) -> RankSummary`` of the training scores (one pass), or anything with its
+        ``best_threshold()`` and ``class_masses()`` (:func:`~dpipe.engine._threshold.best_threshold_on_ranges`).
     """
     candidates = outcome.candidates or (Candidate("fit", outcome.coef, outcome.intercept),)
     table, best = [], None
     for cand in candidates:
         summary = summarise(cand.coef, cand.intercept)
         t, errors = summary.best_threshold()
-        total = float(summary.pos.sum() + summary.neg.sum())
+        total = float(sum(summary.class_masses()))
         table.append({"label": cand.label, "modelled_error": cand.modelled_error, "train_error": float(errors) / total, "threshold": t,
                       "intercept": cand.intercept - t})
         if best is None or errors < best[0]:

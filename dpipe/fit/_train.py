@@ -17,6 +17,7 @@ import numpy as np
 from .._evaluate import evaluate_dataset
 from .._output import check_output_path, locked_output
 from ..engine import open_dataset, rank_summary, resolve_engine
+from ..engine._threshold import best_threshold_on_ranges
 from ..exceptions import ParameterError
 from ..io import Store
 from ..io._store import as_store
@@ -84,7 +85,9 @@ def finish_fit(ds: Any, outcome: FitOutcome, params: Any, train_metrics: bool = 
     metrics: dict[str, Any] = {}
     if getattr(params, "calibrate", False):  # the rate family sets its own threshold (no calibrate field)
         t0 = time.perf_counter()
-        cal = calibrate(outcome, lambda w, b: rank_summary(ds, w, b))
+        # on a cluster without training metrics, the driver needs only the threshold: found from range counts, not every score
+        ranged = not train_metrics and getattr(ds, "client", None) is not None
+        cal = calibrate(outcome, lambda w, b: best_threshold_on_ranges(ds, w, b) if ranged else rank_summary(ds, w, b))
         outcome.result.info.update(calibration=cal.table, time_calibration=time.perf_counter() - t0)
         if train_metrics:
             metrics["train"] = cal.summary.metrics(threshold=cal.threshold)

@@ -377,6 +377,10 @@ class RankSummary:
         p, q = self._masses()
         return float(p + q)
 
+    def class_masses(self) -> tuple[int, int] | tuple[float, float]:
+        """``(positives, negatives)``: exact ints without weights, float weight sums with them."""
+        return self._masses()
+
     def _masses(self) -> tuple[int, int] | tuple[float, float]:
         """``(positives, negatives)``: exact ints without weights, float weight sums with them."""
         if self.weighted:

@@ -1,0 +1,147 @@
+"""Dask collections fitted where their partitions live, as ``xgboost.dask``'s ``DaskDMatrix`` does.
+
+A dask array or DataFrame given to :class:`~dpipe.DPipeClassifier` on a distributed
+client becomes a :class:`CollectionDataset`: each row block (a chunk, a partition)
+is turned into a :class:`~dpipe.io.Shard` by a task on the cluster - float32 features,
+labels in {-1, +1}, the weights - and kept there, exactly as a store's shards are kept
+(``cache="memory"``), with the same shard hosts and passes. The driver receives the
+blocks' row counts and each pass's reduced results (O(d) per pass, and O(hosts) for the
+rank exchange), never the rows. A worker lost meanwhile loses its shards; the scheduler
+computes them again from the collection's graph.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._config import get_setting
+from ..io import Shard
+from ..reduce._block import to_float32
+from ._dataset import ShardedDataset, _n_rows
+from ._memory import measure_workers
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["CollectionDataset", "collection_blocks", "make_shard"]
+
+log = logging.getLogger(__name__)
+
+
+def make_shard(X: Any, y: Any, weight: Any, positive: Any, index: int) -> Shard:
+    """One block of a collection as a shard (runs on a worker): float32 features (CSR kept sparse), ``y == positive`` as +1."""
+    if hasattr(X, "to_numpy"):  # a pandas partition of a numeric dask DataFrame
+        X = X.to_numpy()
+    X = to_float32(X.tocsr()) if hasattr(X, "tocsr") else np.ascontiguousarray(X, dtype=np.float32)
+    y = np.asarray(y).reshape(-1)
+    w = None if weight is None else np.asarray(weight, dtype=np.float64).reshape(-1)
+    if y.shape[0] != X.shape[0] or (w is not None and w.shape[0] != X.shape[0]):
+        raise ValueError(f"block {index}: {X.shape[0]} rows of X but {y.shape[0]} labels" + ("" if w is None else f" and {w.shape[0]} weights"))
+    return Shard(X=X, y=np.where(y == positive, 1, -1).astype(np.int8), weight=w, index=index)
+
+
+def collection_blocks(X: Any, y: Any, weight: Any = None) -> tuple[list, list, list]:
+    """Delayed row blocks of ``X`` (dask array or numeric dask DataFrame), with ``y`` and ``weight`` cut alike.
+
+    The blocks follow ``X``'s row chunks; ``y`` and ``weight`` are rechunked to them (a
+    DataFrame's partition lengths are computed first: one integer per partition to the driver).
+    """
+    import dask.array as da
+
+    if hasattr(X, "columns"):  # a dask DataFrame: row blocks as a dask array of known chunks
+        X = X.to_dask_array(lengths=True)
+    if X.ndim != 2:
+        raise ValueError(f"X has shape {X.shape}; expected (n, d)")
+    X = X.rechunk({1: -1})  # whole rows in each block
+
+    def cut(v: Any, what: str) -> Any:
+        if v is None:
+            return None
+        if hasattr(v, "to_dask_array"):
+            v = v.to_dask_array(lengths=True)
+        elif not hasattr(v, "dask"):
+            v = da.from_array(np.asarray(v), chunks=X.chunks[0])
+        if v.shape[0] != X.shape[0]:
+            raise ValueError(f"{what} has {v.shape[0]} rows; X has {X.shape[0]}")
+        return v.rechunk({0: X.chunks[0]})
+
+    y, weight = cut(y, "y"), cut(weight, "sample_weight")
+    xs = list(X.to_delayed()[:, 0])
+    ys = list(y.to_delayed().ravel())
+    ws = [None] * len(xs) if weight is None else list(weight.to_delayed().ravel())
+    return xs, ys, ws
+
+
+class CollectionDataset(ShardedDataset):
+    """Shards built on the workers from a dask collection's blocks, with a store's passes.
+
+    Parameters
+    ----------
+    X, y, weight : dask collections
+        Features (a dask array, or a numeric dask DataFrame), labels and optional weights.
+    positive : label
+        The label that is +1.
+    client : distributed.Client
+        Connected client.
+    group_names : list of str, optional
+        Unused by the estimator's collections (no groups); kept for the passes' interface.
+    """
+
+    def __init__(self, X: Any, y: Any, weight: Any, positive: Any, client: Client, name: str = "dask collection") -> None:
+        import dask
+
+        self.store = None
+        self.name = name
+        self.group_names = None
+        self.client = client
+        self.driver_fanin = int(get_setting("driver-fanin"))
+        xs, ys, ws = collection_blocks(X, y, weight)
+        self._blocks = [dask.delayed(make_shard)(x, b, w, positive, i) for i, (x, b, w) in enumerate(zip(xs, ys, ws))]
+        self._n_features = int(X.shape[1])
+        self._weighted = weight is not None
+        self.worker_memory = measure_workers(client, self._n_features)  # also loads the pass kernels on every worker
+        self.workers = sorted(self.worker_memory)
+        self.cache = "memory"
+        self.minimum_memory_limit = 0
+        self._hosts: list[tuple[list[int], Any, Any]] = []
+        self._rehost = False
+        t0 = time.perf_counter()
+        self._shards = self._load_shards()
+        rows = self._gather([client.submit(_n_rows, f, pure=False) for f in self._shards], "building the shards", self._shards)
+        self._n_rows = int(sum(rows))
+        self._hosts = self._start_hosts()
+        self.load_seconds = time.perf_counter() - t0
+        log.info("%s: %d blocks, %d rows x %d features, built on %d workers in %.2f s", self.name, len(self._shards), self._n_rows,
+                 self._n_features, len(self.workers), self.load_seconds)
+
+    @property
+    def n_shards(self) -> int:
+        """Number of shards (the collection's row blocks)."""
+        return len(self._blocks)
+
+    @property
+    def n_features(self) -> int:
+        """Number of feature columns."""
+        return self._n_features
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows."""
+        return self._n_rows
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the rows carry sample weights."""
+        return self._weighted
+
+    def _load_shards(self) -> list:
+        """One task per block, building its shard where the block is."""
+        return self.client.compute(self._blocks) if self._blocks else []
+
+    def _spread_shards(self) -> None:
+        """Nothing to do: the scheduler computes a lost shard again from the collection's graph, where it chooses
+        (a store's dataset loads every shard afresh instead; these blocks' keys are the same on every compute)."""

@@ -1,0 +1,80 @@
+"""DPipeClassifier on dask collections fits where the partitions live: real ``dask scheduler`` / ``dask worker`` processes,
+this process only the client, and the bytes it receives read from the kernel (``ss``), not estimated."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpipe import DPipeClassifier
+from dpipe._estimator import ESTIMATOR_SHARD_ROWS
+from dpipe.testing import classification_data
+from dpipe.testing._clusters import ExternalCluster
+from dpipe.testing._sockets import received_since, tcp_bytes_received
+
+D = 20
+NAMES = [f"f{i}" for i in range(D)]
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = ExternalCluster(tmp_path_factory.mktemp("native"))
+    try:
+        c.start_worker()
+        c.start_worker()
+        yield c
+    finally:
+        c.close()
+
+
+def _frame(blocks: int, rows: int) -> tuple[dd.DataFrame, dd.Series]:
+    """A dask DataFrame whose partitions are made on the workers (nothing is sent from here but the graph)."""
+    parts = [dask.delayed(classification_data)(n=rows, d=D, seed=50 + i) for i in range(blocks)]
+    X = dd.from_delayed([dask.delayed(pd.DataFrame)(p[0], columns=NAMES) for p in parts], meta=pd.DataFrame(columns=NAMES, dtype=np.float32))
+    y = dd.from_delayed([dask.delayed(pd.Series)(p[1], name="y") for p in parts], meta=pd.Series(name="y", dtype=np.int8))
+    return X, y
+
+
+@pytest.mark.parametrize("objective", ["auc", "auc-moment"])
+def test_a_dask_dataframe_gives_the_in_memory_model(cluster, objective):
+    # partitions of the in-memory path's shard size, so that both sum in the same order: auc's Newton stops by a
+    # relative rule, and other shard sizes give other rounding, other iterates and models that agree only to the tolerance
+    X, y = _frame(2, ESTIMATOR_SHARD_ROWS)
+    with cluster.client.as_current():
+        native = DPipeClassifier(objective).fit(X, y)
+        X_mem, y_mem = dask.compute(X, y)
+        scores = native.decision_function(X)
+        assert hasattr(scores, "compute")  # predictions stay lazy
+        np.testing.assert_allclose(scores.compute(), native.decision_function(X_mem), rtol=1e-12)
+    memory = DPipeClassifier(objective).fit(X_mem, y_mem.to_numpy())
+    np.testing.assert_allclose(native.coef_, memory.coef_, rtol=1e-8, atol=1e-12 * np.abs(memory.coef_).max())
+    assert native.intercept_[0] == pytest.approx(memory.intercept_[0], rel=1e-8)
+    assert list(native.feature_names_in_) == NAMES and native.n_features_in_ == D
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="ss (iproute2) reads the sockets' byte counts")
+def test_the_driver_receives_bytes_that_do_not_grow_with_the_rows(cluster):
+    pid = os.getpid()
+    received = {}
+    with cluster.client.as_current():
+        for rows in (100_000, 400_000):
+            X, y = _frame(4, rows)
+            before = tcp_bytes_received(pid)
+            DPipeClassifier("auc-moment").fit(X, y)
+            received[rows] = received_since(before, tcp_bytes_received(pid))
+        data = 4 * 400_000 * D * 4  # float32 features of the larger fit
+        before = tcp_bytes_received(pid)
+        X.compute()  # what the fit would receive if it pulled the rows: the counter sees them
+        pulled = received_since(before, tcp_bytes_received(pid))
+    assert pulled >= data
+    print(f"driver received {received} bytes; the rows are {data} bytes")
+    assert received[400_000] < 0.01 * data  # moments (d x d per shard, merged on the workers), the threshold's range counts
+    assert received[400_000] < 1.3 * received[100_000]  # four times the rows, not four times the bytes
