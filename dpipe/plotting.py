@@ -1,4 +1,4 @@
-"""Figures users would rather look at than read: ROC curves, a registry's retrain history."""
+"""Figures users would rather look at than read: ROC curves, positive rates by group, a registry's retrain history."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_roc", "plot_retrain_history"]
+__all__ = ["plot_demo", "plot_roc", "plot_retrain_history"]
 
 
 def _pyplot():
@@ -62,6 +62,44 @@ def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]], path: s
     finally:
         plt.close(fig)
 
+
+
+def plot_demo(curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]], rates: Mapping[str, Mapping[str, float]], path: str | os.PathLike,
+              title: str = "dpipe demo", ratio: float = 0.8) -> str:
+    """Write a PNG with the models' test ROC curves (``name -> (fpr, tpr, auc)``) and, when ``rates`` has any, a second
+    panel of each group's positive rate per model (``name -> {group: rate}``), the lowest group's over the highest's
+    in each model's label, against the ``ratio`` rule."""
+    plt = _pyplot()
+    panels = 2 if rates else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.4 * panels, 5), squeeze=False)
+    ax = axes[0][0]
+    for name, (fpr, tpr, auc) in curves.items():
+        ax.plot(fpr, tpr, lw=1.6, label=f"{name} (AUC {auc:.4f})")
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
+    ax.set(xlabel="false positive rate", ylabel="true positive rate", title="test ROC", xlim=(0, 1), ylim=(0, 1.01))
+    ax.legend(loc="lower right", fontsize=9)
+    ax.grid(alpha=0.3)
+    if rates:
+        ax = axes[0][1]
+        groups = sorted({g for r in rates.values() for g in r})
+        width = 0.8 / max(1, len(groups))
+        x = np.arange(len(rates))
+        for k, g in enumerate(groups):
+            ax.bar(x + (k - (len(groups) - 1) / 2) * width, [rates[m].get(g, 0.0) for m in rates], width, label=f"group {g}")
+        labels = []
+        for m, r in rates.items():
+            values = [v for v in r.values()]
+            low_high = min(values) / max(values) if values and max(values) > 0 else float("nan")
+            labels.append(f"{m}\nratio {low_high:.2f}")
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.set(ylabel="share predicted positive (test)", title=f"positive rate by group (the {ratio:.0%} rule: ratio >= {ratio:g})")
+        ax.legend(fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    fig.suptitle(title, fontsize=10)
+    try:
+        return _save(fig, path)
+    finally:
+        plt.close(fig)
 
 
 def plot_retrain_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "retrains") -> str:

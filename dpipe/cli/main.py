@@ -251,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true")
     _add_cluster(p, cache_default="stream")
 
-    p = sub.add_parser("demo", help="generate data (or use --data), train auc-moment and error-moment, evaluate, write a report")
+    p = sub.add_parser("demo", help="generate data (or use --data), train auc, error-moment and error-rate under the 80 %% rule between groups, "
+                                    "evaluate, write a report and a plot")
     p.add_argument("--workdir", help="folder for stores, models and the report (default: a new temporary folder)")
     p.add_argument("--rows", type=int, default=200_000, help="rows of the generated training store (default 200000)")
     p.add_argument("--features", type=int, default=40)
@@ -655,8 +656,8 @@ def _cmd_demo(a: argparse.Namespace) -> None:
         _check_store_destination(a.workdir, "--workdir", "the demo's output")
     report = run_demo(a, _ingest_kwargs(a), _cluster_kwargs(a))  # its progress lines: on stderr with --json (main points stdout there)
     if a.json:
-        models = [{"objective": r["objective"], "path": os.path.abspath(r["model"]), "train_seconds": r["train_seconds"], "test": r["test"]}
-                  for r in report["results"]]
+        models = [{"name": r["name"], "objective": r["objective"], "constraints": r["constraints"], "path": os.path.abspath(r["model"]),
+                   "train_seconds": r["train_seconds"], "test": r["test"]} for r in report["results"]]
         emit(a, document("demo", workdir=report["workdir"], data=report["data"], report=report["report"], roc_png=os.path.abspath(report["roc_png"]),
                          models=models))
 

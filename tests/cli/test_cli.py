@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -70,16 +71,26 @@ def test_errors_exit_nonzero_with_message(synthetic, capsys, tmp_path):
 
 def test_demo_on_generated_data_in_a_subprocess(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "dpipe", "demo", "--workdir", str(tmp_path), "--rows", "20000", "--features", "10", "--workers", "2"],
+        [sys.executable, "-m", "dpipe", "demo", "--workdir", str(tmp_path), "--rows", "40000", "--features", "20", "--workers", "2"],
         capture_output=True, text=True, timeout=600,
     )
     assert r.returncode == 0, r.stderr
-    assert "auc-moment" in r.stdout and "error-moment" in r.stdout and "test AUC" in r.stdout
     with open(tmp_path / "report.json") as f:
         report = json.load(f)
-    assert [row["objective"] for row in report["results"]] == ["auc-moment", "error-moment"]
-    for row in report["results"]:
-        assert 0.6 < row["test"]["roc_auc"] <= 1.0
+    names = [row["name"] for row in report["results"]]
+    assert names == ["auc", "error-moment", "error-rate-80%-rule"]
+    for name in names:
+        assert re.search(rf"^{re.escape(name)} +[0-9.]+ +0\.[0-9]{{4}}", r.stdout, re.M), r.stdout  # a printed line of test metrics each
+    tests = [row["test"] for row in report["results"]]
+    for t in tests:
+        assert 0.6 < t["roc_auc"] <= 1.0
+    # the models differ where they should: the unconstrained ones give the groups unequal positive rates, the fair one meets the rule
+    ratios = [t["by_group"]["selection_rate_ratio"] for t in tests]
+    assert max(ratios[:2]) < 0.8 <= ratios[2], ratios
+    assert len({(round(t["roc_auc"], 6), round(t["accuracy"], 6), round(t["positive_rate"], 6)) for t in tests}) == 3
+    *rule, coverage = report["results"][2]["constraints"]
+    assert rule and all("0.8 * positive_rate(group=" in c for c in rule) and coverage.startswith("positive_rate >= ")
+    assert report["plotted"] == {"roc": names, "positive_rate_by_group": names}  # each model in both panels
     png = (tmp_path / "roc.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     assert np.isfinite(report["results"][1]["fit"]["fun"])
