@@ -292,10 +292,10 @@ def test_k_is_the_same_count_with_whole_weights_and_without(tmp_path):
 
 
 def test_the_readme_option_table_is_the_declaration():
-    """The README's table of options is generated from PARAMS; a changed default must change it too."""
+    """docs/training.md's table of options is generated from PARAMS; a changed default must change it too."""
     from dpipe.fit._params import option_table
 
-    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    page = (pathlib.Path(__file__).parents[2] / "docs" / "training.md").read_text()
     table = option_table()
     assert "| `mm_steps` |" in table and "| `solver` |" not in table
-    assert table in readme, "README's option table is stale: paste dpipe.fit._params.option_table() over it"
+    assert table in page, "docs/training.md's option table is stale: paste dpipe.fit._params.option_table() over it"
