@@ -233,31 +233,48 @@ def _start(r: dict) -> str:
 
 
 def _plot(rows: list[dict], dest: Path) -> None:
+    """One panel per task, at most three a row (a strip of six was 2268 px wide with labels over each other)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     names = sorted({(r["dataset"], r["objective"]) for r in rows})
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
-    for ax, (name, objective) in zip(axes[0], names):
+    columns = min(3, len(names))
+    lines = -(-len(names) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(4.6 * columns, 3.9 * lines), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.set_visible(False)
+    for ax, (name, objective) in zip(axes.flat, names):
         for r in rows:
             if (r["dataset"], r["objective"]) == (name, objective):
                 t, v = zip(*r["trace"])
                 ax.plot(t, v, label=r["variant"] + _start(r))
         ref_s, ref_m = SVMPERF.get((name, objective), (None, None))
         if ref_s:
-            ax.axhline(ref_m, color="gray", ls="--", lw=0.8)
-            ax.axvline(ref_s, color="gray", ls=":", lw=0.8)
+            ax.axhline(ref_m, color="gray", ls="--", lw=0.8, label="SVM-perf's test metric")
+            ax.axvline(ref_s, color="gray", ls=":", lw=0.8, label="SVM-perf's time")
             ax.set_ylim(ref_m - 3 * (1 - ref_m), min(1.0, ref_m + 1.5 * (1 - ref_m)))
         ax.set_xscale("log")
-        ax.set_title(f"{name} {objective}", fontsize=9)
-        ax.set_xlabel("seconds (test passes excluded)")
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("test metric (dashed: SVM-perf, dotted: its time)")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels of a short log axis overlap
+        ax.set_title(f"{name}: {objective}", fontsize=10)
+        ax.set_xlabel("seconds (test passes excluded)", fontsize=8)
+        ax.set_ylabel("test metric", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(dest, dpi=90)
     plt.close(fig)
+
+
+def replot(json_path: Path) -> Path:
+    """Draw the PNG of a saved race again (``python bench/smooth_vs_svmperf.py --replot RESULTS.json``)."""
+    rows = json.loads(Path(json_path).read_text())
+    dest = Path(json_path).with_suffix(".png")
+    _plot(rows, dest)
+    return dest
 
 
 def main() -> None:
@@ -276,7 +293,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="race runs per row; the row is the median run (time to SVM-perf's metric)")
     ap.add_argument("--cp-reference", default="",
                     help="comma-separated datasets whose auc-smooth race targets the test AUC of SVM-perf's objective solved by dpipe's cutting plane on the race's split")
+    ap.add_argument("--replot", type=Path, help="only draw the PNG of this saved race JSON again, and exit")
     a = ap.parse_args()
+    if a.replot is not None:
+        print(replot(a.replot))
+        return
     parts = a.part.split(",")
     races, tables, references = [], [], {}
     with bench_client(a) as client:

@@ -392,12 +392,12 @@ def check_replaceable(path: str, what: str) -> None:
         return
     if what == "store":
         if not is_dpipe_store(path):
-            raise OutputExistsError(f"{path}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with --overwrite")
+            raise OutputExistsError(f"{path}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with overwrite=True")
     elif what in (*_JSON_FORMATS, "predictions", "plot"):
         if not is_dpipe_file(path, what):
             marker = (f'"format": "{_JSON_FORMATS[what]}"' if what in _JSON_FORMATS else
                       f"{PREDICTIONS_FORMAT_KEY} = {PLOT_FORMAT if what == 'plot' else PREDICTIONS_FORMAT}")
-            raise OutputExistsError(f"{path}: exists and is not a dpipe {what} file (no {marker}); refusing to replace it, even with --overwrite")
+            raise OutputExistsError(f"{path}: exists and is not a dpipe {what} file (no {marker}); refusing to replace it, even with overwrite=True")
 
 
 def check_output_path(path: str | os.PathLike, *, overwrite: bool, what: str, directory: bool = False) -> str:
@@ -437,7 +437,7 @@ def check_output_path(path: str | os.PathLike, *, overwrite: bool, what: str, di
     if os.path.isdir(p) and not directory:
         raise OutputError(f"{p}: is a directory; the {what} is written to a file")
     if os.path.lexists(p) and not overwrite:
-        raise OutputExistsError(f"{p}: exists; pass overwrite=True (--overwrite) to replace the {what}")
+        raise OutputExistsError(f"{p}: exists; pass overwrite=True to replace the {what}")
     if overwrite and not directory:  # a store destination is judged by the writer (dpipe.io._writer.prepare_destination)
         check_replaceable(p, what)
     if not os.path.exists(parent):

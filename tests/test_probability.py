@@ -100,7 +100,7 @@ def test_refusals(data, tmp_path):
     assert not hasattr(DPipeClassifier().fit(X, y), "predict_proba")  # scorers fall back to decision_function
     with pytest.raises(ValueError, match=r"^LinearModel: this model has no probability calibration; train it with probability="):
         DPipeClassifier().fit(X, y).to_model().predict_proba(X)
-    with pytest.raises(ParameterError, match=r"'probability_folds' parameter of DPipeClassifier applies only with probability"):
+    with pytest.raises(ParameterError, match=r"'probability_folds' parameter of DPipeClassifier applies only with 'probability'"):
         DPipeClassifier(probability_folds=3).fit(X, y)
     with pytest.raises(ParameterError, match=r"The 'probability' parameter of DPipeClassifier does not apply to objective 'error-rate'"):
         DPipeClassifier("error-rate", probability="sigmoid", constraints=("positive_rate <= 0.5",)).fit(X, y)

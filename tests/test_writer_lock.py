@@ -247,7 +247,7 @@ def test_demo_refuses_earlier_outputs_before_any_work(tmp_path, capsys):
     (work / "report.json").write_text('{"mine": true}')
     argv = ["-q", "demo", "--workdir", str(work), "--rows", "2000", "--engine", "local"]
     assert main(argv) == 1
-    assert one_error_line(capsys.readouterr().err, "demo") == f"dpipe demo: error: {work / 'report.json'}: exists; pass overwrite=True (--overwrite) to replace the report"
+    assert one_error_line(capsys.readouterr().err, "demo") == f"dpipe demo: error: {work / 'report.json'}: exists; pass --overwrite to replace the report"
     assert main([*argv, "--overwrite"]) == 1
     assert "not a dpipe report file" in one_error_line(capsys.readouterr().err, "demo")
     assert sorted(p.name for p in work.iterdir()) == ["report.json"]  # no store generated

@@ -1,6 +1,9 @@
 """Worked example: weekly retraining on kdd99 under a 2 % churn target, end to end from one command.
 
-    python workflows/kdd99_weekly.py [--data ../shared/data/kddcup.data_10_percent.gz] [--rows N] [--out workflows/results]
+    python workflows/kdd99_weekly.py [--data ../shared/data/kddcup.data_10_percent.gz] [--rows N] [--out DIR]
+
+It writes into ``--out`` (default: a new temporary folder, printed at the end), never over
+the committed results unless asked: ``--out workflows/results`` regenerates them.
 
 What it does, as a team's weekly job would (each retrain is a real ``dpipe retrain``
 process, as cron or a CronJob would start it):
@@ -31,6 +34,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -133,7 +137,7 @@ def run(data: Path, rows: int | None, out: Path, work: Path) -> dict:
 
 def _table(summary: dict) -> str:
     lines = [f"kdd99 (10 % file, {summary['rows']} rows) weekly retrains under churn <= {summary['churn_target']:.0%} against the champion "
-             "and recall >= the champion's; AUC and churn on each week's holdout. Made by `python workflows/kdd99_weekly.py`.", "",
+             "and recall >= the champion's; AUC and churn on each week's holdout. Made by `python workflows/kdd99_weekly.py --out workflows/results`.", "",
              "| week | decision | challenger | champion after | challenger AUC | champion AUC | AUC gain | churn vs champion | exit code | seconds |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for w in summary["weeks"]:
@@ -149,13 +153,16 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=_default_data(), help="kddcup.data_10_percent.gz")
     ap.add_argument("--rows", type=int, help="use a random sample of this many rows (CI runs a small version)")
-    ap.add_argument("--out", type=Path, default=HERE / "results", help="where the history, table and plot go")
-    ap.add_argument("--work", type=Path, help="scratch folder for the files, stores and registry (default OUT/../work-kdd99, replaced)")
+    ap.add_argument("--out", type=Path, help="where the history, table and plot go (default: a new temporary folder; "
+                                               "workflows/results regenerates the committed ones)")
+    ap.add_argument("--work", type=Path, help="scratch folder for the files, stores and registry (default OUT/work, replaced)")
     a = ap.parse_args(argv)
     if not a.data.exists():
         raise SystemExit(f"{a.data}: not found (pass --data PATH to kddcup.data_10_percent.gz)")
-    summary = run(a.data, a.rows, a.out, a.work or a.out.parent / "work-kdd99")
+    out = (a.out if a.out is not None else Path(tempfile.mkdtemp(prefix="dpipe-kdd99-weekly-"))).resolve()  # the configs name absolute paths
+    summary = run(a.data, a.rows, out, (a.work or out / "work").resolve())
     print(_table(summary))
+    print(f"results: {out}")
 
 
 if __name__ == "__main__":

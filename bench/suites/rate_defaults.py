@@ -1,13 +1,13 @@
-"""rate-defaults: the rate family's options whose best value could differ by dataset, measured on the README's commands.
+"""rate-defaults: the rate family's options whose best value could differ by dataset, measured on the rate commands of docs/constraints.md.
 
-Each of the README's rate commands (:data:`bench.suites.rate_speed.COMMANDS`: kdd99
+Each of the rate commands of docs/constraints.md (:data:`bench.suites.rate_speed.COMMANDS`: kdd99
 Neyman-Pearson, adult's 80 % rule, a9a churn + recall, adult auc-rate with three
 constraints, a9a coverage) is trained with ``standardize`` off (the default) and on, in
 this process, and evaluated on the official test file (churn on the unlabelled pool it
 was trained against): the test objective (the objective's rate; 1 - ROC-AUC for
 auc-rate), every constraint's test value (left minus right side: it holds at <= 0), and
 the fit's seconds, and which value had the lower test objective on how many commands (issue
-28 chose the defaults from this table: see the README's rate section).
+28 chose the defaults from this table: see docs/constraints.md).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
     for res in results.values():
         best = min(VARIANTS, key=lambda v: res[v]["test_objective"])
         wins[best] += 1
-    lines = ["The README's rate commands, each trained with the rate family's `standardize` off and on (other options at their "
+    lines = ["The rate commands of docs/constraints.md, each trained with the rate family's `standardize` off and on (other options at their "
              "defaults), in this process; test figures on the official test file (churn: on the pool it was trained against). "
              "Constraint values are left minus right side (holds at <= 0).", "",
              *table_head(["command", "variant", "test objective", "test constraints", "training constraints", "training objective", "fit s"])]

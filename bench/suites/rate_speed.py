@@ -1,4 +1,4 @@
-"""rate-speed: the README's rate-constraint commands, whole ``dpipe train`` processes, before and after a change.
+"""rate-speed: the rate-constraint commands of docs/constraints.md, whole ``dpipe train`` processes, before and after a change.
 
 The four commands of issue 26 (and a9a's coverage bound), each run as a user runs it:
 ``python -m dpipe train STORE --objective ... --constraint ... --out MODEL`` from a store

@@ -13,7 +13,7 @@ def add_parsers(sub: Any) -> None:
     """Add the ``retrain`` and ``registry`` sub-commands to the ``dpipe`` parser's sub-parsers."""
     p = sub.add_parser("retrain", help="train a challenger on new data under a churn constraint, promote it only when it beats the champion "
                                        "(exit 0 promoted, 3 kept, 1 failed)")
-    p.add_argument("config", help="retrain configuration (YAML; see the README's 'Scheduled retraining')")
+    p.add_argument("config", help="retrain configuration (YAML; see docs/retraining.md and workflows/README.md)")
     p.add_argument("--force", action="store_true", help="decide again even when these inputs were decided before")
     p.add_argument("--json", action="store_true", help="print the decision record as one JSON document on stdout (docs/json-output.md)")
 

@@ -25,6 +25,7 @@ from .._log import level_for
 from ..exceptions import DPipeError, ParameterError, StoreError
 from ._registry_commands import COMMANDS as _REGISTRY_COMMANDS
 from ._registry_commands import add_parsers as _add_registry_parsers
+from ._vocabulary import cli_flags, in_cli_terms
 
 __all__ = ["main", "build_parser"]
 
@@ -685,6 +686,16 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split("\n")) or type(exc).__name__
 
 
+def _command_parser(parser: argparse.ArgumentParser, a: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the command (and verb, as ``registry plot``) that parsed ``a``."""
+    while parser._subparsers is not None:
+        chosen = next((sub.choices.get(getattr(a, sub.dest, None) or "") for sub in parser._subparsers._group_actions), None)
+        if chosen is None:
+            break
+        parser = chosen
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage; train: 4 when a rate constraint does not hold, the model written; retrain: 3 kept).
 
@@ -700,8 +711,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     restore_logging = _setup_logging(a.verbose, a.quiet)
 
+    # the library's messages name Python parameters; this command's name its flags (dpipe.cli._vocabulary)
+    flags = cli_flags(_command_parser(parser, a))
+
     def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
-        print(f"dpipe: warning: {message}", file=sys.stderr)
+        print(f"dpipe: warning: {in_cli_terms(str(message), flags)}", file=sys.stderr)
 
     # --json, --out -: stdout carries one document (or file), written by the command as its last step to a.stdout; anything
     # else printed meanwhile (a progress line, a library's print) goes to stderr
@@ -719,7 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except (DPipeError, ValueError, OSError) as exc:  # OSError: a read-only file system, a full disk, a permission
                 if a.verbose:
                     traceback.print_exc(file=sys.stderr)
-                print(f"dpipe {a.command}: error: {_one_line(exc)}", file=sys.stderr)
+                print(f"dpipe {a.command}: error: {in_cli_terms(_one_line(exc), flags)}", file=sys.stderr)
                 return 1
             except KeyboardInterrupt as exc:  # the temporary being written was removed while unwinding
                 signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
@@ -728,7 +742,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except (Exception, asyncio.CancelledError) as exc:  # anything else (distributed's, a library's): one line too, named by its type
                 if a.verbose:
                     traceback.print_exc(file=sys.stderr)
-                text = _one_line(exc)
+                text = in_cli_terms(_one_line(exc), flags)
                 text = text if text == type(exc).__name__ else f"{type(exc).__name__}: {text}"
                 print(f"dpipe {a.command}: error: {text}{'' if a.verbose else ' (-v shows the traceback)'}", file=sys.stderr)
                 return 1

@@ -53,7 +53,8 @@ def collection_blocks(X: Any, y: Any, weight: Any = None) -> tuple[list, list, l
     import dask.array as da
 
     if hasattr(X, "columns"):  # a dask DataFrame: row blocks as a dask array of known chunks
-        X = X.to_dask_array(lengths=True)
+        # optimized first: dask merges the partitions of a Parquet read cut to some columns, and lengths must count those
+        X = X.optimize().to_dask_array(lengths=True)
     if X.ndim != 2:
         raise ValueError(f"X has shape {X.shape}; expected (n, d)")
     X = X.rechunk({1: -1})  # whole rows in each block
@@ -62,7 +63,7 @@ def collection_blocks(X: Any, y: Any, weight: Any = None) -> tuple[list, list, l
         if v is None:
             return None
         if hasattr(v, "to_dask_array"):
-            v = v.to_dask_array(lengths=True)
+            v = v.optimize().to_dask_array(lengths=True)
         elif not hasattr(v, "dask"):
             v = da.from_array(np.asarray(v), chunks=X.chunks[0])
         if v.shape[0] != X.shape[0]:

@@ -111,7 +111,7 @@ def _job_resources(workers: int | None, memory_limit: str | int | None, threads_
     cores = check_int(get_setting("threads-per-worker", cores), "threads_per_worker", "cluster_client", low=1)
     memory = memory_limit if memory_limit not in (None, "auto") else dask.config.get("jobqueue.slurm.memory", None)
     if memory in (None, "auto"):
-        raise ParameterError("cluster 'slurm' needs the memory of a worker job: --memory-limit (memory_limit=), e.g. 4GiB, or jobqueue.slurm.memory "
+        raise ParameterError("cluster 'slurm' needs the memory of a worker job: 'memory_limit', e.g. 4GiB, or jobqueue.slurm.memory "
                              "in the dask config (~/.config/dask/jobqueue.yaml or DASK_JOBQUEUE__SLURM__MEMORY)")
     return jobs, cores, memory
 

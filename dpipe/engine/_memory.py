@@ -175,7 +175,7 @@ def measure_workers(client: Any, n_features: int) -> dict[str, WorkerMemory]:
         if limits and limits[0] < floor:
             raise ParameterError(
                 f"a worker memory limit of {limits[0] / 1e6:.0f} MB is below a worker's own footprint: the workers died loading "
-                f"dpipe's pass kernels (about {FOOTPRINT_FLOOR / 1e6:.0f} MB with them); raise the workers' memory limit (--memory-limit) "
+                f"dpipe's pass kernels (about {FOOTPRINT_FLOOR / 1e6:.0f} MB with them); raise the workers' memory limit ('memory_limit') "
                 f"to at least {floor / 1e6:.0f} MB plus what the store needs"
             ) from None
         raise ClusterError(f"measuring the workers' memory failed: {type(error).__name__}: {error}") from error
@@ -249,6 +249,6 @@ def check_memory_limits(workers: dict[str, WorkerMemory], need: MemoryNeed, stor
         f"{store}: a worker memory limit of {w.limit / 1e6:.0f} MB is below the {minimum / 1e6:.0f} MB this store needs with cache={cache!r} "
         f"({len(short)} of {len(workers)} worker(s), e.g. {address}): the worker's own footprint is {w.footprint / 1e6:.0f} MB (measured), "
         f"it holds {need.resident / 1e6:.0f} MB between passes and {need.working / 1e6:.0f} MB more while a pass reads a shard, "
-        f"under {_thresholds(w)}; raise the workers' memory limit (--memory-limit) to at least {minimum / 1e6:.0f} MB, "
-        "or write smaller shards (--shard-rows)"
+        f"under {_thresholds(w)}; raise the workers' memory limit ('memory_limit') to at least {minimum / 1e6:.0f} MB, "
+        "or write smaller shards (ingest's shard_rows)"
     )

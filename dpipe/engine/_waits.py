@@ -135,5 +135,5 @@ def killed_workers_as_cluster_errors(what: str) -> Iterator[None]:
     except _killed_worker() as error:
         raise ClusterError(
             f"{what}: a task killed every worker that ran it ({error.task}, last on {error.last_worker.address if error.last_worker else '?'}); "
-            "the usual cause is a worker memory limit too small for a shard: raise --memory-limit or write smaller shards (--shard-rows)"
+            "the usual cause is a worker memory limit too small for a shard: raise 'memory_limit' or write smaller shards (ingest's shard_rows)"
         ) from None

@@ -181,7 +181,7 @@ PARAMS: dict[str, Param] = {
               ("rate",), (), instead="constraints are trained by the rate objectives: use objective='error-rate' (or another *-rate)",
               cli={"flag": "--constraint", "action": "append", "metavar": "CONSTRAINT"}),
         Param("mm_steps", "int", "Rate objectives: majorization-minimization steps at most (default 20); MM stops earlier, when a "
-              "step lowers the dual estimate by at most ``eps`` relative (the README's rate commands: 3-11 steps), and warns "
+              "step lowers the dual estimate by at most ``eps`` relative (the rate commands of docs/constraints.md: 3-11 steps), and warns "
               "when it reaches this limit first.",
               ("rate",), 20, low=1,
               instead="only the rate objectives majorize"),
@@ -232,7 +232,7 @@ PARAMS: dict[str, Param] = {
               "smaller one's, were within 1e-4 of the converged fit's on every bundled task: ``python -m bench stopping``). Moment objectives (a d-dimensional problem on the driver, no data "
               "passes): when the largest gradient component is below ``tol`` (default 1e-4). Rate objectives' inner problems: "
               "stop when ``max|g| <= tol (1 + sum v) max|g_0|`` (column-scaled coordinates, ``v`` the multipliers, ``g_0`` the "
-              "gradient at the fit's start; default 3e-4, the largest of 1e-3, 5e-4, 3e-4 whose fits of the README's rate "
+              "gradient at the fit's start; default 3e-4, the largest of 1e-3, 5e-4, 3e-4 whose fits of docs/constraints.md's rate "
               "commands were no worse than the previous solver's with a margin: ``python -m bench rate-speed``).",
               ("moment", "smooth", "rate"), {"moment": 1e-4, "smooth": 0.03, "rate": 3e-4}, solvers=("lbfgs", "mm"), low=0.0,
               instead={"moment": "the closed form does not iterate: use solver='lbfgs'", "structural": "the cutting plane stops on its gap: use eps"}),
@@ -414,7 +414,7 @@ def _check_combinations(given: dict[str, Any], owner: str) -> None:
     if "continuation_factor" in given and not given.get("continuation"):
         raise ParameterError(f"The 'continuation_factor' parameter of {owner} applies only with continuation=True.")
     if "probability_folds" in given and "probability" not in given:
-        raise ParameterError(f"The 'probability_folds' parameter of {owner} applies only with probability ('sigmoid' or 'isotonic').")
+        raise ParameterError(f"The 'probability_folds' parameter of {owner} applies only with 'probability' ('sigmoid' or 'isotonic').")
     if "validation_seed" in given and "validation_fraction" not in given:
         raise ParameterError(f"The 'validation_seed' parameter of {owner} applies only with validation_fraction (the share it draws).")
     newton = given.get("solver") == "newton"
@@ -496,7 +496,7 @@ def _shown(name: str, value: Any, objective: Objective | None = None) -> str:
 
 
 def option_table() -> str:
-    """The README's table of options (Markdown): where each applies and its default, from :data:`PARAMS` (``solver`` has its own section)."""
+    """The table of options in docs/training.md (Markdown): where each applies and its default, from :data:`PARAMS` (``solver`` has its own section)."""
     lines = ["| option | applies to | default |", "|---|---|---|"]
     for p in PARAMS.values():
         if p.name == "solver":

@@ -234,7 +234,7 @@ store : str or Store
     Training store (Zarr or Parquet). Its weight column, if any, weights every
     objective, the calibration and the metrics (a row of weight v counts as v rows).
 objective : str
-    What to minimize; one of :data:`dpipe.fit.OBJECTIVES` (see the README's table).
+    What to minimize; one of :data:`dpipe.fit.OBJECTIVES` (see the table in docs/training.md).
 validation : str or Store, optional
     Iterative objectives (smoothed and structural): the exact validation AUC and PRBEP
     after every iteration (one more pass each; for error, f1, prec@k and rec@k also the

@@ -129,9 +129,9 @@ def prepare_destination(dest: str, overwrite: bool) -> None:
     with store_lock(dest):  # the parent exists, dest is inside no store and no registry
         if os.path.lexists(dest):
             if not overwrite:
-                raise StoreError(f"{dest}: destination exists; pass overwrite=True (--overwrite) to replace it")
+                raise StoreError(f"{dest}: destination exists; pass overwrite=True to replace it")
             if not is_dpipe_store(dest):
-                raise StoreError(f"{dest}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with --overwrite")
+                raise StoreError(f"{dest}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with overwrite=True")
 
 
 class ShardWriter:
@@ -471,7 +471,7 @@ class ShardWriter:
                 if not self.overwrite:
                     raise StoreError(f"{self.dest}: destination appeared while writing; pass overwrite=True to replace it")
                 if not is_dpipe_store(self.dest):
-                    raise StoreError(f"{self.dest}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with --overwrite")
+                    raise StoreError(f"{self.dest}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with overwrite=True")
                 old = os.path.join(os.path.dirname(self.dest), "." + os.path.basename(self.dest) + ".old-" + self.tmp[-8:])
                 os.rename(self.dest, old)
             os.rename(self.tmp, self.dest)

@@ -154,7 +154,7 @@ def fit_cutting_plane(
     if status == 1:
         warnings.warn(
             f"{name}cutting plane stopped at the iteration limit ({max_iter}) with gap {history[-1]['gap']:.3g} > eps = {eps:g}; "
-            "raise max_iter (--max-iter) or loosen eps (--eps).",
+            "raise 'max_iter' or loosen 'eps'.",
             ConvergenceWarning,
             stacklevel=2,
         )

@@ -206,14 +206,14 @@ def minimize_lbfgs(
     if status == 1:
         warnings.warn(
             f"{name}L-BFGS stopped at the iteration limit ({max_iter}) with {rule}; "
-            "raise max_iter (--max-iter) or loosen tol (--tol).",
+            "raise 'max_iter' or loosen 'tol'.",
             ConvergenceWarning,
             stacklevel=2,
         )
     elif status == 2 and not success:
         warnings.warn(
             f"{name}L-BFGS stopped early ({msg}) with {rule}; "
-            "the objective may be badly scaled: try a larger penalty (--lam) or a looser tol (--tol).",
+            "the objective may be badly scaled: try a larger penalty 'lam' or a looser 'tol'.",
             ConvergenceWarning,
             stacklevel=2,
         )

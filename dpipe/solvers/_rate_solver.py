@@ -29,7 +29,7 @@ Why L-BFGS and not Newton: the inner problem's generalized Hessian ``[X, -1]^T D
 only sees the rows inside a Huber zone (width 0.05 of a ramp 1 wide), so a Newton model
 misses every kink outside it and TRON's trust region shrinks step after step. Both are
 here (``inner_solver``; Newton's Hessian-vector products read only the Huber rows, kept on
-the workers by the evaluation at the same point). Measured on the README's rate commands
+the workers by the evaluation at the same point). Measured on the rate commands of docs/constraints.md
 (``python -m bench rate-speed``: whole fits in one process, interleaved, medians of 3, this
 machine while shared), TRON took 1.2-1.8x L-BFGS's time on adult and a9a (2-3 Hessian
 products per evaluation, about as many evaluations) and 2.5-3.1x on auc-rate and kdd99,
@@ -246,15 +246,15 @@ def _solve_rates(problem: RateProblem, mm_steps: int, eps: float, tol: float, ma
     if not settled:
         fell = (duals[-2] - duals[-1]) / abs(duals[-1]) if len(duals) > 1 and duals[-1] != 0 else float("nan")
         warnings.warn(f"{name}majorization-minimization did not settle in {mm_steps} steps (its last step lowered the dual "
-                      f"estimate by {fell:.2g} relative, more than eps = {eps:g}); raise mm_steps (--mm-steps) or loosen eps (--eps).",
+                      f"estimate by {fell:.2g} relative, more than eps = {eps:g}); raise 'mm_steps' or loosen 'eps'.",
                       ConvergenceWarning, stacklevel=4)
     if cut_limits:
         warnings.warn(f"{name}the multipliers' cutting plane stopped at its limit of {max_cuts} cuts in {cut_limits} of {steps} "
-                      f"majorization steps (bounds on the dual still {last_gap:.2g} apart); loosen eps (--eps).", ConvergenceWarning, stacklevel=4)
+                      f"majorization steps (bounds on the dual still {last_gap:.2g} apart); loosen 'eps'.", ConvergenceWarning, stacklevel=4)
     if inner.last_at_limit:
         warnings.warn(f"{name}{inner.last_at_limit} inner problem(s) of the last majorization step stopped at max_iter = {max_iter} "
-                      f"L-BFGS iterations before max|g| <= tol (1 + sum v) max|g_0| (tol = {tol:g}); raise max_iter (--max-iter) or "
-                      "loosen tol (--tol).", ConvergenceWarning, stacklevel=4)
+                      f"L-BFGS iterations before max|g| <= tol (1 + sum v) max|g_0| (tol = {tol:g}); raise 'max_iter' or "
+                      "loosen 'tol'.", ConvergenceWarning, stacklevel=4)
     return RateSolution(theta, best.v.copy(), steps, cuts_total, settled, duals, inner.at_limit, cut_limits, time.perf_counter() - t0)
 
 

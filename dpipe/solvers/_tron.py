@@ -222,9 +222,9 @@ def minimize_tron(
              name, message, nit, cg_total, nfev, f, gnorm, elapsed)
     if not success:
         warnings.warn(f"{name}TRON stopped ({message}) with ||g|| = {gnorm:.2e} > eps ||g(w0)|| = {eps * gnorm0:.2e}; "
-                      "raise max_iter (--max-iter) or loosen eps (--eps)." if status == 1 else
+                      "raise 'max_iter' or loosen 'eps'." if status == 1 else
                       f"{name}TRON stopped ({message}) with ||g|| = {gnorm:.2e} > eps ||g(w0)|| = {eps * gnorm0:.2e}; "
-                      "the objective may be badly scaled: try a larger penalty (--lam).", ConvergenceWarning, stacklevel=2)
+                      "the objective may be badly scaled: try a larger penalty 'lam'.", ConvergenceWarning, stacklevel=2)
     return FitResult(x=w, fun=float(f), nit=nit, nfev=nfev, status=status, success=bool(success), message=message, history=history,
                      time_solve=elapsed, info={"cg_steps": cg_total, "grad_norm0": gnorm0, "grad_norm": gnorm, "eps": eps,
                                                "preconditioned": M is not None})

@@ -67,7 +67,7 @@ def test_missing_dask_jobqueue_names_the_extra(monkeypatch):
 def test_memory_per_job_is_required():
     pytest.importorskip("dask_jobqueue")
     with dask.config.set({"jobqueue.slurm.memory": None}):
-        with pytest.raises(ParameterError, match=r"needs the memory of a worker job: --memory-limit .* jobqueue.slurm.memory"):
+        with pytest.raises(ParameterError, match=r"needs the memory of a worker job: 'memory_limit', .* jobqueue.slurm.memory"):
             with cluster_client(cluster="slurm"):
                 pass
 

@@ -169,7 +169,7 @@ def test_an_option_that_needs_another_is_refused_alone():
         resolve("auc-smooth", {"continuation_factor": 3.0}, "train")
     with pytest.raises(ParameterError, match="'validation_seed' parameter of train applies only with validation_fraction"):
         resolve("error-rate", {"validation_seed": 3}, "train")
-    with pytest.raises(ParameterError, match="'probability_folds' parameter of train applies only with probability"):
+    with pytest.raises(ParameterError, match="'probability_folds' parameter of train applies only with 'probability'"):
         resolve("auc", {"probability_folds": 3}, "train")
 
 

@@ -78,3 +78,17 @@ def test_the_driver_receives_bytes_that_do_not_grow_with_the_rows(cluster):
     print(f"driver received {received} bytes; the rows are {data} bytes")
     assert received[400_000] < 0.01 * data  # moments (d x d per shard, merged on the workers), the threshold's range counts
     assert received[400_000] < 1.3 * received[100_000]  # four times the rows, not four times the bytes
+
+
+def test_a_parquet_read_cut_to_its_feature_columns(cluster, tmp_path):
+    # dask merges the partitions of a Parquet read projected onto some columns: X and y may be cut differently
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame(rng.normal(size=(4000, 5)), columns=list("abcde"))
+    frame["y"] = np.where(frame["a"] + rng.normal(size=4000) > 0, 1, -1)
+    for i in range(4):
+        frame.iloc[1000 * i : 1000 * (i + 1)].to_parquet(tmp_path / f"part-{i}.parquet")
+    table = dd.read_parquet(tmp_path)
+    with cluster.client.as_current():
+        native = DPipeClassifier("auc-moment").fit(table.drop(columns="y"), table["y"])
+    memory = DPipeClassifier("auc-moment").fit(frame.drop(columns="y"), frame["y"].to_numpy())
+    np.testing.assert_allclose(native.coef_, memory.coef_, rtol=1e-6)

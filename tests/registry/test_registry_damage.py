@@ -191,7 +191,7 @@ def test_plot_and_train_never_write_over_a_file_or_into_the_registry(first, tmp_
     notes = d / "notes.txt"
     notes.write_text("a user's notes\n")
     r = _registry("plot", str(reg), "--out", str(notes))
-    assert r.returncode == 1 and "exists; pass overwrite=True (--overwrite)" in r.stderr
+    assert r.returncode == 1 and "exists; pass --overwrite to replace" in r.stderr
     r = _registry("plot", str(reg), "--out", str(notes), "--overwrite")  # not a plot dpipe wrote: never replaced
     assert r.returncode == 1 and "is not a dpipe plot" in r.stderr, r.stderr
     assert notes.read_text() == "a user's notes\n"

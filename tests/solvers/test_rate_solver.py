@@ -193,9 +193,9 @@ def test_majorization_stops_on_its_relative_rule(stores):
 
 
 @pytest.mark.parametrize("limit, match", [
-    (dict(mm_steps=1), r"did not settle in 1 steps .* raise mm_steps \(--mm-steps\) or loosen eps \(--eps\)"),
-    (dict(max_cuts=1), r"cutting plane stopped at its limit of 1 cuts .* loosen eps \(--eps\)"),
-    (dict(max_iter=1), r"stopped at max_iter = 1 .* raise max_iter \(--max-iter\) or loosen tol \(--tol\)"),
+    (dict(mm_steps=1), r"did not settle in 1 steps .* raise 'mm_steps' or loosen 'eps'"),
+    (dict(max_cuts=1), r"cutting plane stopped at its limit of 1 cuts .* loosen 'eps'"),
+    (dict(max_iter=1), r"stopped at max_iter = 1 .* raise 'max_iter' or loosen 'tol'"),
 ])
 def test_each_loop_at_its_limit_warns_with_the_remedy(stores, limit, match):
     with pytest.warns(ConvergenceWarning, match=match):

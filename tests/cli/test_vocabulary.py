@@ -1,0 +1,60 @@
+"""One vocabulary per interface: Python errors name parameters, the CLI's name its flags (the same error, both ways)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dpipe
+from dpipe.cli._vocabulary import cli_flags, in_cli_terms
+from dpipe.cli.main import build_parser, main
+from dpipe.exceptions import ConvergenceWarning, ParameterError
+from dpipe.testing import classification_data, one_error_line, write_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    X, y = classification_data(600, 4, seed=2)
+    return str(write_store(tmp_path_factory.mktemp("vocab") / "s.zarr", X, y, [300, 300]))
+
+
+def _cli_error(capsys, *argv: str) -> str:
+    assert main(list(argv)) == 1
+    return one_error_line(capsys.readouterr().err, argv[0])
+
+
+def test_a_bad_value_names_the_parameter_in_python_and_the_flag_on_the_command_line(store, tmp_path, capsys):
+    with pytest.raises(ParameterError, match=r"^The 'lam' parameter of train must be a float in the range \[0.0, inf\)\. Got -1.0 instead\.$"):
+        dpipe.train(store, lam=-1.0, engine="local")
+    line = _cli_error(capsys, "train", store, "--out", str(tmp_path / "m.json"), "--lam", "-1", "--engine", "local")
+    assert line == "dpipe train: error: --lam must be a float in the range [0.0, inf). Got -1.0 instead."
+
+
+def test_an_option_that_needs_another_and_a_negatable_flag(store, tmp_path, capsys):
+    line = _cli_error(capsys, "train", store, "--out", str(tmp_path / "m.json"), "--probability-folds", "3", "--engine", "local")
+    assert line == "dpipe train: error: --probability-folds applies only with --probability ('sigmoid' or 'isotonic')."
+    flags = cli_flags(build_parser()._subparsers._group_actions[0].choices["train"])
+    assert in_cli_terms("with calibrate=False and train_metrics=False", flags) == "with --no-calibrate and --no-train-metrics"
+    assert in_cli_terms("ingest it with group_col= and 'shard_rows'", flags) == "ingest it with group_col= and 'shard_rows'"  # not train's options
+
+
+def test_an_existing_output_asks_for_overwrite_in_each_interface(store, tmp_path, capsys):
+    out = tmp_path / "m.json"
+    dpipe.train(store, engine="local", out=out)
+    with pytest.raises(dpipe.exceptions.OutputExistsError, match=r"exists; pass overwrite=True to replace the model$"):
+        dpipe.train(store, engine="local", out=out)
+    line = _cli_error(capsys, "train", store, "--out", str(out), "--engine", "local")
+    assert line == f"dpipe train: error: {out}: exists; pass --overwrite to replace the model"
+
+
+def test_a_solver_warning_names_the_remedy_in_each_interface(store, tmp_path, capsys):
+    with pytest.warns(ConvergenceWarning, match=r"raise 'max_iter' or loosen 'tol'\."):
+        dpipe.train(store, "auc-smooth", max_iter=1, engine="local")
+    with warnings.catch_warnings():  # shown by the command, as a user sees it (pytest turns warnings into errors)
+        warnings.simplefilter("always", ConvergenceWarning)
+        assert main(["-q", "train", store, "--objective", "auc-smooth", "--max-iter", "1", "--out", str(tmp_path / "w.json"), "--engine", "local"]) == 0
+    (warning,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("dpipe: warning:")]
+    assert warning.endswith("raise --max-iter or loosen --tol.") and "'max_iter'" not in warning
+    assert np.isfinite(dpipe.LinearModel.load(tmp_path / "w.json").intercept)
