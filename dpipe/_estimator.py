@@ -14,8 +14,7 @@ from sklearn.utils.validation import _check_sample_weight, check_consistent_leng
 from ._ramp import ramp
 from .engine import LocalDataset
 from .exceptions import ParameterError
-from .fit import DEFAULT_OBJECTIVE, OBJECTIVES, PARAMS, finish_fit, fit_dataset, model_params, resolve
-from .fit._train import fit_probability
+from .fit import DEFAULT_OBJECTIVE, OBJECTIVES, PARAMS, finish_fit, fit_dataset, fit_probability, model_params, resolve
 from .fit._early_stopping import make_validator
 from .fit._params import numpydoc, signature_parameters
 from .io import Shard

@@ -80,13 +80,13 @@ def constraint_values(datasets: dict[str, Any], coef: np.ndarray, intercept: flo
     dataset, ``"train"`` the evaluated store), whether it holds (``<= 0``), its 95 % interval and verdict (holds /
     violated / not significant) and its rates with their intervals (:mod:`dpipe.rates._intervals`); one pass per
     dataset. With ``randomized``, expected rates of the randomized classifier."""
-    from .fit._params import PARAMS
-    from .fit._rates import deployed_model
+    from .model._linear import deployed_model
     from .rates._cells import DataInfo, compile_rows, plan_stores
     from .rates._intervals import constraint_report
+    from .rates._parse import check_constraints
     from .reduce._rates import cell_predictions
 
-    constraints = PARAMS["constraints"].check(constraints, "evaluate")
+    constraints = check_constraints(constraints, "constraints", "evaluate")
     plans = plan_stores(None, constraints, {a: DataInfo.of(ds) for a, ds in datasets.items()}, deployed_model)
     sums = {a: ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), plans[a].layout, randomized)
             for a, ds in datasets.items()}

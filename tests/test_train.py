@@ -100,7 +100,7 @@ def test_single_class_store_is_a_clear_error(tmp_path):
 
 
 def test_iteration_limit_warns_with_advice(stores):
-    with pytest.warns(ConvergenceWarning, match="raise max_iter"):
+    with pytest.warns(ConvergenceWarning, match="raise 'max_iter'"):
         dpipe.train(stores["train"], "error-moment", max_iter=1, engine="local", train_metrics=False)
 
 

@@ -3,7 +3,7 @@
 dpipe's functions raise and warn in Python terms - ``The 'lam' parameter of train must be
 ...``, ``pass overwrite=True``, ``raise 'max_iter'`` - because a Python user passes
 ``lam=``. The ``dpipe`` command shows the same messages with the flag its user typed:
-``--lam must be ...``, ``pass --overwrite``, ``raise --max-iter``. Only names the running
+``--lam must be ...``, ``pass --overwrite``, ``raise --max-iter``, ``use --objective error-rate``. Only names the running
 command has as options are rewritten (from its own parser), so a message about another
 step (``ingest ... group_col``) keeps its words.
 """
@@ -58,5 +58,7 @@ def in_cli_terms(message: str, flags: dict[str, tuple[str, str]]) -> str:
 
     message = re.sub(r"\b[Tt]he '(\w+)' and '(\w+)' parameters of [\w.]+", two, message)
     message = re.sub(r"\b[Tt]he '(\w+)' parameter of [\w.]+", one, message)
+    message = re.sub(r"\b[Tt]he '(\w+)' parameter\b", one, message)
     message = re.sub(r"\b(\w+)=(True|False)\b", boolean, message)
+    message = re.sub(r"\b(\w+)='([^']*)'", lambda m: f"{flag(m.group(1))} {m.group(2)}" if flag(m.group(1)) else m.group(0), message)
     return re.sub(r"'(\w+)'", one, message)

@@ -5,9 +5,12 @@ client becomes a :class:`CollectionDataset`: each row block (a chunk, a partitio
 is turned into a :class:`~dpipe.io.Shard` by a task on the cluster - float32 features,
 labels in {-1, +1}, the weights - and kept there, exactly as a store's shards are kept
 (``cache="memory"``), with the same shard hosts and passes. The driver receives the
-blocks' row counts and each pass's reduced results (O(d) per pass, and O(hosts) for the
-rank exchange), never the rows. A worker lost meanwhile loses its shards; the scheduler
-computes them again from the collection's graph.
+blocks' row counts and each pass's reduced results - moments, gradients, the threshold's
+range counts (:mod:`._threshold`), the rank exchange's O(hosts) sketches - never the
+features; where the driver merges the ranking itself (``auc``'s Newton steps, the smoothed
+objectives below ``dpipe.rank-exchange``'s row count) it receives a score per row. A worker
+lost meanwhile loses its shards; the scheduler computes them again from the collection's
+graph.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ _LAZY = {
     "FitOutcome": "._outcome",
     "fit_dataset": "._train",
     "finish_fit": "._train",
+    "fit_probability": "._train",
     "model_params": "._train",
     "train": "._train",
     "smoothed_objective": "._smooth",

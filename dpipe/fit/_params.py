@@ -127,23 +127,10 @@ class Param:
 
 
 def _check_constraints(value: Any, name: str, owner: str) -> tuple[Any, ...]:
-    """A constraint string, a :class:`dpipe.rates.Constraint`, or a list of them, as a tuple of Constraints."""
-    from ..rates import Constraint, parse_constraint
+    """:func:`dpipe.rates.check_constraints` (imported when a constraint is given: the CLI's parser reads this module)."""
+    from ..rates._parse import check_constraints
 
-    items = [value] if isinstance(value, (str, Constraint)) else value
-    try:
-        items = list(items)
-    except TypeError:
-        raise ParameterError(f"The {name!r} parameter of {owner} must be constraint strings or dpipe.rates.Constraint objects. Got {value!r} instead.") from None
-    out = []
-    for item in items:
-        if isinstance(item, str):
-            out.append(parse_constraint(item))
-        elif isinstance(item, Constraint):
-            out.append(item)
-        else:
-            raise ParameterError(f"The {name!r} parameter of {owner} takes constraint strings or dpipe.rates.Constraint objects, not {type(item).__name__}.")
-    return tuple(out)
+    return check_constraints(value, name, owner)
 
 
 def _calibrate_default(objective: Objective) -> bool:

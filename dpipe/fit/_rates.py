@@ -23,6 +23,7 @@ import numpy as np
 
 from ..engine import RankPasses, column_scales
 from ..exceptions import ConvergenceWarning, ParameterError
+from ..model._linear import deployed_model
 from ..objectives import SmoothedAUCRisk
 from ..rates._cells import DataInfo, compile_rows, plan_stores
 from ..rates._expr import Constraint, RateExpression, error_rate, false_negative_rate, false_positive_rate
@@ -43,7 +44,7 @@ VALIDATION_CONFIDENCE = 0.95
 #: the rate objectives that minimize the ROC-AUC surrogate (the pairwise hinge of auc-smooth) instead of rates
 RANKING_OBJECTIVES = ("auc-rate",)
 
-__all__ = ["RateReport", "RateFit", "fit_rates", "fit_rate_family", "deployed_model", "RATE_OBJECTIVES", "RANKING_OBJECTIVES"]
+__all__ = ["RateReport", "RateFit", "fit_rates", "fit_rate_family", "RATE_OBJECTIVES", "RANKING_OBJECTIVES"]
 
 log = logging.getLogger("dpipe.fit")
 
@@ -285,14 +286,6 @@ def _measured(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, 
         return []
     sums = {a: ds.map_reduce(cell_predictions, np.add, coef, intercept, plans[a].layout, randomized) for a, ds in datasets.items()}
     return constraint_report(constraints, rows, plans, sums)
-
-
-def deployed_model(path: str) -> tuple[np.ndarray, float]:
-    """``(coef, intercept)`` of a saved dpipe model (its prediction: ``X coef + intercept > 0``)."""
-    from ..model import LinearModel
-
-    model = LinearModel.load(path)
-    return np.asarray(model.coef, dtype=np.float64), float(model.intercept)
 
 
 def _confidence(params: Any, validation: Mapping[str, Any]) -> float:

@@ -142,7 +142,7 @@ def train(
                              "evaluate the model on the store instead.")
     if getattr(p, "early_stopping_rounds", None) is not None and validation is None:
         raise ParameterError("The 'early_stopping_rounds' parameter of train needs the 'validation' parameter: the store whose metric "
-                             "decides when to stop (--validation STORE).")
+                             "decides when to stop.")
     if datasets and spec.family not in MULTI_DATASET_FITS:
         raise ParameterError(f"The 'datasets' parameter of train names the stores rate constraints use; objective {objective!r} "
                              "takes no constraints: use objective='error-rate' (or another *-rate).")

@@ -737,7 +737,7 @@ class _TabularJob:
                     raise InputError(f"{role} column {name!r} holds {kind} ({kind} columns can only be hashed features)", path=path)
                 if kind in HASHED_ONLY and self.hashing is None:
                     raise ParameterError(f"The {name!r} column of {path} holds {'lists of tokens' if kind == 'tokens' else 'maps of token -> number'}, "
-                                         f"which only feature hashing encodes: give the 'hash_features' parameter of {OWNER} (--hash-features N).")
+                                         f"which only feature hashing encodes: give the 'hash_features' parameter of {OWNER}.")
             cols.append(Column(name, role, kind if role in ("feature", "group") else None))
         self.names = names
         return cols

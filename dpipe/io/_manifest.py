@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from .._formats import STORE_MANIFEST_NAME, STORE_SCHEMA_VERSIONS
 from .._modes import set_default_mode
 from .._wide import INLINE_MAX, compact_names, expand_names
 from ..exceptions import StoreError
@@ -45,8 +46,8 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 3
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
-MANIFEST_NAME = "manifest.json"
+READABLE_SCHEMA_VERSIONS = STORE_SCHEMA_VERSIONS
+MANIFEST_NAME = STORE_MANIFEST_NAME
 #: a wide store's irregular feature names, beside the manifest
 FEATURE_NAMES_FILE = "feature_names.json"
 

@@ -526,8 +526,8 @@ class Store:
         """Set :attr:`verify_mode` and :attr:`verify`; refuse a store without checksums when verification was asked for."""
         has = self.manifest.has_checksums
         if mode is True and not has and not recording:
-            raise StoreError(OLD_STORE_MESSAGE.format(path=self.path) + " (verification was asked for: --verify, verify=True or dpipe.verify: true; "
-                             "--no-verify reads it unverified)")
+            raise StoreError(OLD_STORE_MESSAGE.format(path=self.path) + " (verification was asked for: verify=True or dpipe.verify: true; "
+                             "verify=False reads it unverified)")
         self.verify_mode = mode
         self.verify = bool(has) and mode is not False
 

@@ -566,3 +566,10 @@ class LinearModel:
         h = hashlib.sha256(self.coef.tobytes())
         h.update(np.float64(self.intercept).tobytes())
         return h.hexdigest()
+
+
+def deployed_model(path: str | os.PathLike) -> tuple[np.ndarray, float]:
+    """``(coef, intercept)`` of a saved dpipe model (its prediction: ``X coef + intercept > 0``): the deployed model a churn
+    constraint compares with."""
+    model = LinearModel.load(path)
+    return np.asarray(model.coef, dtype=np.float64), float(model.intercept)

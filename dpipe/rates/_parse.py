@@ -17,7 +17,7 @@ from typing import Any
 from ..exceptions import ParameterError
 from ._expr import RATES, Constraint, RateExpression, f1_at_least, precision_at_least
 
-__all__ = ["parse_constraint", "parse_objective"]
+__all__ = ["check_constraints", "parse_constraint", "parse_objective"]
 
 _LABELS = {"1": 1, "+1": 1, "-1": -1, "positive": 1, "negative": -1, "pos": 1, "neg": -1}
 _RATIOS = {"precision": precision_at_least, "f1": f1_at_least}
@@ -149,3 +149,21 @@ def parse_objective(text: str) -> RateExpression:
         return RateExpression(value.terms, value.constant, text.strip())
     except _Bad as error:
         raise ParameterError(f"rate objective {text.strip()!r}: {error}") from None
+
+
+def check_constraints(value: Any, name: str, owner: str) -> tuple[Constraint, ...]:
+    """A constraint string, a :class:`Constraint`, or a list of them, as a tuple of Constraints (``name`` / ``owner``: for errors)."""
+    items = [value] if isinstance(value, (str, Constraint)) else value
+    try:
+        items = list(items)
+    except TypeError:
+        raise ParameterError(f"The {name!r} parameter of {owner} must be constraint strings or dpipe.rates.Constraint objects. Got {value!r} instead.") from None
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            out.append(parse_constraint(item))
+        elif isinstance(item, Constraint):
+            out.append(item)
+        else:
+            raise ParameterError(f"The {name!r} parameter of {owner} takes constraint strings or dpipe.rates.Constraint objects, not {type(item).__name__}.")
+    return tuple(out)

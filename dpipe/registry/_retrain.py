@@ -193,9 +193,8 @@ def retrain(config: RetrainConfig | str | os.PathLike, *, force: bool = False, c
 
 
 def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, client: Any) -> RetrainResult:
-    import dpipe
-
-    from .._evaluate import evaluate_part
+    from .._evaluate import evaluate, evaluate_part
+    from ..fit import train
     from ..engine._split import RowSplit
 
     t0 = time.perf_counter()
@@ -215,7 +214,7 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     split = None if cfg.constraints.validation_fraction is None else RowSplit(cfg.constraints.validation_fraction, 0)
     champion_recall = None
     if champion_path:  # on the rows the challenger's recall is held on: the held-out part under the validation rule
-        champion_recall = (dpipe.evaluate(champion_path, stores["train"], **where) if split is None
+        champion_recall = (evaluate(champion_path, stores["train"], **where) if split is None
                            else evaluate_part(champion_path, stores["train"], split, "validation", **where))["recall"]
     pool = "pool" if "pool" in stores else "train"
     constraints = _constraints(cfg, champion_path, champion_recall, pool)
@@ -225,7 +224,7 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
         warnings.simplefilter("ignore", ConvergenceWarning)  # judged by its constraints and the holdout below
         validation = {} if split is None or not constraints else {"validation_fraction": split.fraction, "validation_seed": split.seed,
                                                                  "confidence": cfg.constraints.confidence}
-        model = dpipe.train(stores["train"], cfg.objective, constraints=constraints or None, datasets=datasets, **validation, **cfg.params, **where)
+        model = train(stores["train"], cfg.objective, constraints=constraints or None, datasets=datasets, **validation, **cfg.params, **where)
     info = model.fit.get("info", {})
     deciding = info.get("constraints_validation", info.get("constraints", []))  # where the threshold was set: held-out rows, else the training rows
     unmet = [c["text"] for c in deciding if c["value"] > 1e-6]
@@ -237,9 +236,9 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
 
     log.info("retrain: evaluating champion and challenger on the holdout")
     metric = cfg.promote.metric
-    champion_holdout = dpipe.evaluate(champion_path, stores["holdout"], **where) if champion_path else None
+    champion_holdout = evaluate(champion_path, stores["holdout"], **where) if champion_path else None
     checks = _constraints(cfg, champion_path, champion_holdout["recall"] if champion_holdout else None, None)
-    challenger_holdout = dpipe.evaluate(model, stores["holdout"], constraints=checks or None, **where)
+    challenger_holdout = evaluate(model, stores["holdout"], constraints=checks or None, **where)
     action, reasons = _decide(cfg, metric, challenger_holdout, champion_holdout)
     at_fit = {"training": {c["text"]: c["value"] for c in info.get("constraints", [])},
               "validation": {c["text"]: c["value"] for c in info.get("constraints_validation", [])} or None}

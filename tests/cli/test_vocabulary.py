@@ -38,6 +38,7 @@ def test_an_option_that_needs_another_and_a_negatable_flag(store, tmp_path, caps
     flags = cli_flags(build_parser()._subparsers._group_actions[0].choices["train"])
     assert in_cli_terms("with calibrate=False and train_metrics=False", flags) == "with --no-calibrate and --no-train-metrics"
     assert in_cli_terms("ingest it with group_col= and 'shard_rows'", flags) == "ingest it with group_col= and 'shard_rows'"  # not train's options
+    assert in_cli_terms("use objective='error-rate' (or another *-rate)", flags) == "use --objective error-rate (or another *-rate)"
 
 
 def test_an_existing_output_asks_for_overwrite_in_each_interface(store, tmp_path, capsys):

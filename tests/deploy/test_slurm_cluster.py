@@ -100,7 +100,7 @@ def test_cli_cluster_option_is_scoped_to_the_command(store, tmp_path, capsys):
     status = main(["-q", "train", store, "--out", str(tmp_path / "m.json"), "--cluster", "slurm", "--scheduler", "tcp://127.0.0.1:1"])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 1
-    assert err[-1].startswith("dpipe train: error: The 'cluster' parameter of cluster_client is 'slurm', which starts a cluster")
+    assert err[-1].startswith("dpipe train: error: --cluster is 'slurm', which starts a cluster")
     assert dask.config.get("dpipe.cluster") == "local"  # the setting does not outlive the command
     with pytest.raises(SystemExit) as exc:
         main(["train", store, "--cluster", "pbs"])

@@ -187,5 +187,5 @@ def test_the_cli_flag_end_to_end(stores, tmp_path):
     assert f"early stopping: validation AUC did not improve for 3 iterations at iteration {best + 3}; best {values[best - 1]:.6g} at iteration {best}" in r.stderr
     r = subprocess.run([sys.executable, "-m", "dpipe", "train", stores["train"], "--objective", "rocarea", "--early-stopping-rounds", "3",
                         "--engine", "local", "--out", str(tmp_path / "n.json")], capture_output=True, text=True, timeout=300)
-    assert r.returncode != 0 and "'early_stopping_rounds' parameter of train needs the 'validation' parameter" in r.stderr
+    assert r.returncode != 0 and "--early-stopping-rounds needs --validation: the store whose metric decides when to stop." in r.stderr
     assert not (tmp_path / "n.json").exists()

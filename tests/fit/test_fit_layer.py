@@ -105,6 +105,35 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def _layer(module: str) -> str:
+    """The package (or top-level module) of ``dpipe`` a module belongs to: ``dpipe.fit._train`` -> ``dpipe.fit``."""
+    return ".".join(module.split(".")[:2])
+
+
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed onto dpipe's packages and top-level modules (an import inside a function counts)."""
+    out: dict[str, set[str]] = {}
+    for a, targets in graph.items():
+        out.setdefault(_layer(a), set()).update(_layer(b) for b in targets if _layer(b) != _layer(a))
+    for targets in list(out.values()):
+        for b in targets:
+            out.setdefault(b, set())
+    return out
+
+
+def test_no_two_way_dependency_between_packages():
+    """No package imports, even in a function, a package that imports it back: evaluation below fit, outputs below io."""
+    packages = _package_graph(_import_graph())
+    assert "dpipe._evaluate" in packages["dpipe.fit"] and "dpipe._output" in packages["dpipe.io"]  # the walk sees the layers' real edges
+    assert _cycles(packages) == []
+
+
+def test_a_planted_cycle_between_packages_is_found():
+    graph = _import_graph()
+    graph["dpipe.io._manifest"] = graph["dpipe.io._manifest"] | {"dpipe.fit._params"}  # io reaching up into fit, in a function say
+    assert any({"dpipe.fit", "dpipe.io"} <= set(cycle) for cycle in _cycles(_package_graph(graph)))
+
+
 def test_train_estimator_and_cli_agree_with_the_declaration():
     declared = set(PARAMS)
     train_params = set(inspect.signature(dpipe.train).parameters)

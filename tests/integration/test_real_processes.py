@@ -106,5 +106,5 @@ def test_bad_scheduler_value_is_a_clear_error(tmp_path):
     store = write_store(tmp_path / "s.zarr", X, y)
     r = _cli("train", store, "--out", str(tmp_path / "m.json"), "--scheduler", "no-such-file.json")
     assert r.returncode == 1
-    assert "'scheduler' parameter" in r.stderr and "no-such-file.json" in r.stderr
+    assert "error: --scheduler must be a scheduler address" in r.stderr and "no-such-file.json" in r.stderr
     assert not Path(tmp_path / "m.json").exists()

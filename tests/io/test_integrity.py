@@ -438,7 +438,7 @@ def test_old_store_is_refused_only_when_verification_was_asked(tmp_path, data, c
         if asked == ["--verify"]:
             assert code == 1 and not out.exists()
             line = _one_error_line_of(err, store, "without checksums")
-            assert line.endswith("(verification was asked for: --verify, verify=True or dpipe.verify: true; --no-verify reads it unverified)")
+            assert line.endswith("(verification was asked for: --verify or dpipe.verify: true; --no-verify reads it unverified)")
         else:
             assert code == 0 and out.exists(), err
             assert "dpipe: warning: " + store + ": written by dpipe <= 0.1" in err

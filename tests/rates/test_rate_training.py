@@ -69,13 +69,13 @@ def test_cli_churn_on_an_unlabelled_pool_and_a_constraints_file(data, tmp_path, 
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--objective", "auc-smooth", "--constraint", "recall >= 0.9"], "'constraints' parameter of train does not apply to objective 'auc-smooth'"),
+    (["--objective", "auc-smooth", "--constraint", "recall >= 0.9"], "--constraint does not apply to objective 'auc-smooth'"),
     (["--objective", "error-rate", "--constraint", "recall >= 0.9", "--dataset", "pool"], "--dataset 'pool': expected ALIAS=STORE"),
     (["--objective", "error-rate", "--constraint", "coverage(on=pool) <= 0.1"], "no dataset 'pool'"),
     (["--objective", "error-rate", "--constraint", "positive_rate(group=X) <= 0.5"], "unknown group 'X'"),
     (["--objective", "error-rate", "--constraint", "recall > 0.9"], "use <= or >="),
-    (["--objective", "error-rate", "--calibrate"], "'calibrate' parameter of train does not apply to objective 'error-rate'"),
-    (["--objective", "error-rate", "--validation", "VALIDATION"], "'validation' parameter of train applies to the smoothed and structural"),
+    (["--objective", "error-rate", "--calibrate"], "--calibrate does not apply to objective 'error-rate'"),
+    (["--objective", "error-rate", "--validation", "VALIDATION"], "--validation applies to the smoothed and structural"),
     (["--objective", "error-rate", "--constraint", "coverage(on=wide) <= 0.5", "--dataset", "wide=WIDE"], "has 5 features, the training store 4"),
 ])
 def test_bad_specifications_are_one_line(data, tmp_path, capsys, argv, message):

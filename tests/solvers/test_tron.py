@@ -84,7 +84,7 @@ def test_the_iteration_limit_warns_and_says_what_to_do():
         warnings.simplefilter("always")
         result = minimize_tron(problem, 10.0 * np.ones(6), eps=1e-14, max_iter=2)
     assert result.status == 1 and not result.success
-    assert any(issubclass(w.category, ConvergenceWarning) and "raise max_iter" in str(w.message) for w in caught)
+    assert any(issubclass(w.category, ConvergenceWarning) and "raise 'max_iter'" in str(w.message) for w in caught)
 
 
 def test_already_converged_start_stops_at_once():
