@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from typing import Any
 
 import msgspec
@@ -145,12 +146,45 @@ def _check(cfg: RetrainConfig, where: str) -> None:
         raise ParameterError(f"{where}: the rule's confidence is constraints.confidence, not params.confidence.")
     if vf is not None and "validation_fraction" in cfg.params:
         raise ParameterError(f"{where}: params.validation_fraction and constraints.validation-fraction say the same thing; give one.")
+    _check_training(cfg, where)
     if cfg.promote.metric not in PROMOTE_METRICS:
         raise ParameterError(f"{where}: promote.metric must be one of {', '.join(PROMOTE_METRICS)}. Got {cfg.promote.metric!r} instead.")
     if cfg.cluster.cluster not in (None, "local", "slurm"):
         raise ParameterError(f"{where}: cluster.cluster must be 'local' or 'slurm' (where the cluster dpipe starts runs). Got {cfg.cluster.cluster!r} instead.")
     if not cfg.promote.margin >= 0.0:
         raise ParameterError(f"{where}: promote.margin must be >= 0. Got {cfg.promote.margin!r} instead.")
+
+
+def _check_training(cfg: RetrainConfig, where: str) -> None:
+    """The objective, ``params`` and ``constraints.extra`` checked as :func:`dpipe.train` will check them, at load: a wrong
+    field is one line naming it before any ingest or pass."""
+    from ..fit import resolve
+    from ..rates._parse import check_constraints
+
+    if "constraints" in cfg.params:
+        raise ParameterError(f"{where}: params.constraints: the retrain's constraints are constraints.churn, constraints.recall-no-worse "
+                             "and constraints.extra; put more in constraints.extra")
+    if cfg.constraints.validation_fraction is not None and "validation_seed" in cfg.params:
+        raise ParameterError(f"{where}: params.validation_seed: the validation rule of constraints.validation-fraction draws with seed 0 "
+                             "(a rerun holds out the same rows)")
+    for i, text in enumerate(cfg.constraints.extra):
+        try:
+            check_constraints(text, "constraints", "retrain")
+        except ParameterError as exc:
+            raise ParameterError(f"{where}: constraints.extra[{i}]: {exc}") from None
+    try:
+        resolve(cfg.objective, dict(cfg.params), "retrain")
+    except ParameterError as exc:
+        text = str(exc)
+        unknown = re.match(r"retrain got unknown parameter\(s\) '([^']+)'", text)
+        named = re.match(r"The '(\w+)' parameter of retrain (.*)", text, re.S)
+        if unknown:
+            raise ParameterError(f"{where}: params.{unknown.group(1)}: not a parameter of dpipe.train (the table of docs/training.md lists them)") from None
+        if named and named.group(1) == "objective":
+            raise ParameterError(f"{where}: objective: {named.group(2)}") from None
+        if named:
+            raise ParameterError(f"{where}: params.{named.group(1)}: {named.group(2)}") from None
+        raise ParameterError(f"{where}: params: {text}") from None
 
 
 def load_config(path: str | os.PathLike) -> RetrainConfig:

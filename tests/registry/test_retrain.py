@@ -7,6 +7,7 @@ Every retrain runs as a real ``dpipe`` process; the kill tests SIGKILL it at eac
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from retrain_helpers import SECOND, assert_consistent, copy_folder, run_retrain,
 
 import dpipe
 from dpipe.registry import Registry
+from dpipe.registry._config import load_config
 
 
 def test_the_first_retrain_promotes_and_records_why(first):
@@ -220,3 +222,29 @@ def test_an_unknown_ingest_option_fails_before_any_work(tmp_path):
     (tmp_path / "set.yaml").write_text("registry: reg\ndata: {train: week.svm, holdout: hold.svm, ingest: {unlabeled: true}}\n")
     r = run_retrain(tmp_path / "set.yaml")
     assert r.returncode == 1 and "data.ingest.unlabeled: set by the retrain itself" in r.stderr
+
+
+@pytest.mark.parametrize("params, field", [
+    ("{lamm: 0.001}", "params.lamm: not a parameter of dpipe.train"),
+    ("{lam: -1}", "params.lam: must be a float in the range [0.0, inf). Got -1 instead."),
+    ("{surrogate: squared-hinge}", "params.surrogate: does not apply to objective 'error-rate'"),
+    ("{constraints: ['recall >= 0.5']}", "params.constraints: the retrain's constraints are constraints.churn"),
+])
+def test_a_wrong_training_parameter_fails_at_load_before_any_ingest(tmp_path, params, field):
+    src = _svmlight(tmp_path / "week.svm", 200, 2)
+    _svmlight(tmp_path / "hold.svm", 200, 3)
+    (tmp_path / "p.yaml").write_text(f"registry: reg\nparams: {params}\ndata: {{train: {src}, holdout: hold.svm}}\n")
+    r = run_retrain(tmp_path / "p.yaml")
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("dpipe retrain: error:")]
+    assert r.returncode == 1 and line.startswith(f"dpipe retrain: error: {tmp_path / 'p.yaml'}: {field}"), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hold.svm", "p.yaml", "week.svm"]  # nothing ingested, no registry made
+
+
+def test_a_wrong_extra_constraint_and_objective_fail_at_load(tmp_path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("registry: reg\ndata: {train: w.svm, holdout: h.svm}\nconstraints: {extra: ['recall >= 0.5', 'recal >= 0.5']}\n")
+    with pytest.raises(dpipe.exceptions.ParameterError, match=rf"^{re.escape(str(bad))}: constraints\.extra\[1\]: "):
+        load_config(bad)
+    bad.write_text("registry: reg\ndata: {train: w.svm, holdout: h.svm}\nobjective: error-rat\n")
+    with pytest.raises(dpipe.exceptions.ParameterError, match=rf"^{re.escape(str(bad))}: objective: must be one of "):
+        load_config(bad)
