@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import _check_sample_weight, check_consistent_length, check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_consistent_length, check_is_fitted, column_or_1d, validate_data
 
 from ._ramp import ramp
 from .engine import LocalDataset
@@ -27,6 +27,22 @@ __all__ = ["DPipeClassifier"]
 
 #: rows per in-memory shard (each one task, as a store's shard would be)
 ESTIMATOR_SHARD_ROWS = 65536
+
+
+def _sample_weight(sample_weight: Any, n: int) -> np.ndarray:
+    """``sample_weight`` as ``n`` finite, non-negative float64 weights (a number weighs every row alike), or a ValueError."""
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.ndim == 0:
+        w = np.full(n, float(w))
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight.shape == {w.shape}, expected ({n},)!")
+    if not np.all(np.isfinite(w)):
+        raise ValueError("Input sample_weight contains NaN or infinity.")
+    if np.any(w < 0):
+        raise ValueError("Negative values in data passed to `sample_weight`")
+    if not np.any(w > 0):
+        raise ValueError("Sample weights must contain at least one non-zero number.")
+    return w
 
 
 def _class_weights(shard: Any) -> np.ndarray:
@@ -190,7 +206,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
                              f"class(es) ({classes[:5].tolist()}).")
         weight = None
         if sample_weight is not None:
-            weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            weight = _sample_weight(sample_weight, X.shape[0])
             present = [float(weight[y == c].sum()) > 0 for c in classes]
             if not all(present):
                 raise ValueError(f"DPipeClassifier needs both classes with positive sample_weight; class {classes[present.index(False)]!r} "

@@ -21,7 +21,7 @@ from ..engine._threshold import best_threshold_on_ranges
 from ..exceptions import ParameterError
 from ..io import Store
 from ..io._store import as_store
-from ..io._transform import check_same_features
+from ..io._fit_transform import check_same_features
 from ..model import LinearModel
 from ..model._probability import ProbabilityCalibration
 from ._calibrate import calibrate

@@ -96,7 +96,7 @@ from ._tabular import (
     resolve_column,
     split_csv_line,
 )
-from ._transform import check_log1p, ingest_transformed, stored_transform
+from ._fit_transform import check_log1p, ingest_transformed, stored_transform
 from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows_for, store_lock
 
 __all__ = ["ingest", "SOURCE_FORMATS", "INGEST_LAYOUTS", "SPARSE_MAX_DENSITY", "detect_source_format"]
@@ -953,7 +953,7 @@ def ingest(
     log1p : "auto", "all" or list of feature names / indices, optional
         Features stored as ``log1p(x)``: the named ones, every numeric feature ("all"), or
         the heavy-tailed ones ("auto": never negative, maximum at least about 128 times
-        the median on ``1 + x``; see :mod:`dpipe.io._transform`, every feature's figures
+        the median on ``1 + x``; see :mod:`dpipe.io._fit_transform`, every feature's figures
         are kept in the manifest). One-hot indicators are never logged.
     scale : {"none", "minmax", "standard", "maxabs"}
         Affine map of every numeric feature (after ``log1p``), fitted on this source (a row of

@@ -41,7 +41,7 @@ from ._checksum import CHECKSUM_ALGORITHM
 
 __all__ = [
     "Manifest", "ShardRecord", "SCHEMA_VERSION", "READABLE_SCHEMA_VERSIONS", "MANIFEST_NAME",
-    "read_manifest", "write_manifest", "decode_manifest", "validate_manifest", "canonical_json", "write_json_atomic",
+    "write_manifest", "decode_manifest", "validate_manifest", "canonical_json", "write_json_atomic",
     "stored_feature_names", "FEATURE_NAMES_FILE",
 ]
 
@@ -394,7 +394,3 @@ def read_manifest_raw(directory: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
 
-
-def read_manifest(directory: str) -> Manifest:
-    """Read and validate the manifest of the store at ``directory``."""
-    return decode_manifest(read_manifest_raw(directory), where=directory, directory=directory)

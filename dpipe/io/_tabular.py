@@ -79,10 +79,7 @@ MAX_CATEGORIES = 32768
 #: Most distinct values of the group column (codes are int16).
 MAX_GROUPS = 32767
 
-ROLES = ("feature", "label", "group", "weight")
-#: what a column holds: a number, a category, or (Parquet, with feature hashing only) a list of tokens or a map token -> number
-TYPES = ("numeric", "categorical", "tokens", "map")
-#: the column types that only hashing can encode (no vocabulary is collected for them)
+#: the column types that only hashing can encode (no vocabulary is collected for them): a list of tokens, a map token -> number
 HASHED_ONLY = ("tokens", "map")
 
 _MISSING_SET = pa.array(list(MISSING_VALUES), pa.string())

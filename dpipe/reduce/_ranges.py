@@ -33,7 +33,7 @@ from .._runs import RangeInput, merge_class_runs, scatter_runs
 from ._finite import check_weights
 from ._sorted import score_shard
 
-__all__ = ["SortedShard", "Piece", "sort_shard", "sketch", "cut", "assemble", "split_back", "shard_weights", "class_slices", "merge_sketches",
+__all__ = ["SortedShard", "Piece", "sort_shard", "sketch", "cut", "assemble", "split_back", "shard_weights", "class_slices",
            "PackedRanges", "pack_ranges", "unpack_ranges"]
 
 
@@ -122,26 +122,6 @@ def sketch(ss: SortedShard, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
         k = min(s.size, size)
         at = np.unique(np.append((np.arange(k) * s.size) // k, s.size - 1))
         out += [s[at] + shift, np.diff(np.append(at, s.size)).astype(np.float64)]
-    return out[0], out[1], out[2], out[3]
-
-
-def merge_sketches(sketches: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One :func:`sketch` of several: per class at most ``size + 1`` keys, the smallest and the largest kept, the counts adding up.
-
-    A kept key stands for the rows of the keys up to the next kept one.
-    """
-    out = []
-    for k, c in ((0, 1), (2, 3)):
-        keys = np.concatenate([s[k] for s in sketches]) if sketches else np.zeros(0)
-        counts = np.concatenate([s[c] for s in sketches]) if sketches else np.zeros(0)
-        order = np.argsort(keys, kind="stable")
-        keys, counts = keys[order], counts[order]
-        if keys.size > size + 1:
-            before = np.concatenate([[0.0], np.cumsum(counts)])  # rows before each key
-            at = np.searchsorted(before[:-1], before[-1] * np.arange(size) / size, side="right") - 1
-            at = np.unique(np.append(np.maximum(at, 0), keys.size - 1))
-            keys, counts = keys[at], np.diff(np.append(before[at], before[-1]))
-        out += [keys, counts]
     return out[0], out[1], out[2], out[3]
 
 

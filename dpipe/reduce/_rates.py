@@ -36,7 +36,7 @@ from .._ramp import ramp
 from ._finite import check_scores, check_weights
 from ._linalg import matvec, matvec_pair, rmatvec, rows_product
 
-__all__ = ["CellLayout", "RatePass", "rate_pass", "rate_hessian_pass", "curvature_rows", "row_cells", "cell_weights", "cell_predictions", "sorted_scores_cells", "huber", "huber_derivative", "ramp"]
+__all__ = ["CellLayout", "RatePass", "rate_pass", "rate_hessian_pass", "curvature_rows", "row_cells", "cell_weights", "cell_predictions", "sorted_scores_cells", "huber", "ramp"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,11 +81,6 @@ def row_cells(shard, layout: CellLayout) -> np.ndarray:
 def huber(u: np.ndarray, t: float) -> np.ndarray:
     """The hinge ``max(0, u)`` smoothed: ``0`` below 0, ``u^2 / (2t)`` up to ``t``, ``u - t/2`` above."""
     return np.where(u <= 0, 0.0, np.where(u < t, u * u / (2.0 * t), u - 0.5 * t))
-
-
-def huber_derivative(u: np.ndarray, t: float) -> np.ndarray:
-    """Derivative of :func:`huber`: ``clip(u / t, 0, 1)``."""
-    return np.clip(u / t, 0.0, 1.0)
 
 
 @dataclasses.dataclass

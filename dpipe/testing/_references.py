@@ -10,7 +10,7 @@ Algorithm 2 over all contingency tables).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -42,6 +42,8 @@ __all__ = [
     "squared_hinge_reference",
     "huber_hinge_reference",
     "TABLE_LOSSES",
+    "huber_derivative",
+    "merge_sketches",
 ]
 
 
@@ -61,7 +63,7 @@ def rmatvec_reference(X: np.ndarray, g: np.ndarray) -> np.ndarray:
 def rate_rows_reference(z: np.ndarray, z_anchor: np.ndarray, cells: np.ndarray, v: np.ndarray, P: np.ndarray, N: np.ndarray,
                         t: float, n_cells: int) -> tuple[float, np.ndarray, np.ndarray]:
     """NumPy reference of the per-row kernel of :func:`~dpipe.reduce._rates.rate_pass`: ``(value, sums, dz)``."""
-    from ..reduce._rates import huber, huber_derivative, ramp
+    from ..reduce._rates import huber, ramp
 
     up, un = 0.5 + z, 0.5 - z
     p_on, n_on = z_anchor <= 0.5, z_anchor >= -0.5
@@ -623,3 +625,28 @@ def huber_hinge_reference(X: np.ndarray, y: np.ndarray, lam: float, t: float, we
     a pair costs 0 for ``m <= 0``, ``m^2 / (2 t)`` for ``0 < m < t`` and ``m - t/2`` beyond; ``lam/2 ||w||^2`` added."""
     return _pairwise_reference(X, y, lam, weight, lambda m: np.where(m <= 0, 0.0, np.where(m < t, m * m / (2.0 * t), m - 0.5 * t)),
                                lambda m: np.clip(m / t, 0.0, 1.0), lambda m: ((m > 0) & (m < t)) / t)
+
+
+def huber_derivative(u: np.ndarray, t: float) -> np.ndarray:
+    """Derivative of :func:`dpipe.reduce._rates.huber`: ``clip(u / t, 0, 1)`` (the references' own)."""
+    return np.clip(u / t, 0.0, 1.0)
+
+
+def merge_sketches(sketches: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One :func:`dpipe.reduce._ranges.sketch` of several: per class at most ``size + 1`` keys, the smallest and the largest kept, the counts adding up.
+
+    A kept key stands for the rows of the keys up to the next kept one.
+    """
+    out = []
+    for k, c in ((0, 1), (2, 3)):
+        keys = np.concatenate([s[k] for s in sketches]) if sketches else np.zeros(0)
+        counts = np.concatenate([s[c] for s in sketches]) if sketches else np.zeros(0)
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+        if keys.size > size + 1:
+            before = np.concatenate([[0.0], np.cumsum(counts)])  # rows before each key
+            at = np.searchsorted(before[:-1], before[-1] * np.arange(size) / size, side="right") - 1
+            at = np.unique(np.append(np.maximum(at, 0), keys.size - 1))
+            keys, counts = keys[at], np.diff(np.append(before[at], before[-1]))
+        out += [keys, counts]
+    return out[0], out[1], out[2], out[3]

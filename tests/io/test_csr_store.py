@@ -221,7 +221,7 @@ def test_wide_model_is_written_compactly_and_reads_back_exactly(tmp_path):
 
 
 def test_transform_statistics_of_a_weighted_csr_block_equal_the_dense_ones():
-    from dpipe.io._transform import FeatureStats
+    from dpipe.io._fit_transform import FeatureStats
 
     D, _, _, v = _rows()
     D = np.abs(D) * 300  # heavy tails: octaves beyond 0

@@ -395,3 +395,15 @@ def test_auc_rate_turns_the_ranking_when_no_threshold_can(ranking_store):
     assert model.fit["success"] and model.fit["nit"] > 0
     constrained_auc = _auc(X @ np.asarray(model.coef), y)
     assert 0.75 < constrained_auc < _auc(s, y)
+
+
+def test_parse_objective_builds_the_rate_expression_its_text_names():
+    from dpipe.rates import parse_objective
+    from dpipe.rates._expr import error_rate, false_positive_rate
+
+    parsed = parse_objective("error_rate + 0.5 * false_positive_rate(group=a)")
+    expected = error_rate() + 0.5 * false_positive_rate(group="a")
+    assert parsed.terms == expected.terms and parsed.constant == expected.constant
+    assert str(parsed) == "error_rate + 0.5 * false_positive_rate(group=a)"
+    with pytest.raises(ParameterError, match=r"^rate objective 'recall >= 0.5': 'recall >= 0.5' is not a rate"):
+        parse_objective("recall >= 0.5")
