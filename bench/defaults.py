@@ -53,8 +53,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from bench._harness import _atomic_write, machine  # noqa: E402
 from datasets import DATASETS, bench_parser, ingest_pair  # noqa: E402
+
+from bench._harness import _atomic_write, machine  # noqa: E402
 
 BEST = ["--precondition", "moments", "--init", "auc-moment"]
 
@@ -266,7 +267,7 @@ def main() -> None:
         payload: dict[str, Any] = {
             "suite": "defaults", "repeats": a.repeats, "datasets": datasets, "before": str(a.before), "cap": a.cap,
             "warmup_iter": a.warmup_iter, "dpipe_exe": dpipe_exe, "machine": machine(), "trees": trees,
-            "load_start": list(os.getloadavg()), "variants": {k: {"tree": t, "label": l, "flags": f, "role": r} for k, (t, l, f, r) in VARIANTS.items()},
+            "load_start": list(os.getloadavg()), "variants": {k: {"tree": t, "label": label, "flags": f, "role": r} for k, (t, label, f, r) in VARIANTS.items()},
             "results": {},
         }
         for name in datasets:

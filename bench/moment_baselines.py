@@ -48,8 +48,9 @@ def logistic(X, y, Xt, yt, scale: bool) -> dict:
 
 
 def main() -> None:
-    import dpipe
     from distributed import Client, LocalCluster
+
+    import dpipe
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", type=Path, default=default_data_dir())

@@ -94,8 +94,9 @@ def measure(path: Path, client, evals: int, seed: int = 0) -> dict:
 
 
 def main() -> None:
-    import dpipe
     from distributed import Client, LocalCluster
+
+    import dpipe
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", default="100000,1000000,5000000")

@@ -59,9 +59,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from bench import _harness  # noqa: E402
 from datasets import bench_client, bench_parser, ingest_pair  # noqa: E402
 from moment_baselines import logistic  # noqa: E402
+
+from bench import _harness  # noqa: E402
 
 #: SVM-perf V3.00, C = 100, single thread, 80/20 split (seed 0) of each training file (DESIGN.md).
 SVMPERF = {

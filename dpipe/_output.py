@@ -250,7 +250,7 @@ def _command() -> str:
 
 def _owner_record() -> bytes:
     return (json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "thread": threading.get_ident(),
-                        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "command": _command()}) + "\n").encode()
+                        "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "command": _command()}) + "\n").encode()
 
 
 def _describe_owner(fd: int) -> str:

@@ -29,7 +29,6 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any
 
-
 from ._config import seconds_setting
 
 __all__ = ["Progress", "advance", "terminal_bar", "BarAwareHandler", "Throttle"]

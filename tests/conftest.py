@@ -46,6 +46,7 @@ def retrain_stores(tmp_path_factory) -> Path:
     """A folder of small stores for retraining: ``w1`` (150 rows, for a weak first champion), ``w2`` (2500 rows),
     ``hold`` (2000 labelled rows) and ``pool`` (1350 unlabelled rows), from one linear model with noise."""
     import numpy as np
+
     from dpipe.testing import write_store
 
     d = tmp_path_factory.mktemp("retrain-stores")

@@ -83,7 +83,6 @@ def test_dask_ml_baseline_leaves_the_test_array_alone(client, tmp_path):
     import dpipe
     from bench.suites import baselines
     from dpipe.metrics import roc_auc_score
-
     from dpipe.testing import write_store
 
     generated = tmp_path / "g.zarr"

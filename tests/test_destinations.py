@@ -20,8 +20,8 @@ import pytest
 
 import dpipe
 from dpipe.cli.main import main
-from dpipe.io import open_store, split_store
 from dpipe.exceptions import StoreError
+from dpipe.io import open_store, split_store
 from dpipe.testing import one_error_line, write_store
 
 

@@ -7,10 +7,10 @@ import dask.array as da
 import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
-from dpipe.testing import classification_data
 
 from dpipe import DPipeClassifier
 from dpipe.exceptions import ParameterError
+from dpipe.testing import classification_data
 
 
 def test_numpy_and_dask_inputs_agree():

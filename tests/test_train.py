@@ -6,11 +6,11 @@ import warnings
 
 import numpy as np
 import pytest
-from dpipe.testing import classification_data, write_store
 from sklearn import metrics as skm
 
 import dpipe
 from dpipe.exceptions import ConvergenceWarning, DPipeError, ParameterError
+from dpipe.testing import classification_data, write_store
 
 
 @pytest.fixture(scope="module")

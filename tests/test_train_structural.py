@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dpipe.testing import classification_data, write_store
 from sklearn import metrics as skm
 
 import dpipe
 from dpipe.cli import main
 from dpipe.exceptions import DPipeError, ParameterError
+from dpipe.testing import classification_data, write_store
 
 LOSSES = ["rocarea", "prbep", "f1", "prec@k", "rec@k", "error"]
 

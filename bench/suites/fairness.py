@@ -69,9 +69,10 @@ def _stats(pred: np.ndarray, y: np.ndarray, female: np.ndarray) -> dict[str, flo
 
 
 def _dataset(name: str, train: str, test: str, kappas: tuple[float, ...]) -> dict[str, Any]:
-    import dpipe
     from fairlearn.reductions import DemographicParity, ExponentiatedGradient
     from sklearn.linear_model import LogisticRegression
+
+    import dpipe
 
     X, y, g, names = _arrays(train)
     Xt, yt, gt, names_t = _arrays(test)

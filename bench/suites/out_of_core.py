@@ -23,7 +23,6 @@ import math
 import time
 from typing import Any
 
-
 from .._harness import Config, fmt_spread, local_cluster, quiet_train, spread, synthetic_store, table_head, warm_up, worker_peak_rss
 
 #: per worker, in bytes: the limit the issue was measured at; the other is the smallest dpipe accepts

@@ -59,6 +59,11 @@ TRAIN, TEST = "reuters-moneyfx.trn.bz2", "reuters-moneyfx.tst.bz2"
 # --------------------------------------------------------------------------------------------- Reuters
 
 
+def _fit_part(st: dict) -> str:
+    """``, fit S s, N iterations`` of a streamed run that got that far, else nothing."""
+    return f", fit {st['fit']:.1f} s, {st['nit']} iterations" if "fit" in st else ""
+
+
 def _reuters(cfg: Config, exe: str) -> dict[str, Any] | None:
     """Stores (dpipe ingest, timed) and plain svmlight files for the peer, under ``--work``/text/reuters."""
     if not (cfg.data_dir / TRAIN).exists():
@@ -375,7 +380,7 @@ def markdown(payload: dict[str, Any]) -> str:
         for st in b.get("streamed", []):
             lines.append(f"- `dpipe train --engine dask --workers 2 --memory-limit {st['limit']} --cache stream`: {st['seconds']:.1f} s "
                          f"(exit {st['returncode']}{', timed out' if st.get('timed_out') else ''}"
-                         f"{', fit %.1f s, %d iterations' % (st['fit'], st['nit']) if 'fit' in st else ''}), peak RSS of the "
+                         f"{_fit_part(st)}), peak RSS of the "
                          f"process tree {st['peak_tree_rss'] / 2**20:.0f} MB, {st['restarts']} worker restarts, {st['pauses']} pauses.")
     return "\n".join(lines) + "\n"
 

@@ -478,7 +478,8 @@ def _print_train_summary(a: argparse.Namespace, model: Any, where: str) -> None:
               f"[{c['interval'][0]:+.4g}, {c['interval'][1]:+.4g}])")
     for c in info.get("constraints_validation", []):
         _print_constraint(c, " on the validation rows")
-    print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, data loading/setup passes {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {where}")
+    print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, "
+          f"data loading/setup passes {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {where}")
     if "gap" in fit.get("info", {}):
         print(f"cutting plane: lower bound {fit['info']['lower_bound']:.8g}, gap {fit['info']['gap']:.3g} (eps {model.params['eps']:g})")
     if model.metrics.get("train"):

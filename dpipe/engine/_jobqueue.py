@@ -147,7 +147,7 @@ def _squeue(job_ids: list[str]) -> tuple[dict[str, str], str | None]:
     if run.returncode != 0:
         if "Invalid job id" in run.stderr:  # every job already purged from the controller
             return {}, None
-        return {}, f"squeue failed: {(run.stderr.strip().splitlines() or ['exit status %d' % run.returncode])[-1]}"
+        return {}, f"squeue failed: {(run.stderr.strip().splitlines() or [f'exit status {run.returncode}'])[-1]}"
     states = {}
     for line in run.stdout.splitlines():
         parts = line.split(None, 2)

@@ -42,7 +42,11 @@ import numpy as np
 
 from ..exceptions import ClusterError, ParameterError
 
-__all__ = ["EMBEDDED_WORKER_MEMORY", "WORKER_ALLOCATOR", "worker_environ_config", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers", "MemoryNeed", "memory_need", "shards_per_worker", "short_workers", "PLACEMENT_SLACK", "check_memory_limits", "WORKING_COPIES", "CSR_WORKING_COPIES", "D_VECTORS", "ROW_BYTES", "RANGE_ROW_BYTES", "SAFETY"]
+__all__ = [
+    "EMBEDDED_WORKER_MEMORY", "WORKER_ALLOCATOR", "worker_environ_config", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers",
+    "MemoryNeed", "memory_need", "shards_per_worker", "short_workers", "PLACEMENT_SLACK", "check_memory_limits", "WORKING_COPIES",
+    "CSR_WORKING_COPIES", "D_VECTORS", "ROW_BYTES", "RANGE_ROW_BYTES", "SAFETY",
+]
 
 #: a pass over a shard holds about this many copies of its feature bytes (decoded, zarr's chunk buffer, compressed)
 WORKING_COPIES = 3

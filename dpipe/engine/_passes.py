@@ -26,10 +26,22 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._runs import MergedScores, merge_class_runs, merge_runs, scatter_runs
-from ._ranges import RangeExchange, resolve_exchange
 from ..metrics import RankSummary
+from ..reduce import (
+    ClassMoments,
+    ColumnMoments,
+    class_moments_of_shard,
+    class_scores,
+    class_totals_of_shard,
+    column_moments_of_shard,
+    gradient_pass,
+    merge_column_moments,
+    merge_moments,
+    score_pass,
+    shard_sorted_scores,
+)
 from ..reduce._sorted import direction_pass, gradient_squares_pass, product_pass
-from ..reduce import ClassMoments, ColumnMoments, class_moments_of_shard, class_totals_of_shard, class_scores, column_moments_of_shard, gradient_pass, merge_column_moments, merge_moments, score_pass, shard_sorted_scores
+from ._ranges import RangeExchange, resolve_exchange
 
 __all__ = ["MergedScores", "RankPasses", "ClassTotals", "class_moments", "class_totals", "column_moments", "column_scales", "rank_summary"]
 

@@ -75,8 +75,11 @@ from ..reduce._ranges import PackedRanges, SortedShard, assemble, class_slices, 
 from ._tree import pairwise
 from ._waits import pass_timeout
 
-__all__ = ["RangeHost", "RangeExchange", "StaleScores", "pairs_below", "RANGE_ROWS", "MAX_ROUNDS", "exchange_may_run", "RangeEvaluation", "GRID", "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS",
-           "RANGE_MULTIPLE", "range_count", "host_blocks", "in_shard_order"]
+__all__ = [
+    "RangeHost", "RangeExchange", "StaleScores", "pairs_below", "RANGE_ROWS", "MAX_ROUNDS", "exchange_may_run", "RangeEvaluation", "GRID",
+    "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS", "RANGE_MULTIPLE",
+    "range_count", "host_blocks", "in_shard_order",
+]
 
 #: ``dpipe.rank-exchange``: where the smoothed objectives merge and weigh the scores
 EXCHANGE_MODES = ("auto", "driver", "workers")

@@ -201,7 +201,8 @@ def fit_newton(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[str
     result = minimize_tron(objective, np.zeros(int(ds.n_features)), eps=p.eps, max_iter=p.max_iter, name=f"{p.objective}: ", monitor=monitor,
                            callback=stopping)
     result.time_data = t_setup
-    result.info.update(solver="newton", lam=lam, hess_products=objective.hess_products, precondition="diagonal" if objective.jacobi else "none", J=result.history[-1].get("J") if result.history else None)
+    result.info.update(solver="newton", lam=lam, hess_products=objective.hess_products, precondition="diagonal" if objective.jacobi else "none",
+                       J=result.history[-1].get("J") if result.history else None)
     if stopping is not None:  # the best iterate by the validation metric
         stopping.finish(result)
     result.info.update(standardized=bool(standardize), setup_passes=[] if p.standardize is False else ["column moments"])

@@ -20,8 +20,8 @@ from ..engine import open_dataset, rank_summary, resolve_engine
 from ..engine._threshold import best_threshold_on_ranges
 from ..exceptions import ParameterError
 from ..io import Store
-from ..io._store import as_store
 from ..io._fit_transform import check_same_features
+from ..io._store import as_store
 from ..model import LinearModel
 from ..model._probability import ProbabilityCalibration
 from ._calibrate import calibrate

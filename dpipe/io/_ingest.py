@@ -76,6 +76,7 @@ from .._transform import SCALES, FeatureTransform
 from .._validation import check_choice, check_int
 from ..exceptions import DataWarning, InputError, ParameterError, StoreError
 from ..reduce._block import csr_block
+from ._fit_transform import check_log1p, ingest_transformed, stored_transform
 from ._hashing import COLLISION_WARNING, FeatureHashing, check_hash_features
 from ._labels import LabelCounter, LabelRule, Where, class_absent_message
 from ._manifest import Manifest
@@ -96,7 +97,6 @@ from ._tabular import (
     resolve_column,
     split_csv_line,
 )
-from ._fit_transform import check_log1p, ingest_transformed, stored_transform
 from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows_for, store_lock
 
 __all__ = ["ingest", "SOURCE_FORMATS", "INGEST_LAYOUTS", "SPARSE_MAX_DENSITY", "detect_source_format"]

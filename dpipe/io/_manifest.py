@@ -194,7 +194,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     @staticmethod
     def now() -> str:
         """Current UTC time in ISO 8601."""
-        return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def canonical_json(obj: Any) -> str:

@@ -215,7 +215,7 @@ class LinearModel:
         #: the probability calibration (None: the model gives scores and labels, no probabilities)
         self.probability = ProbabilityCalibration.from_dict(probability) if isinstance(probability, Mapping) else probability
         self._name_index: dict[str, int] | None = None  # feature name -> column, built on the first sparse record
-        self.created = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self.created = created or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         if dpipe_version is None:
             from .. import __version__ as dpipe_version
         self.dpipe_version = dpipe_version

@@ -12,8 +12,24 @@ or parse the strings the command line takes (:func:`parse_constraint`)::
 """
 
 from ._expr import (
-    RATES, Constraint, Dataset, RateExpression, Term, accuracy, churn, coverage, error_rate, f1_at_least, false_negative_rate,
-    false_positive_rate, negative_rate, positive_rate, precision_at_least, recall, true_negative_rate, true_positive_rate,
+    RATES,
+    Constraint,
+    Dataset,
+    RateExpression,
+    Term,
+    accuracy,
+    churn,
+    coverage,
+    error_rate,
+    f1_at_least,
+    false_negative_rate,
+    false_positive_rate,
+    negative_rate,
+    positive_rate,
+    precision_at_least,
+    recall,
+    true_negative_rate,
+    true_positive_rate,
 )
 from ._parse import parse_constraint, parse_objective
 

@@ -186,7 +186,7 @@ def _check_pointer(found: Findings, pointer: dict[str, Any] | None) -> None:
 
 
 def _stamp() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
 
 
 def _keep_aside(path: str) -> str:

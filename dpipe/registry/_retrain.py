@@ -194,8 +194,8 @@ def retrain(config: RetrainConfig | str | os.PathLike, *, force: bool = False, c
 
 def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, client: Any) -> RetrainResult:
     from .._evaluate import evaluate, evaluate_part
-    from ..fit import train
     from ..engine._split import RowSplit
+    from ..fit import train
 
     t0 = time.perf_counter()
     where = cfg.cluster.kwargs() if client is None else {"client": client}

@@ -74,8 +74,9 @@ def train_killing_workers(store: str, fit: dict[str, Any], *, kill: int | None =
     workers : int
         Workers up at the end (their nannies restart the killed ones).
     """
-    import dpipe
     from distributed import Client, LocalCluster
+
+    import dpipe
 
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:

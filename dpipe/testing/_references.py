@@ -15,10 +15,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._runs import RangeInput
 from ..exceptions import ParameterError
 from ..io import _svmlight as _svm
 from ..objectives._argmax import MostViolated, _integer_weights
-from .._runs import RangeInput
 from ..objectives._rank_kernels import _class_weights
 from ..reduce._moments import ClassMoments
 

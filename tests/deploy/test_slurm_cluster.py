@@ -22,12 +22,12 @@ from pathlib import Path
 import dask.config
 import numpy as np
 import pytest
-from dpipe.testing import classification_data, write_store
 
 from dpipe.cli.main import main
 from dpipe.engine import cluster_client, resolve_engine
 from dpipe.exceptions import ClusterError, ParameterError
 from dpipe.io import open_store
+from dpipe.testing import classification_data, write_store
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "slurm" / "local-slurm.sh"

@@ -22,9 +22,8 @@ from dpipe.objectives import SmoothedAUCRisk, SmoothedPRBEPRisk
 from dpipe.objectives._auc_ranges import auc_gamma_range
 from dpipe.objectives._rank_kernels import auc_gamma
 from dpipe.reduce._ranges import Piece, assemble, class_slices, cut, pack_ranges, shard_weights, sketch, sort_shard, split_back, unpack_ranges
-from dpipe.testing._references import merge_sketches
 from dpipe.testing import classification_data, write_store
-from dpipe.testing._references import sorted_auc_reference
+from dpipe.testing._references import merge_sketches, sorted_auc_reference
 
 
 @pytest.mark.parametrize("x", [

@@ -137,13 +137,15 @@ def test_a_planted_cycle_between_packages_is_found():
 def test_train_estimator_and_cli_agree_with_the_declaration():
     declared = set(PARAMS)
     train_params = set(inspect.signature(dpipe.train).parameters)
-    run_options = {"store", "objective", "validation", "datasets", "constraint_validation", "engine", "client", "scheduler", "workers", "memory_limit", "cache", "verify", "out", "overwrite", "train_metrics"}
+    run_options = {"store", "objective", "validation", "datasets", "constraint_validation", "engine", "client", "scheduler", "workers", "memory_limit", "cache",
+                   "verify", "out", "overwrite", "train_metrics"}
     assert train_params == declared | run_options
     estimator_params = set(dpipe.DPipeClassifier().get_params())
     assert estimator_params == declared | {"objective", "unseen"}
     train_parser = build_parser()._subparsers._group_actions[0].choices["train"]
     cli = {a.dest for a in train_parser._actions} - {"help"}
-    cli_run = {"store", "objective", "validation", "datasets", "constraint_validation", "constraints_file", "out", "train_metrics", "scheduler", "scheduler_file", "workers", "memory_limit", "cluster", "cache", "engine", "verify", "overwrite", "json"}
+    cli_run = {"store", "objective", "validation", "datasets", "constraint_validation", "constraints_file", "out", "train_metrics", "scheduler", "scheduler_file",
+               "workers", "memory_limit", "cluster", "cache", "engine", "verify", "overwrite", "json"}
     assert cli == declared | cli_run
     for name in PARAMS:  # every parameter documented in both docstrings
         assert f"{name} : " in dpipe.train.__doc__ and f"{name} : " in dpipe.DPipeClassifier.__doc__

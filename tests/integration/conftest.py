@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from dpipe.testing._clusters import ExternalCluster, train_killing_workers
 
 

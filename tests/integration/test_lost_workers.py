@@ -18,12 +18,12 @@ from pathlib import Path
 import dask
 import numpy as np
 import pytest
+
+import dpipe
 from dpipe.engine._dataset import _n_rows  # importable by the external scheduler and workers (this test module is not)
 from dpipe.exceptions import ClusterError
 from dpipe.testing import classification_data, write_store
 from dpipe.testing._clusters import CLUSTER_ENV as ENV
-
-import dpipe
 
 # The fits stop at their iteration limit on purpose (a fixed amount of work to kill in the middle of).
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::dpipe.exceptions.ConvergenceWarning")]

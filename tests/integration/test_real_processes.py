@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dpipe.testing import classification_data, write_store
 
 import dpipe
+from dpipe.testing import classification_data, write_store
 
 pytestmark = pytest.mark.integration
 

@@ -19,12 +19,11 @@ from pathlib import Path
 import pytest
 from test_lost_workers import _Fit  # the same CLI fit
 
+import dpipe
 from dpipe.exceptions import ClusterError, ParameterError
+from dpipe.testing import classification_data, write_store
 from dpipe.testing._clusters import CLUSTER_ENV as ENV
 from dpipe.testing._clusters import ExternalCluster
-from dpipe.testing import classification_data, write_store
-
-import dpipe
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::dpipe.exceptions.ConvergenceWarning")]
 

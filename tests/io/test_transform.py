@@ -12,8 +12,8 @@ import pytest
 import dpipe
 from dpipe.exceptions import InputError, ParameterError
 from dpipe.io import open_store, split_store
-from dpipe.io._split import train_rows
 from dpipe.io._fit_transform import AUTO_LOG1P_OCTAVES
+from dpipe.io._split import train_rows
 
 
 def _write_csv(path, rows, header=("bytes", "count", "proto", "temp", "flag", "label")):

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from dpipe.exceptions import ParameterError
 from dpipe.objectives._argmax import error_rate_argmax, f1_argmax, prbep_argmax, prec_at_k_argmax, rec_at_k_argmax, rocarea_argmax
+from dpipe.objectives._rank_kernels import prbep_risk_exact
 from dpipe.testing import (
     contingency_argmax_reference,
     error_rate_argmax_reference,
@@ -21,7 +22,6 @@ from dpipe.testing import (
     rec_at_k_argmax_reference,
     rocarea_argmax_reference,
 )
-from dpipe.objectives._rank_kernels import prbep_risk_exact
 
 # ---------------------------------------------------------------------------
 # helpers written independently of the module

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from dpipe.objectives._auc_ranges import auc_gamma_range
-from dpipe.testing._references import split_into_ranges
 from dpipe.objectives._rank_kernels import auc_gamma
+from dpipe.testing._references import split_into_ranges
 
 
 @pytest.mark.parametrize("weighted", [False, True])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dpipe.testing import classification_data, moments_reference
 from scipy.optimize import approx_fprime
 from scipy.stats import norm
 from sklearn.linear_model import LogisticRegression
@@ -14,6 +13,7 @@ from dpipe.exceptions import DPipeError
 from dpipe.objectives import AUCMomentObjective, ErrorMomentObjective, StandardizedMoments
 from dpipe.reduce import shard_moments
 from dpipe.solvers import fit_auc_moment, fit_error_moment
+from dpipe.testing import classification_data, moments_reference
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,12 @@ from hypothesis import strategies as st
 from scipy.optimize import approx_fprime
 
 import dpipe
-from dpipe.engine import LocalDataset, ShardedDataset
-from dpipe.exceptions import DPipeError
-from dpipe.io import Shard
 from dpipe._runs import merge_runs as merge_class_runs
-from dpipe.engine import RankPasses
+from dpipe.engine import LocalDataset, RankPasses, ShardedDataset
+from dpipe.exceptions import DPipeError
 from dpipe.fit import smoothed_objective
 from dpipe.fit._smooth import SmoothedObjective
+from dpipe.io import Shard
 from dpipe.objectives import PreconditionedObjective, SmoothedAUCRisk, SmoothedPRBEPRisk, ray_minimum
 from dpipe.objectives._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact, sorted_auc
 from dpipe.testing import auc_gamma_reference, classification_data, sorted_auc_reference, write_store

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import beta, norm
-
 from rate_helpers import grouped_data
+from scipy.stats import beta, norm
 
 import dpipe
 from dpipe.cli.main import main

@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from rate_helpers import grouped_data
 
 import dpipe

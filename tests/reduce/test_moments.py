@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dpipe.testing import classification_data, moments_reference, write_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpipe.engine import LocalDataset, ShardedDataset
 from dpipe.reduce import ClassMoments, class_moments_of_shard, merge_moments, shard_moments
+from dpipe.testing import classification_data, moments_reference, write_store
 
 
 def assert_moments_close(a: ClassMoments, b: ClassMoments, rtol: float = 1e-10) -> None:

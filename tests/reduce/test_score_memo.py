@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dpipe.testing import classification_data
 
 from dpipe.io import Shard
 from dpipe.reduce import _sorted
 from dpipe.reduce._sorted import gradient_pass, score_pass
+from dpipe.testing import classification_data
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ Every retrain runs as a real ``dpipe`` process; the kill tests SIGKILL it at eac
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys

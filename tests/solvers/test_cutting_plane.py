@@ -6,14 +6,16 @@ import numpy as np
 import pytest
 import scipy.optimize as so
 
-from dpipe.engine import LocalDataset, ShardedDataset
+from dpipe.engine import LocalDataset, RankPasses, ShardedDataset
 from dpipe.exceptions import ConvergenceWarning
-from dpipe.io import Shard
-from dpipe.engine import RankPasses
 from dpipe.fit import StructuralRisk as _StructuralRisk
 from dpipe.fit import smoothed_objective
+from dpipe.io import Shard
 from dpipe.objectives import StructuralLoss
 from dpipe.solvers import fit_smooth
+from dpipe.solvers._cutting_plane import fit_cutting_plane
+from dpipe.solvers._master_qp import solve_simplex_qp
+from dpipe.testing import classification_data, write_store
 
 
 def StructuralRisk(ds, loss, n_pos=None, n_neg=None, k=None, *, bias=0.0, scale=None):  # noqa: N802
@@ -23,9 +25,6 @@ def StructuralRisk(ds, loss, n_pos=None, n_neg=None, k=None, *, bias=0.0, scale=
 
 def SmoothedAUCObjective(ds, lam, t, n_pos=None, n_neg=None):  # noqa: N802
     return smoothed_objective(RankPasses(ds), "auc-smooth", t, lam)
-from dpipe.solvers._cutting_plane import fit_cutting_plane
-from dpipe.solvers._master_qp import solve_simplex_qp
-from dpipe.testing import classification_data, write_store
 
 
 def _slsqp_simplex(H, c, rng, starts=3):
