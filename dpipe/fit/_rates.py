@@ -101,6 +101,8 @@ class RateFit:
     intervals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: the same on the validation rows that set the threshold, or None (the training rows did)
     validation: list[dict[str, Any]] | None = None
+    #: the ridge the fit used: ``lam`` as given, else 1 / n (the training store's rows)
+    lam: float = 0.0
 
     @property
     def intercept(self) -> float:
@@ -276,7 +278,7 @@ def fit_rates(
         log.info("rates: %s: %s (value %+.4g, multiplier %.4g)", r.text, "holds" if r.satisfied else "NOT satisfied", r.value, r.multiplier)
     intervals = _measured(datasets, plans, rows, constraints, problem.weights(theta), -float(theta[d]), threshold == "randomized")
     return RateFit(problem.weights(theta).copy(), float(theta[d]), reports, solution.mm_steps, solution.cuts, problem.evaluations,
-                   time.perf_counter() - t0, solution.settled, problem.hess_products, solution.inner_at_limit, intervals, validated)
+                   time.perf_counter() - t0, solution.settled, problem.hess_products, solution.inner_at_limit, intervals, validated, lam)
 
 
 def _measured(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, constraints: Sequence[Constraint], coef: np.ndarray,
@@ -323,7 +325,7 @@ def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = No
     unmet = [c["text"] for c in deciding if c["value"] > 1e-6]
     constraints = [{**dataclasses.asdict(r), **{k: c[k] for k in ("interval", "level", "verdict", "method", "rates")}}
                    for r, c in zip(fit.reports[1:], fit.intervals)]
-    info = {"constraints": constraints, "objective_ramp": fit.reports[0].ramp_value,
+    info = {"constraints": constraints, "objective_ramp": fit.reports[0].ramp_value, "lam": fit.lam,
             "slack": params.slack, "cuts": fit.cuts, "mm_settled": fit.settled, "inner_at_max_iter": fit.inner_at_limit, "standardized": bool(params.standardize),
             "datasets": {a: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>" for a, ds in datasets.items()}}
     if fit.validation is not None:

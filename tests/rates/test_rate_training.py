@@ -44,6 +44,7 @@ def test_cli_fairness_constraint_holds_and_is_reported(data, tmp_path, capsys):
     (report,) = model.fit["info"]["constraints"]
     assert report["text"] == c and report["satisfied"] and report["value"] == pytest.approx(0.8 * f - m, abs=1e-12)
     assert model.params["constraints"] == [c] and model.fit["success"]
+    assert model.fit["info"]["lam"] == pytest.approx(1.0 / len(data["X"]), rel=1e-12)  # the ridge it used, 1 / n by default, recorded
     # without the constraint the ratio is lower: the constraint did bind
     free = dpipe.train(data["train"], "error-rate", engine="local", train_metrics=False, constraints=["positive_rate(group=F) >= 0"])
     _, f0, m0 = _selection(free, data["X"], data["g"])
