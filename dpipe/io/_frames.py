@@ -125,9 +125,9 @@ def encode_table(schema: TabularSchema, names: Sequence[str], arrays: Sequence[p
     return TabularEncoder(fixed, {}).encode(ordered, _rows(where, n))[0]
 
 
-def table_encoding(schema: TabularSchema, unseen: str, classes: Sequence[Any] | None = None) -> dict[str, Any]:
+def table_encoding(schema: TabularSchema, unseen: str) -> dict[str, Any]:
     """A model's ``encoding`` for a table: the fields ingest records for a tabular store that
-    :meth:`~dpipe.model.LinearModel.encode_records` reads."""
+    :meth:`~dpipe.model.LinearModel.encode_records` reads (``label`` is set once the classes are known)."""
     return {
         "kind": "tabular",
         "source_format": TABLE_SOURCE,
@@ -135,7 +135,7 @@ def table_encoding(schema: TabularSchema, unseen: str, classes: Sequence[Any] | 
         "delimiter": None,
         "missing": ["?"],
         "columns": schema.to_list(),
-        "label": None if classes is None else {"classes": [c.item() if isinstance(c, np.generic) else c for c in classes]},
+        "label": None,
         "n_features": schema.n_features,
         "zero_based": None,
         "unseen": unseen,
