@@ -73,8 +73,10 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     not the rows (measured: 0.57 MB received for a 1.6-million-row, 128 MB fit of
     auc-moment). Blocks of :data:`ESTIMATOR_SHARD_ROWS` rows give exactly the in-memory
     model; other block sizes sum in another order, so the iterative solvers' models agree
-    to their stopping rule. Without a distributed client, or with ``groups`` or string
-    columns, the collection is computed into memory on the current scheduler first.
+    to their stopping rule. A DataFrame with string columns is scanned and encoded
+    partition by partition where it lives (only each column's vocabulary comes to the
+    driver). Without a distributed client, or with ``groups``, the collection is computed
+    into memory on the current scheduler first.
     ``decision_function`` and ``predict`` on dask collections stay lazy.
 
     **Tables.** A pandas DataFrame with string, categorical or object columns, or a
@@ -217,8 +219,10 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
 
     def _collection_dataset(self, X: Any, y: Any, sample_weight: Any, groups: Any) -> tuple[Any, np.ndarray] | None:
         """A dask collection on a distributed client, fitted where its blocks live (:mod:`dpipe.engine._collection`), or None
-        (not a collection, no client, groups, or a DataFrame with string columns: computed into memory instead)."""
-        if not _is_dask(X) or groups is not None or (hasattr(X, "columns") and is_table(X._meta)):
+        (not a collection, no client, or groups: computed into memory instead). A DataFrame with string columns is scanned
+        partition by partition on the workers (one vocabulary per column back to the driver), then each partition encoded
+        where it lives."""
+        if not _is_dask(X) or groups is not None:
             return None
         try:
             from distributed import get_client
@@ -244,7 +248,19 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         if names is not None and all(isinstance(c, str) for c in X.columns):
             self.feature_names_in_ = np.asarray(names, dtype=object)
         self.feature_names_ = names or [f"x{i}" for i in range(self.n_features_in_)]
-        ds = CollectionDataset(X, y, sample_weight, classes[1], client)
+        schema = None
+        if hasattr(X, "columns") and is_table(X._meta):  # string columns: ingest's scan on each partition, the vocabularies joined
+            from .engine._collection import merge_vocabularies, partition_vocabulary
+            from .io._tabular import TabularSchema
+
+            if self.unseen not in UNSEEN:
+                raise ParameterError(f"The 'unseen' parameter of DPipeClassifier must be one of {', '.join(map(repr, UNSEEN))}. Got {self.unseen!r} instead.")
+            parts = X.optimize().to_delayed()
+            schema = merge_vocabularies(dask.compute(*[dask.delayed(partition_vocabulary)(part, i) for i, part in enumerate(parts)]))
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+            self.encoding_ = table_encoding(TabularSchema.from_list(schema), self.unseen)
+            self.feature_names_ = TabularSchema.from_list(schema).feature_names
+        ds = CollectionDataset(X, y, sample_weight, classes[1], client, schema=schema)
         if sample_weight is not None:
             totals = np.sum(ds.map_gather(_class_weights), axis=0)  # two floats per block
             if not np.all(totals > 0):

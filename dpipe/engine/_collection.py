@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,14 +31,21 @@ from ._memory import measure_workers
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["CollectionDataset", "collection_blocks", "make_shard"]
+__all__ = ["CollectionDataset", "collection_blocks", "make_shard", "merge_vocabularies", "partition_vocabulary"]
 
 log = logging.getLogger(__name__)
 
 
-def make_shard(X: Any, y: Any, weight: Any, positive: Any, index: int) -> Shard:
-    """One block of a collection as a shard (runs on a worker): float32 features (CSR kept sparse), ``y == positive`` as +1."""
-    if hasattr(X, "to_numpy"):  # a pandas partition of a numeric dask DataFrame
+def make_shard(X: Any, y: Any, weight: Any, positive: Any, index: int, schema: list[dict[str, Any]] | None = None) -> Shard:
+    """One block of a collection as a shard (runs on a worker): float32 features (CSR kept sparse), ``y == positive`` as +1;
+    with ``schema`` (a table's columns and vocabularies), the pandas partition is encoded as ingest encodes a table."""
+    if schema is not None:
+        from ..io._frames import encode_table, table_arrays
+        from ..io._tabular import TabularSchema
+
+        where = f"X partition {index}"
+        X = encode_table(TabularSchema.from_list(schema), *table_arrays(X, where), where=where)
+    elif hasattr(X, "to_numpy"):  # a pandas partition of a numeric dask DataFrame
         X = X.to_numpy()
     X = to_float32(X.tocsr()) if hasattr(X, "tocsr") else np.ascontiguousarray(X, dtype=np.float32)
     y = np.asarray(y).reshape(-1)
@@ -47,34 +55,63 @@ def make_shard(X: Any, y: Any, weight: Any, positive: Any, index: int) -> Shard:
     return Shard(X=X, y=np.where(y == positive, 1, -1).astype(np.int8), weight=w, index=index)
 
 
-def collection_blocks(X: Any, y: Any, weight: Any = None) -> tuple[list, list, list]:
-    """Delayed row blocks of ``X`` (dask array or numeric dask DataFrame), with ``y`` and ``weight`` cut alike.
+def partition_vocabulary(part: Any, index: int) -> list[dict[str, Any]]:
+    """A pandas partition's columns, their types and sorted vocabularies, as ingest's first pass scans them (on a worker)."""
+    from ..io._frames import scan_table, table_arrays
 
-    The blocks follow ``X``'s row chunks; ``y`` and ``weight`` are rechunked to them (a
-    DataFrame's partition lengths are computed first: one integer per partition to the driver).
+    where = f"X partition {index}"
+    return scan_table(*table_arrays(part, where), where).to_list()
+
+
+def merge_vocabularies(parts: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The partitions' :func:`partition_vocabulary` as one: every column's categories joined and sorted, as one scan of all rows sorts them."""
+    merged = [dict(c) for c in parts[0]]
+    for part in parts[1:]:
+        for column, other in zip(merged, part):
+            if column.get("type") == "categorical":
+                column["categories"] = sorted(set(column.get("categories") or ()) | set(other.get("categories") or ()))
+    return merged
+
+
+def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False) -> tuple[list, list, list]:
+    """Delayed row blocks of ``X`` (dask array or dask DataFrame), with ``y`` and ``weight`` cut alike.
+
+    The blocks follow ``X``'s row chunks (a DataFrame's partitions, whose lengths are computed
+    first: one integer per partition to the driver; ``table``: the partitions stay pandas
+    DataFrames, for :func:`make_shard` to encode); ``y`` and ``weight`` are rechunked to them.
     """
     import dask.array as da
 
-    if hasattr(X, "columns"):  # a dask DataFrame: row blocks as a dask array of known chunks
+    if hasattr(X, "columns"):
         # optimized first: dask merges the partitions of a Parquet read cut to some columns, and lengths must count those
-        X = X.optimize().to_dask_array(lengths=True)
-    if X.ndim != 2:
-        raise ValueError(f"X has shape {X.shape}; expected (n, d)")
-    X = X.rechunk({1: -1})  # whole rows in each block
+        X = X.optimize()
+        if table:
+            rows = tuple(int(n) for n in X.map_partitions(len).compute())
+            xs, n_rows = list(X.to_delayed()), sum(rows)
+        else:
+            X = X.to_dask_array(lengths=True)
+    if not table:
+        if X.ndim != 2:
+            raise ValueError(f"X has shape {X.shape}; expected (n, d)")
+        X = X.rechunk({1: -1})  # whole rows in each block
+        xs, rows, n_rows = list(X.to_delayed()[:, 0]), X.chunks[0], X.shape[0]
 
     def cut(v: Any, what: str) -> Any:
         if v is None:
             return None
         if hasattr(v, "to_dask_array"):
+            from pandas.api.types import is_string_dtype
+
+            if v.dtype != object and is_string_dtype(v.dtype):  # string labels: dask arrays hold them as objects
+                v = v.astype(object)
             v = v.optimize().to_dask_array(lengths=True)
         elif not hasattr(v, "dask"):
-            v = da.from_array(np.asarray(v), chunks=X.chunks[0])
-        if v.shape[0] != X.shape[0]:
-            raise ValueError(f"{what} has {v.shape[0]} rows; X has {X.shape[0]}")
-        return v.rechunk({0: X.chunks[0]})
+            v = da.from_array(np.asarray(v), chunks=(rows,))
+        if v.shape[0] != n_rows:
+            raise ValueError(f"{what} has {v.shape[0]} rows; X has {n_rows}")
+        return v.rechunk({0: rows})
 
     y, weight = cut(y, "y"), cut(weight, "sample_weight")
-    xs = list(X.to_delayed()[:, 0])
     ys = list(y.to_delayed().ravel())
     ws = [None] * len(xs) if weight is None else list(weight.to_delayed().ravel())
     return xs, ys, ws
@@ -86,16 +123,19 @@ class CollectionDataset(ShardedDataset):
     Parameters
     ----------
     X, y, weight : dask collections
-        Features (a dask array, or a numeric dask DataFrame), labels and optional weights.
+        Features (a dask array or a dask DataFrame), labels and optional weights.
     positive : label
         The label that is +1.
     client : distributed.Client
         Connected client.
-    group_names : list of str, optional
-        Unused by the estimator's collections (no groups); kept for the passes' interface.
+    name : str
+        What messages call the dataset.
+    schema : list of dict, optional
+        A table's columns and vocabularies (:func:`merge_vocabularies`): each pandas partition is encoded with them.
     """
 
-    def __init__(self, X: Any, y: Any, weight: Any, positive: Any, client: Client, name: str = "dask collection") -> None:
+    def __init__(self, X: Any, y: Any, weight: Any, positive: Any, client: Client, name: str = "dask collection",
+                 schema: list[dict[str, Any]] | None = None) -> None:
         import dask
 
         self.store = None
@@ -103,9 +143,9 @@ class CollectionDataset(ShardedDataset):
         self.group_names = None
         self.client = client
         self.driver_fanin = int(get_setting("driver-fanin"))
-        xs, ys, ws = collection_blocks(X, y, weight)
-        self._blocks = [dask.delayed(make_shard)(x, b, w, positive, i) for i, (x, b, w) in enumerate(zip(xs, ys, ws))]
-        self._n_features = int(X.shape[1])
+        xs, ys, ws = collection_blocks(X, y, weight, table=schema is not None)
+        self._blocks = [dask.delayed(make_shard)(x, b, w, positive, i, schema) for i, (x, b, w) in enumerate(zip(xs, ys, ws))]
+        self._n_features = sum(len(c.get("categories") or ()) if c.get("type") == "categorical" else 1 for c in schema) if schema else int(X.shape[1])
         self._weighted = weight is not None
         self.worker_memory = measure_workers(client, self._n_features)  # also loads the pass kernels on every worker
         self.workers = sorted(self.worker_memory)

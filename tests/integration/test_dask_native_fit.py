@@ -92,3 +92,21 @@ def test_a_parquet_read_cut_to_its_feature_columns(cluster, tmp_path):
         native = DPipeClassifier("auc-moment").fit(table.drop(columns="y"), table["y"])
     memory = DPipeClassifier("auc-moment").fit(frame.drop(columns="y"), frame["y"].to_numpy())
     np.testing.assert_allclose(native.coef_, memory.coef_, rtol=1e-6)
+
+
+def test_a_dask_dataframe_with_string_columns_is_encoded_where_its_partitions_live(cluster):
+    rng = np.random.default_rng(8)
+    n = 3000
+    frame = pd.DataFrame({"age": rng.integers(18, 90, n), "colour": rng.choice([" red", "blue", "green "], n),
+                          "size": pd.Categorical(rng.choice(["S", "M", "L"], n))})
+    frame.loc[frame.index[-5:], "colour"] = "violet"  # a category only the last partition holds
+    y = np.where(0.05 * (frame["age"] - 50) + (frame["colour"].str.strip() == "red") + rng.normal(size=n) > 0, "yes", "no")
+    lazy = dd.from_pandas(frame, npartitions=3)
+    with cluster.client.as_current():
+        native = DPipeClassifier("auc-moment").fit(lazy, dd.from_pandas(pd.Series(y), npartitions=3))
+        np.testing.assert_allclose(native.decision_function(lazy).compute(), native.decision_function(frame), rtol=1e-12)
+    memory = DPipeClassifier("auc-moment").fit(frame, y)
+    assert native.feature_names_ == memory.feature_names_ and "colour=violet" in native.feature_names_  # one vocabulary: every partition's
+    assert native.encoding_ == memory.encoding_
+    np.testing.assert_allclose(native.coef_, memory.coef_, rtol=1e-6)
+    assert list(native.predict(frame.head())) == list(memory.predict(frame.head()))
