@@ -95,6 +95,25 @@ def _retrain(config: Path) -> tuple[int, float]:
     return r.returncode, time.perf_counter() - t0
 
 
+#: the file that marks a scratch folder as this example's own (so a rerun may replace it)
+WORK_MARKER = ".kdd99-weekly-work"
+
+
+def _check_work(work: Path) -> None:
+    """Refuse a scratch folder this example did not make: it would be replaced."""
+    if work.exists() and not (work / WORK_MARKER).is_file():
+        raise SystemExit(f"{work}: exists and was not made by this example (no {WORK_MARKER}); name another --work or remove it")
+
+
+def _fresh_work(work: Path) -> None:
+    """An empty scratch folder, marked as this example's (an earlier run's is replaced, anything else refused)."""
+    _check_work(work)
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    (work / WORK_MARKER).write_text("scratch folder of workflows/kdd99_weekly.py: replaced by its next run\n")
+
+
 def run(data: Path, rows: int | None, out: Path, work: Path) -> dict:
     """Run the whole example; returns the summary written to ``OUT/kdd99_weekly.json``."""
     import dpipe
@@ -105,9 +124,7 @@ def run(data: Path, rows: int | None, out: Path, work: Path) -> dict:
         lines = f.read().splitlines()
     if rows is not None:
         lines = [lines[i] for i in np.sort(np.random.RandomState(1).choice(len(lines), rows, replace=False))]
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    _fresh_work(work)
     files = _split(lines, work)
     base = str(work / "first-train.zarr")
     dpipe.ingest(files["first-train"], base, label=41, negative=["normal."], log1p="auto", scale="minmax")
@@ -155,12 +172,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", type=int, help="use a random sample of this many rows (CI runs a small version)")
     ap.add_argument("--out", type=Path, help="where the history, table and plot go (default: a new temporary folder; "
                                                "workflows/results regenerates the committed ones)")
-    ap.add_argument("--work", type=Path, help="scratch folder for the files, stores and registry (default OUT/work, replaced)")
+    ap.add_argument("--work", type=Path, help="scratch folder for the files, stores and registry (default OUT/work; replaced by the next run, "
+                                                "and only when this example made it)")
     a = ap.parse_args(argv)
     if not a.data.exists():
         raise SystemExit(f"{a.data}: not found (pass --data PATH to kddcup.data_10_percent.gz)")
     out = (a.out if a.out is not None else Path(tempfile.mkdtemp(prefix="dpipe-kdd99-weekly-"))).resolve()  # the configs name absolute paths
-    summary = run(a.data, a.rows, out, (a.work or out / "work").resolve())
+    work = (a.work or out / "work").resolve()
+    _check_work(work)  # before the data is read
+    out.mkdir(parents=True, exist_ok=True)
+    work.parent.mkdir(parents=True, exist_ok=True)
+    from dpipe._output import destination_lock
+
+    with destination_lock(work, "scratch folder"):  # one run per scratch folder: a second one at once is refused, naming the first
+        summary = run(a.data, a.rows, out, work)
     print(_table(summary))
     print(f"results: {out}")
 

@@ -43,3 +43,15 @@ def test_the_weekly_example_runs_end_to_end_and_every_decision_follows_the_rule(
         holds = churn <= cfg.constraints.churn and record["challenger"]["recall"] >= record["champion"]["recall"]
         assert (record["action"] == "promoted") == (better and holds), record["reasons"]
     assert summary["champion"] == reg.champion() == Registry(work / "registry").champion_stack()[-1]
+
+
+def test_a_scratch_folder_the_example_did_not_make_is_refused_and_kept(tmp_path):
+    work = tmp_path / "mine"
+    work.mkdir()
+    (work / "notes.txt").write_text("a user's file\n")
+    data = tmp_path / "kdd.gz"
+    data.write_bytes(b"")  # never read: the folder is refused first
+    r = subprocess.run([sys.executable, str(REPO / "workflows" / "kdd99_weekly.py"), "--data", str(data), "--out", str(tmp_path / "out"),
+                        "--work", str(work)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.strip().endswith("exists and was not made by this example (no .kdd99-weekly-work); name another --work or remove it")
+    assert (work / "notes.txt").read_text() == "a user's file\n"
