@@ -13,12 +13,13 @@ from sklearn.utils.validation import check_consistent_length, check_is_fitted, c
 
 from ._ramp import ramp
 from .engine import LocalDataset
+from .engine._passes import class_totals
 from .exceptions import ParameterError
 from .fit import DEFAULT_OBJECTIVE, OBJECTIVES, PARAMS, finish_fit, fit_dataset, fit_probability, model_params, resolve
 from .fit._early_stopping import make_validator
 from .fit._params import numpydoc, signature_parameters
 from .io import Shard
-from .io._frames import UNSEEN, encode_table, is_table, scan_table, table_arrays, table_encoding
+from .io._frames import UNSEEN, encode_table, is_frame, is_table, scan_table, table_arrays, table_encoding
 from .io._tabular import TabularSchema
 from .model import LinearModel
 from .reduce._block import to_float32
@@ -45,10 +46,10 @@ def _sample_weight(sample_weight: Any, n: int) -> np.ndarray:
     return w
 
 
-def _class_weights(shard: Any) -> np.ndarray:
-    """``[negative weight, positive weight]`` of a shard (a pass run where the shard lives)."""
-    w = np.ones(shard.n_rows) if shard.weight is None else np.asarray(shard.weight, dtype=np.float64)
-    return np.array([w[shard.y < 0].sum(), w[shard.y > 0].sum()])
+def _check_two_classes(classes: np.ndarray) -> None:
+    if classes.size != 2:
+        raise ValueError(f"Only binary classification is supported. DPipeClassifier needs exactly two classes in y; got {classes.size} "
+                         f"class(es) ({classes[:5].tolist()}).")
 
 
 def _is_dask(a: Any) -> bool:
@@ -161,13 +162,16 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             shards.append(Shard(X=block, y=y_pm[start : start + ESTIMATOR_SHARD_ROWS], group=g, weight=w, index=i))
         return shards
 
-    def _table_features(self, X: Any, where: str) -> np.ndarray:
-        """The encoded rows of a table with the fitted encoding (float32)."""
-        if not is_table(X) and not (hasattr(X, "columns") and hasattr(X, "dtypes")):
-            raise ValueError(f"{where}: DPipeClassifier was fitted on a table with the columns {list(self.feature_names_in_)}; "
-                             f"pass a pandas DataFrame or pyarrow Table with those columns, not {type(X).__name__}")
+    def _check_unseen(self) -> None:
         if self.unseen not in UNSEEN:
             raise ParameterError(f"The 'unseen' parameter of DPipeClassifier must be one of {', '.join(map(repr, UNSEEN))}. Got {self.unseen!r} instead.")
+
+    def _table_features(self, X: Any, where: str) -> np.ndarray:
+        """The encoded rows of a table with the fitted encoding (float32)."""
+        if not is_frame(X):
+            raise ValueError(f"{where}: DPipeClassifier was fitted on a table with the columns {list(self.feature_names_in_)}; "
+                             f"pass a pandas DataFrame or pyarrow Table with those columns, not {type(X).__name__}")
+        self._check_unseen()
         names, arrays = table_arrays(X, where)
         return encode_table(TabularSchema.from_list(self.encoding_["columns"]), names, arrays, unseen=self.unseen, where=where)
 
@@ -179,8 +183,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             X, y = validate_data(self, X, y, accept_sparse=("csr", "csc", "coo"), dtype=(np.float64, np.float32), ensure_min_samples=2)
             self.feature_names_ = list(self.feature_names_in_) if hasattr(self, "feature_names_in_") else [f"x{i}" for i in range(X.shape[1])]
             return X, y
-        if self.unseen not in UNSEEN:
-            raise ParameterError(f"The 'unseen' parameter of DPipeClassifier must be one of {', '.join(map(repr, UNSEEN))}. Got {self.unseen!r} instead.")
+        self._check_unseen()
         names, arrays = table_arrays(X, "X")
         y = column_or_1d(y, warn=True)
         n = len(arrays[0]) if arrays else 0
@@ -203,9 +206,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         if y_type not in ("binary", "multiclass"):
             raise ValueError(f"Only binary classification is supported. The type of the target is {y_type}.")
         classes = np.unique(y)
-        if classes.size != 2:
-            raise ValueError(f"Only binary classification is supported. DPipeClassifier needs exactly two classes in y; got {classes.size} "
-                             f"class(es) ({classes[:5].tolist()}).")
+        _check_two_classes(classes)
         weight = None
         if sample_weight is not None:
             weight = _sample_weight(sample_weight, X.shape[0])
@@ -238,9 +239,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         labels = y.unique() if hasattr(y, "unique") else da.unique(y) if _is_dask(y) else np.asarray(y)
         classes = np.unique(np.asarray(dask.compute(labels)[0]))  # the distinct labels only
         check_classification_targets(classes)
-        if classes.size != 2:
-            raise ValueError(f"Only binary classification is supported. DPipeClassifier needs exactly two classes in y; got {classes.size} "
-                             f"class(es) ({classes[:5].tolist()}).")
+        _check_two_classes(classes)
         for name in ("encoding_", "feature_names_in_"):
             self.__dict__.pop(name, None)
         self.n_features_in_ = int(X.shape[1])
@@ -253,8 +252,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             from .engine._collection import merge_vocabularies, partition_vocabulary
             from .io._tabular import TabularSchema
 
-            if self.unseen not in UNSEEN:
-                raise ParameterError(f"The 'unseen' parameter of DPipeClassifier must be one of {', '.join(map(repr, UNSEEN))}. Got {self.unseen!r} instead.")
+            self._check_unseen()
             parts = X.optimize().to_delayed()
             schema = merge_vocabularies(dask.compute(*[dask.delayed(partition_vocabulary)(part, i) for i, part in enumerate(parts)]))
             self.feature_names_in_ = np.asarray(names, dtype=object)
@@ -262,10 +260,10 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             self.feature_names_ = TabularSchema.from_list(schema).feature_names
         ds = CollectionDataset(X, y, sample_weight, classes[1], client, schema=schema)
         if sample_weight is not None:
-            totals = np.sum(ds.map_gather(_class_weights), axis=0)  # two floats per block
-            if not np.all(totals > 0):
+            totals = class_totals(ds)  # one pass, merged on the workers
+            if not (totals.negative > 0 and totals.positive > 0):
                 ds.close()
-                raise ValueError(f"DPipeClassifier needs both classes with positive sample_weight; class {classes[int(np.argmin(totals > 0))]!r} "
+                raise ValueError(f"DPipeClassifier needs both classes with positive sample_weight; class {classes[int(totals.negative > 0)]!r} "
                                  "has total weight 0.")
         return ds, classes
 

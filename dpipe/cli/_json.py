@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import sys
 from typing import IO, Any
 
-import numpy as np
+from .._jsonable import jsonable
 
 __all__ = [
     "DOCUMENT_VERSION", "STDOUT", "document", "emit", "emit_model", "real_stdout", "emit_file", "store_summary", "train_summary", "check_binary_stdout", "disk_bytes",
@@ -40,21 +39,6 @@ def document(kind: str, **fields: Any) -> dict[str, Any]:
     return {"format": f"dpipe-{kind}", "format_version": DOCUMENT_VERSION, **fields}
 
 
-def _plain(value: Any) -> Any:
-    """``value`` as strict JSON: NumPy scalars and arrays as Python values, tuples as lists, NaN and infinities as null."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def real_stdout(a: argparse.Namespace) -> IO[str]:
     """The real stdout of the command (``main`` hands it over as ``a.stdout``; ``sys.stdout`` when run without ``main``)."""
     return getattr(a, "stdout", None) or sys.stdout
@@ -63,7 +47,7 @@ def real_stdout(a: argparse.Namespace) -> IO[str]:
 def emit(a: argparse.Namespace, doc: dict[str, Any]) -> None:
     """Print ``doc`` on the command's stdout: strict JSON (no NaN), indented, one trailing newline."""
     out = real_stdout(a)
-    out.write(json.dumps(_plain(doc), indent=1, allow_nan=False) + "\n")
+    out.write(json.dumps(jsonable(doc, finite=True), indent=1, allow_nan=False) + "\n")
     out.flush()
 
 

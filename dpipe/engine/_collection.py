@@ -145,7 +145,12 @@ class CollectionDataset(ShardedDataset):
         self.driver_fanin = int(get_setting("driver-fanin"))
         xs, ys, ws = collection_blocks(X, y, weight, table=schema is not None)
         self._blocks = [dask.delayed(make_shard)(x, b, w, positive, i, schema) for i, (x, b, w) in enumerate(zip(xs, ys, ws))]
-        self._n_features = sum(len(c.get("categories") or ()) if c.get("type") == "categorical" else 1 for c in schema) if schema else int(X.shape[1])
+        if schema is not None:
+            from ..io._tabular import TabularSchema
+
+            self._n_features = TabularSchema.from_list(schema).n_features
+        else:
+            self._n_features = int(X.shape[1])
         self._weighted = weight is not None
         self.worker_memory = measure_workers(client, self._n_features)  # also loads the pass kernels on every worker
         self.workers = sorted(self.worker_memory)

@@ -22,6 +22,7 @@ import numpy as np
 from ..engine._split import DatasetPart, RowSplit
 from ..exceptions import ParameterError
 from ..model._probability import ProbabilityCalibration, fit_probability_calibration
+from ..reduce._scores import shard_scores
 
 __all__ = ["DEFAULT_PROBABILITY_FOLDS", "PROBABILITY_SEED", "calibrate_probability", "held_out_scores"]
 
@@ -37,7 +38,7 @@ def held_out_scores(shard: Any, coef: np.ndarray, intercept: float) -> tuple[np.
     """Scores, labels and weights of a shard's rows of positive weight (runs where the shard lives)."""
     w = np.ones(shard.n_rows) if shard.weight is None else np.asarray(shard.weight, dtype=np.float64)
     keep = w > 0
-    s = np.asarray(shard.X @ coef, dtype=np.float64).ravel() + intercept
+    s = shard_scores(shard, coef, intercept)  # the passes' own scoring kernel, which names a non-finite feature
     return s[keep], np.asarray(shard.y)[keep], w[keep]
 
 

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from ._tabular import HASHED_ONLY, Column, Rows, TabularEncoder, TabularScanner, TabularSchema, _kind, as_strings
 
-__all__ = ["TABLE_SOURCE", "UNSEEN", "encode_table", "is_table", "record_arrays", "scan_table", "table_arrays", "table_encoding"]
+__all__ = ["TABLE_SOURCE", "UNSEEN", "encode_table", "is_frame", "is_table", "record_arrays", "scan_table", "table_arrays", "table_encoding"]
 
 #: ``encoding["source_format"]`` of a model fitted on an in-memory table
 TABLE_SOURCE = "table"
@@ -32,6 +32,11 @@ UNSEEN = ("error", "ignore")
 
 def _is_pandas(X: Any) -> bool:
     return type(X).__module__.startswith("pandas") and hasattr(X, "dtypes") and hasattr(X, "columns")
+
+
+def is_frame(X: Any) -> bool:
+    """Whether ``X`` is a pandas DataFrame or a pyarrow Table / RecordBatch, whatever its columns hold."""
+    return isinstance(X, (pa.Table, pa.RecordBatch)) or _is_pandas(X)
 
 
 def is_table(X: Any) -> bool:

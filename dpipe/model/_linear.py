@@ -372,7 +372,7 @@ class LinearModel:
             return self._sparse_records(records)
         if enc.get("kind") != "tabular":
             raise ValueError(f"LinearModel: raw records can be encoded only for tabular (CSV/Parquet) or svmlight training data, not {enc.get('kind')!r}")
-        from ..io._frames import is_table, record_arrays, table_arrays
+        from ..io._frames import is_frame, record_arrays, table_arrays
         from ..io._tabular import Column, Rows, TabularEncoder, TabularSchema
 
         where = self.path or "LinearModel"
@@ -380,7 +380,7 @@ class LinearModel:
         names = [c["name"] for c in columns]
         feature_cols = [c for c in columns if c.get("role") in ("feature", "group")]  # a group column stays a feature
         cols = [Column(c["name"], "feature", c.get("type", "numeric"), c.get("categories")) for c in feature_cols]
-        if is_table(records) or hasattr(records, "columns") and hasattr(records, "dtypes"):  # a pandas DataFrame or pyarrow table
+        if is_frame(records):  # a pandas DataFrame or pyarrow table
             have, arrays = table_arrays(records, where=f"{where}: records")
             lacking = [c.name for c in cols if c.name not in have]
             if lacking:

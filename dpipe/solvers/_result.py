@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._jsonable import jsonable
 from .._wide import encode_vector
 
 __all__ = ["FitResult", "Candidate"]
@@ -81,16 +82,4 @@ class FitResult:
         """JSON-friendly dictionary."""
         d = dataclasses.asdict(self)
         d["x"] = encode_vector(np.asarray(self.x))  # compact beyond 10,000 values (dpipe._wide)
-        return _jsonable(d)
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
+        return jsonable(d)
