@@ -105,7 +105,8 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     unseen : {"error", "ignore"}
         Tables only: a category the fitted vocabulary lacks, at ``decision_function`` /
         ``predict``, is an error naming the row, column and value, or all-zero one-hot
-        features (as ``dpipe ingest --unseen``).
+        features (as ``dpipe ingest --unseen``). Set for input that holds numbers only, it is a
+        :class:`~dpipe.exceptions.ParameterError` (it would do nothing).
 
     Attributes
     ----------
@@ -162,6 +163,12 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             shards.append(Shard(X=block, y=y_pm[start : start + ESTIMATOR_SHARD_ROWS], group=g, weight=w, index=i))
         return shards
 
+    def _check_numeric_input(self) -> None:
+        """``unseen`` set for numbers: an option that does not apply is an error."""
+        if self.unseen != "error":
+            raise ParameterError(f"The 'unseen' parameter of DPipeClassifier applies to tables with string or categorical columns (pandas, "
+                                 f"pyarrow); this X holds numbers only, so unseen={self.unseen!r} would do nothing: leave it at 'error'.")
+
     def _check_unseen(self) -> None:
         if self.unseen not in UNSEEN:
             raise ParameterError(f"The 'unseen' parameter of DPipeClassifier must be one of {', '.join(map(repr, UNSEEN))}. Got {self.unseen!r} instead.")
@@ -180,6 +187,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         for name in ("encoding_", "feature_names_in_"):  # not kept from an earlier fit
             self.__dict__.pop(name, None)
         if not is_table(X):
+            self._check_numeric_input()
             X, y = validate_data(self, X, y, accept_sparse=("csr", "csc", "coo"), dtype=(np.float64, np.float32), ensure_min_samples=2)
             self.feature_names_ = list(self.feature_names_in_) if hasattr(self, "feature_names_in_") else [f"x{i}" for i in range(X.shape[1])]
             return X, y
@@ -248,7 +256,9 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             self.feature_names_in_ = np.asarray(names, dtype=object)
         self.feature_names_ = names or [f"x{i}" for i in range(self.n_features_in_)]
         schema = None
-        if hasattr(X, "columns") and is_table(X._meta):  # string columns: ingest's scan on each partition, the vocabularies joined
+        if not (hasattr(X, "columns") and is_table(X._meta)):
+            self._check_numeric_input()
+        else:  # string columns: ingest's scan on each partition, the vocabularies joined
             from .engine._collection import merge_vocabularies, partition_vocabulary
             from .io._tabular import TabularSchema
 

@@ -149,3 +149,13 @@ def test_adult_as_a_pandas_dataframe_gives_the_ingested_store_s_model(shared_dat
     assert list(est.classes_) == [" <=50K", " >50K"]
     assert set(est.predict(X.iloc[:200])) == {" <=50K", " >50K"}  # the label strings as given
     np.testing.assert_array_equal(est.to_model().score_records(X.iloc[:100].to_dict("records")), est.decision_function(X.iloc[:100]))
+
+
+def test_unseen_set_for_numbers_only_is_refused():
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    y = LABELS[(X[:, 0] > 0).astype(int)]
+    with pytest.raises(ParameterError, match=r"^The 'unseen' parameter of DPipeClassifier applies to tables .* unseen='ignore' would do nothing"):
+        DPipeClassifier(unseen="ignore").fit(X, y)
+    with pytest.raises(ParameterError, match=r"'unseen' parameter of DPipeClassifier applies to tables"):
+        DPipeClassifier(unseen="ignore").fit(pd.DataFrame(X, columns=["a", "b", "c"]), y)  # all numeric: a matrix, not a table
+    assert DPipeClassifier().fit(X, y).coef_.shape == (1, 3)
