@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from .io import Store
 from .io._store import as_store
 from .model import LinearModel
 from .reduce import shard_scores_labels
+
+if TYPE_CHECKING:
+    from .rates import ConstraintReport
 
 __all__ = ["evaluate", "predict", "write_metrics", "metrics_document", "evaluate_dataset", "group_rates", "constraint_values", "evaluate_part"]
 
@@ -75,7 +78,7 @@ def group_rates(ds: Any, coef: np.ndarray, intercept: float, randomized: bool = 
     return summary
 
 
-def constraint_values(datasets: dict[str, Any], coef: np.ndarray, intercept: float, constraints: Any, randomized: bool = False) -> list[dict[str, Any]]:
+def constraint_values(datasets: dict[str, Any], coef: np.ndarray, intercept: float, constraints: Any, randomized: bool = False) -> list[ConstraintReport]:
     """Each constraint's left-hand side minus right-hand side with exact rates of the model on ``datasets`` (alias -> opened
     dataset, ``"train"`` the evaluated store), whether it holds (``<= 0``), its 95 % interval and verdict (holds /
     violated / not significant) and its rates with their intervals (:mod:`dpipe.rates._intervals`); one pass per
@@ -167,7 +170,8 @@ def evaluate(
             others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other, verify)[1], engine=engine, client=client, scheduler=scheduler,
                                                                workers=workers, memory_limit=memory_limit, cache=cache))
                       for alias, other in (datasets or {}).items()}
-            metrics["constraints"] = constraint_values({"train": ds, **others}, model.coef, intercept, constraints, model.randomized)
+            reports = constraint_values({"train": ds, **others}, model.coef, intercept, constraints, model.randomized)
+            metrics["constraints"] = [r.to_record() for r in reports]
     return metrics
 
 

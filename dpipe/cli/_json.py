@@ -20,9 +20,12 @@ import json
 import os
 import shutil
 import sys
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .._jsonable import jsonable
+
+if TYPE_CHECKING:
+    from ..rates import ConstraintReport
 
 __all__ = [
     "DOCUMENT_VERSION", "STDOUT", "document", "emit", "emit_model", "real_stdout", "emit_file", "store_summary", "train_summary", "check_binary_stdout", "disk_bytes",
@@ -134,16 +137,9 @@ def store_summary(path: str | os.PathLike, m: Any) -> dict[str, Any]:
     }
 
 
-def _constraint(c: dict[str, Any], on: str) -> dict[str, Any]:
-    """One measured constraint of a fit record: what it says, whether it holds, its value and the 95 % verdict."""
-    return {
-        "text": c["text"],
-        "on": on,
-        "holds": bool(c["satisfied"] if "satisfied" in c else c["holds"]),
-        "value": c["value"],
-        "verdict": c.get("verdict"),
-        "interval": c.get("interval"),
-    }
+def _constraint(c: ConstraintReport, on: str) -> dict[str, Any]:
+    """One measured constraint of a fit: what it says, whether it holds, its value and the 95 % verdict."""
+    return {"text": c.text, "on": on, "holds": c.holds, "value": c.value, "verdict": c.verdict, "interval": list(c.interval)}
 
 
 def train_summary(model: Any, out: str) -> dict[str, Any]:
@@ -158,8 +154,8 @@ def train_summary(model: Any, out: str) -> dict[str, Any]:
     """
     fit = model.fit
     info = fit.get("info", {})
-    constraints = [_constraint(c, "training") for c in info.get("constraints", [])]
-    constraints += [_constraint(c, "validation") for c in info.get("constraints_validation", [])]
+    constraints = [_constraint(c, "training") for c in model.constraint_reports]
+    constraints += [_constraint(c, "validation") for c in model.validation_constraint_reports or []]
     time_data, time_solve = fit.get("time_data"), fit.get("time_solve")
     return document(
         "train",

@@ -18,7 +18,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._interrupts import Interrupted, install_handlers, restore_handlers
 from .._log import level_for
@@ -26,6 +26,9 @@ from ..exceptions import DPipeError, ParameterError, StoreError
 from ._registry_commands import COMMANDS as _REGISTRY_COMMANDS
 from ._registry_commands import add_parsers as _add_registry_parsers
 from ._vocabulary import cli_flags, in_cli_terms
+
+if TYPE_CHECKING:
+    from ..rates import ConstraintReport
 
 __all__ = ["main", "build_parser"]
 
@@ -383,18 +386,20 @@ def _print_metrics(metrics: dict[str, Any]) -> None:
             print(f"{name:>16}  {r['n']:>10g}  {fmt(r['positive_rate'])}  {fmt(r['true_positive_rate'])}  {fmt(r['false_positive_rate'])}  {fmt(r['error_rate'])}")
         print(f"selection-rate ratio (smallest / largest) {fmt(summary['selection_rate_ratio']).strip()}, TPR gap "
               f"{fmt(summary['true_positive_rate_gap']).strip()}, FPR gap {fmt(summary['false_positive_rate_gap']).strip()}")
-    for c in metrics.get("constraints", []):
+    from ..rates._report import reports_from_records
+
+    for c in reports_from_records(metrics.get("constraints")):
         _print_constraint(c, "")
 
 
-def _print_constraint(c: dict[str, Any], where: str) -> None:
+def _print_constraint(c: ConstraintReport, where: str) -> None:
     """A measured constraint: its value with the 95 % interval and verdict, then each rate with its interval."""
-    verdict = {"holds": "holds", "violated": "VIOLATED", "not significant": "not significant"}[c["verdict"]]
-    lo, hi = c["interval"]
-    print(f"constraint {c['text']}{where}: {verdict} at {100 * c['level']:.0f} % (lhs - rhs {c['value']:+.6g}, interval "
-          f"[{lo:+.4g}, {hi:+.4g}], {c['method']}; the point value {'holds' if c['holds'] else 'does NOT hold'})")
-    for r in c["rates"]:
-        print(f"    {r['rate']} = {r['value']:.6g}  [{r['interval'][0]:.4g}, {r['interval'][1]:.4g}]  ({r['effective_rows']:.6g} effective rows)")
+    verdict = {"holds": "holds", "violated": "VIOLATED", "not significant": "not significant"}[c.verdict]
+    lo, hi = c.interval
+    print(f"constraint {c.text}{where}: {verdict} at {100 * c.level:.0f} % (lhs - rhs {c.value:+.6g}, interval "
+          f"[{lo:+.4g}, {hi:+.4g}], {c.method}; the point value {'holds' if c.holds else 'does NOT hold'})")
+    for r in c.rates:
+        print(f"    {r.rate} = {r.value:.6g}  [{r.interval[0]:.4g}, {r.interval[1]:.4g}]  ({r.effective_rows:.6g} effective rows)")
 
 
 def _cmd_info(a: argparse.Namespace) -> None:
@@ -471,12 +476,11 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
 def _print_train_summary(a: argparse.Namespace, model: Any, where: str) -> None:
     """The human summary of a fit (on stderr when stdout carries the model: ``main`` points stdout there)."""
     fit = model.fit
-    info = fit.get("info", {})
-    for c in info.get("constraints", []):
-        print(f"constraint {c['text']}: {'holds' if c['satisfied'] else 'NOT satisfied'} on the training data "
-              f"(lhs - rhs {c['value']:+.6g}, multiplier {c['multiplier']:.4g}; {c['verdict']} at 95 %, interval "
-              f"[{c['interval'][0]:+.4g}, {c['interval'][1]:+.4g}])")
-    for c in info.get("constraints_validation", []):
+    for c in model.constraint_reports:
+        print(f"constraint {c.text}: {'holds' if c.holds else 'NOT satisfied'} on the training data "
+              f"(lhs - rhs {c.value:+.6g}, multiplier {c.multiplier:.4g}; {c.verdict} at 95 %, interval "
+              f"[{c.interval[0]:+.4g}, {c.interval[1]:+.4g}])")
+    for c in model.validation_constraint_reports or []:
         _print_constraint(c, " on the validation rows")
     print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, "
           f"data loading/setup passes {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {where}")

@@ -28,6 +28,7 @@ from ..objectives import SmoothedAUCRisk
 from ..rates._cells import DataInfo, compile_rows, plan_stores
 from ..rates._expr import Constraint, RateExpression, error_rate, false_negative_rate, false_positive_rate
 from ..rates._intervals import constraint_report
+from ..rates._report import ConstraintReport
 from ..reduce._rates import INDICATOR, RAMP, cell_predictions, cell_weights
 from ..solvers import FitResult, RateProblem, solve_rates
 from ..solvers._rate_threshold import exact_bias
@@ -98,9 +99,9 @@ class RateFit:
     hess_products: int = 0
     inner_at_limit: int = 0
     #: every constraint on the training rows with its 95 % interval, verdict and rates (:mod:`dpipe.rates._intervals`)
-    intervals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    intervals: list[ConstraintReport] = dataclasses.field(default_factory=list)
     #: the same on the validation rows that set the threshold, or None (the training rows did)
-    validation: list[dict[str, Any]] | None = None
+    validation: list[ConstraintReport] | None = None
     #: the ridge the fit used: ``lam`` as given, else 1 / n (the training store's rows)
     lam: float = 0.0
 
@@ -263,7 +264,7 @@ def fit_rates(
         vplans = {a: dataclasses.replace(p, layout=dataclasses.replace(p.layout, memo=(fit_id + "-validation", a))) for a, p in plans.items()}
         vrows = compile_rows(objective, constraints, vplans, {a: ds.map_reduce(cell_weights, np.add, vplans[a].layout) for a, ds in vdatasets.items()})
         theta[d], _ = exact_bias(vdatasets, vplans, vrows, problem.weights(theta), float(theta[d]), feasibility_tol, slack, z)
-        validated = _measured(vdatasets, vplans, vrows, constraints, problem.weights(theta), -float(theta[d]), False)
+        validated = _measured(vdatasets, vplans, vrows, constraints, problem.weights(theta), -float(theta[d]), False, feasibility_tol)
     v_full = np.concatenate([[1.0], solution.v])
     results = problem.passes(theta, theta, v_full)  # the rates at the returned model (the ranking's passes once, below)
     exact, ramped = problem.rows_at(results, INDICATOR), problem.rows_at(results, RAMP)
@@ -276,18 +277,20 @@ def fit_rates(
                for j, text in enumerate(rows.texts)]
     for r in reports[1:]:
         log.info("rates: %s: %s (value %+.4g, multiplier %.4g)", r.text, "holds" if r.satisfied else "NOT satisfied", r.value, r.multiplier)
-    intervals = _measured(datasets, plans, rows, constraints, problem.weights(theta), -float(theta[d]), threshold == "randomized")
+    measured = _measured(datasets, plans, rows, constraints, problem.weights(theta), -float(theta[d]), threshold == "randomized", feasibility_tol)
+    intervals = [c.fitted(r.value, r.ramp_value, r.multiplier) for r, c in zip(reports[1:], measured)]
     return RateFit(problem.weights(theta).copy(), float(theta[d]), reports, solution.mm_steps, solution.cuts, problem.evaluations,
                    time.perf_counter() - t0, solution.settled, problem.hess_products, solution.inner_at_limit, intervals, validated, lam)
 
 
 def _measured(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, constraints: Sequence[Constraint], coef: np.ndarray,
-              intercept: float, randomized: bool) -> list[dict[str, Any]]:
-    """Every constraint of the model ``(coef, intercept)`` on ``datasets``, with its interval and verdict (one pass each)."""
+              intercept: float, randomized: bool, tolerance: float) -> list[ConstraintReport]:
+    """Every constraint of the model ``(coef, intercept)`` on ``datasets``, with its interval and verdict (one pass each);
+    each holds up to the fit's feasibility ``tolerance``."""
     if not constraints:
         return []
     sums = {a: ds.map_reduce(cell_predictions, np.add, coef, intercept, plans[a].layout, randomized) for a, ds in datasets.items()}
-    return constraint_report(constraints, rows, plans, sums)
+    return [dataclasses.replace(c, tolerance=tolerance) for c in constraint_report(constraints, rows, plans, sums)]
 
 
 def _confidence(params: Any, validation: Mapping[str, Any]) -> float:
@@ -321,15 +324,12 @@ def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = No
     )
     where = "the validation rows" if fit.validation is not None else "the training data"
     deciding = fit.validation if fit.validation is not None else fit.intervals
-    held = all(c["value"] <= 1e-6 for c in deciding) if deciding else True
-    unmet = [c["text"] for c in deciding if c["value"] > 1e-6]
-    constraints = [{**dataclasses.asdict(r), **{k: c[k] for k in ("interval", "level", "verdict", "method", "rates")}}
-                   for r, c in zip(fit.reports[1:], fit.intervals)]
-    info = {"constraints": constraints, "objective_ramp": fit.reports[0].ramp_value, "lam": fit.lam,
+    unmet = [c.text for c in deciding if not c.holds]
+    held = not unmet
+    info = {"objective_ramp": fit.reports[0].ramp_value, "lam": fit.lam,
             "slack": params.slack, "cuts": fit.cuts, "mm_settled": fit.settled, "inner_at_max_iter": fit.inner_at_limit, "standardized": bool(params.standardize),
             "datasets": {a: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>" for a, ds in datasets.items()}}
     if fit.validation is not None:
-        info["constraints_validation"] = fit.validation
         where_is = lambda ds: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>"  # noqa: E731
         info["validation"] = {a: (f"{params.validation_fraction:g} of {where_is(ds)} (seed {params.validation_seed})" if isinstance(ds, DatasetPart)
                                   else where_is(ds)) for a, ds in validation.items()}
@@ -337,7 +337,7 @@ def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = No
         x=np.concatenate([fit.coef, [fit.bias]]), fun=fit.reports[0].value, nit=fit.mm_steps, nfev=fit.evaluations,
         status=0 if held else 2, success=held,
         message=f"every constraint holds on {where}" if held else f"NOT satisfied on {where}: " + "; ".join(unmet),
-        time_solve=fit.seconds, info=info,
+        time_solve=fit.seconds, info=info, constraints=fit.intervals, constraints_validation=fit.validation,
     )
     if not held:
         warnings.warn(f"{params.objective}: constraint(s) not satisfied on {where}: {'; '.join(unmet)} "

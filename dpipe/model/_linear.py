@@ -13,7 +13,7 @@ import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from .._transform import FeatureTransform
 from .._wide import compact_names, decode_vector, encode_vector, expand_names, is_pattern
 from ..exceptions import OutputError, ParameterError
 from ._probability import ProbabilityCalibration
+
+if TYPE_CHECKING:
+    from ..rates._report import ConstraintReport
 
 __all__ = ["LinearModel", "MODEL_FORMAT", "MODEL_FORMAT_VERSION", "MAX_COEF_L1", "MAX_INTERCEPT"]
 
@@ -304,6 +307,23 @@ class LinearModel:
             return f"{where}: feature {j} ({self.feature_names[j]}) is {float(X[r, j])!r}; scores need finite features"
         return (f"{where}: the score is {float(s[r])!r}: it overflows float64 (features up to {float(np.abs(X[r]).max()):.4g} "
                 f"with weights whose |coef| sum to {float(np.abs(self.coef).sum()):.4g})")
+
+    @property
+    def constraint_reports(self) -> list[ConstraintReport]:
+        """A rate fit's constraints on its training rows: value, interval, verdict, rates, multiplier (empty for
+        other objectives; read from the fit record)."""
+        from ..rates._report import reports_from_records
+
+        return reports_from_records(self.fit.get("info", {}).get("constraints"))
+
+    @property
+    def validation_constraint_reports(self) -> list[ConstraintReport] | None:
+        """The same on the validation rows that set a rate fit's threshold (``constraint_validation``,
+        ``validation_fraction``), or None (the training rows did, or no rate fit)."""
+        from ..rates._report import reports_from_records
+
+        records = self.fit.get("info", {}).get("constraints_validation")
+        return None if records is None else reports_from_records(records)
 
     @property
     def randomized(self) -> bool:

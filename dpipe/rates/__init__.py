@@ -32,9 +32,10 @@ from ._expr import (
     true_positive_rate,
 )
 from ._parse import parse_constraint, parse_objective
+from ._report import ConstraintReport, RateMeasure
 
 __all__ = [
-    "Constraint", "Dataset", "RateExpression", "Term", "RATES", "parse_constraint", "parse_objective",
+    "Constraint", "Dataset", "RateExpression", "Term", "RATES", "parse_constraint", "parse_objective", "ConstraintReport", "RateMeasure",
     "positive_rate", "negative_rate", "true_positive_rate", "false_positive_rate", "false_negative_rate", "true_negative_rate",
     "error_rate", "accuracy", "recall", "coverage", "churn", "precision_at_least", "f1_at_least",
 ]

@@ -28,11 +28,9 @@ from typing import Any
 import numpy as np
 
 from ._cells import CompiledRows, StorePlan, _cells_of, _sign
+from ._report import LEVEL, ConstraintReport, RateMeasure, verdict_of
 
 __all__ = ["clopper_pearson", "effective_size", "constraint_report", "LEVEL"]
-
-#: the two-sided level of every interval
-LEVEL = 0.95
 
 
 def effective_size(weight: float, square: float) -> float:
@@ -53,7 +51,7 @@ def clopper_pearson(successes: float, n: float, level: float = LEVEL) -> tuple[f
     return lo, hi
 
 
-def _term_rate(term: Any, plan: StorePlan, where: str, sums: np.ndarray) -> dict[str, Any]:
+def _term_rate(term: Any, plan: StorePlan, where: str, sums: np.ndarray) -> RateMeasure:
     """One term's rate (share of its rows' weight on its side), with the effective rows and its interval."""
     weight, positive, square = sums
     cells = _cells_of(term.dataset, plan, where)
@@ -62,12 +60,11 @@ def _term_rate(term: Any, plan: StorePlan, where: str, sums: np.ndarray) -> dict
     rate = hit / total if total > 0 else float("nan")
     n_eff = effective_size(total, float(square[cells].sum()))
     lo, hi = clopper_pearson(rate * n_eff, n_eff) if total > 0 else (float("nan"), float("nan"))
-    return {"rate": f"{term.side}({term.dataset.describe()})", "value": rate, "effective_rows": n_eff, "interval": [lo, hi],
-            "count": bool(term.count), "coef": float(term.coef), "total": total}
+    return RateMeasure(f"{term.side}({term.dataset.describe()})", rate, n_eff, (lo, hi))
 
 
 def constraint_report(constraints: Sequence[Any], rows: CompiledRows, plans: Mapping[str, StorePlan],
-                      sums: Mapping[str, np.ndarray], level: float = LEVEL) -> list[dict[str, Any]]:
+                      sums: Mapping[str, np.ndarray], level: float = LEVEL) -> list[ConstraintReport]:
     """Every constraint's value with its interval, verdict and rates (row ``j + 1`` of ``rows`` is ``constraints[j]``).
 
     ``sums[alias]``: per cell of that dataset, the weight, the predicted-positive weight and the squared weights (shape (3,
@@ -80,11 +77,12 @@ def constraint_report(constraints: Sequence[Any], rows: CompiledRows, plans: Map
     out = []
     for j, constraint in enumerate(constraints, start=1):
         text = rows.texts[j]
-        rates = [_term_rate(t, plans[t.dataset.on], text, sums[t.dataset.on]) for t in constraint.expression.terms]
+        terms = constraint.expression.terms
+        rates = tuple(_term_rate(t, plans[t.dataset.on], text, sums[t.dataset.on]) for t in terms)
         value = float(values[j])
-        if len(rates) == 1 and not rates[0]["count"]:  # value = coef * rate + (value - coef * rate): the rate's exact interval
+        if len(rates) == 1 and not terms[0].count:  # value = coef * rate + (value - coef * rate): the rate's exact interval
             r = rates[0]
-            ends = sorted(value + r["coef"] * (e - r["value"]) for e in r["interval"])
+            ends = sorted(value + float(terms[0].coef) * (e - r.value) for e in r.interval)
             method = "clopper-pearson"
         else:  # the delta method over the disjoint cells
             var = 0.0
@@ -96,8 +94,6 @@ def constraint_report(constraints: Sequence[Any], rows: CompiledRows, plans: Map
             half = z * np.sqrt(var)
             ends = [value - half, value + half]
             method = "normal (delta method)"
-        verdict = "holds" if ends[1] <= 0 else "violated" if ends[0] > 0 else "not significant"
-        out.append({"text": text, "value": value, "holds": bool(value <= 0), "interval": [float(ends[0]), float(ends[1])], "level": level,
-                    "verdict": verdict, "method": method,
-                    "rates": [{k: v for k, v in r.items() if k not in ("count", "coef", "total")} for r in rates]})
+        interval = (float(ends[0]), float(ends[1]))
+        out.append(ConstraintReport(text, value, interval, level, verdict_of(interval), method, rates))
     return out

@@ -45,6 +45,7 @@ import dask.config
 from .._faults import kill_point
 from ..exceptions import ConvergenceWarning, ParameterError, RegistryError
 from ..io._manifest import canonical_json
+from ..rates._report import reports_from_records
 from ._config import RetrainConfig, load_config, resolved_ingest_options
 from ._records import file_digest
 from ._registry import Registry
@@ -144,9 +145,9 @@ def _constraints(cfg: RetrainConfig, champion_path: str | None, champion_recall:
 def _decide(cfg: RetrainConfig, metric: str, challenger: dict[str, Any], champion: dict[str, Any] | None) -> tuple[str, list[str]]:
     reasons = []
     ok = True
-    for c in challenger.get("constraints", []):
-        reasons.append(f"{c['text']} on the holdout: {'holds' if c['holds'] else 'VIOLATED'} (lhs - rhs {c['value']:+.4g})")
-        ok &= bool(c["holds"])
+    for c in reports_from_records(challenger.get("constraints")):
+        reasons.append(f"{c.text} on the holdout: {'holds' if c.holds else 'VIOLATED'} (lhs - rhs {c.value:+.4g})")
+        ok &= c.holds
     if champion is None:
         reasons.insert(0, f"no champion yet: the first model ({metric} {challenger[metric]:.6f} on the holdout)")
         return ("promoted" if ok else "kept"), reasons
@@ -225,11 +226,11 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
         validation = {} if split is None or not constraints else {"validation_fraction": split.fraction, "validation_seed": split.seed,
                                                                  "confidence": cfg.constraints.confidence}
         model = train(stores["train"], cfg.objective, constraints=constraints or None, datasets=datasets, **validation, **cfg.params, **where)
-    info = model.fit.get("info", {})
-    deciding = info.get("constraints_validation", info.get("constraints", []))  # where the threshold was set: held-out rows, else the training rows
-    unmet = [c["text"] for c in deciding if c["value"] > 1e-6]
+    training, validated = model.constraint_reports, model.validation_constraint_reports
+    deciding = training if validated is None else validated  # where the threshold was set: held-out rows, else the training rows
+    unmet = [c.text for c in deciding if not c.holds]
     if unmet:
-        rows = "held-out validation rows" if "constraints_validation" in info else "training rows"
+        rows = "training rows" if validated is None else "held-out validation rows"
         raise ParameterError(f"retrain: the challenger cannot meet {'; '.join(unmet)} on its {rows} ({stores['train']}); "
                              "the champion stays - loosen the constraint or add data")
     kill_point("train")
@@ -240,11 +241,10 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     checks = _constraints(cfg, champion_path, champion_holdout["recall"] if champion_holdout else None, None)
     challenger_holdout = evaluate(model, stores["holdout"], constraints=checks or None, **where)
     action, reasons = _decide(cfg, metric, challenger_holdout, champion_holdout)
-    at_fit = {"training": {c["text"]: c["value"] for c in info.get("constraints", [])},
-              "validation": {c["text"]: c["value"] for c in info.get("constraints_validation", [])} or None}
-    for c in info.get("constraints_validation", []):
-        reasons.append(f"{c['text']} on the held-out validation rows that set the threshold: lhs - rhs {c['value']:+.4g} "
-                       f"(training rows {at_fit['training'].get(c['text'], float('nan')):+.4g})")
+    at_fit = {"training": {c.text: c.value for c in training}, "validation": {c.text: c.value for c in validated or []} or None}
+    for c in validated or []:
+        reasons.append(f"{c.text} on the held-out validation rows that set the threshold: lhs - rhs {c.value:+.4g} "
+                       f"(training rows {at_fit['training'].get(c.text, float('nan')):+.4g})")
     kill_point("evaluate")
 
     entry = {"training": model.training, "objective": cfg.objective, "params": cfg.params, "constraints": constraints,
@@ -264,14 +264,14 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
 
 def _churn(metrics: dict[str, Any], target: float | None) -> float | None:
     """The challenger's churn against the champion on the holdout (from its constraint's ``lhs - rhs``), if constrained."""
-    for c in metrics.get("constraints", []):
-        if c["text"].startswith("churn(") and target is not None:
-            return c["value"] + target
+    for c in reports_from_records(metrics.get("constraints")):
+        if c.text.startswith("churn(") and target is not None:
+            return c.value + target
     return None
 
 
 def _summary(metrics: dict[str, Any], metric: str) -> dict[str, Any]:
     """The holdout figures a history line keeps: the rule's metric, recall, accuracy and the constraints' values."""
     out = {k: metrics[k] for k in dict.fromkeys((metric, "roc_auc", "recall", "accuracy")) if k in metrics}
-    out["constraints"] = {c["text"]: c["value"] for c in metrics.get("constraints", [])}
+    out["constraints"] = {c.text: c.value for c in reports_from_records(metrics.get("constraints"))}
     return out

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._jsonable import jsonable
 from .._wide import encode_vector
+
+if TYPE_CHECKING:  # a fit without constraints never imports dpipe.rates
+    from ..rates._report import ConstraintReport
 
 __all__ = ["FitResult", "Candidate"]
 
@@ -64,6 +67,11 @@ class FitResult:
         Seconds in the solver.
     info : dict
         Anything else worth keeping (starts tried, smoothing, ...).
+    constraints : list of ConstraintReport
+        A rate fit's constraints on its training rows (the record keeps them in ``info["constraints"]``).
+    constraints_validation : list of ConstraintReport or None
+        The same on the validation rows that set its threshold (``info["constraints_validation"]``), or None (the
+        training rows did).
     """
 
     x: np.ndarray
@@ -77,9 +85,17 @@ class FitResult:
     time_data: float = 0.0
     time_solve: float = 0.0
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    constraints: list[ConstraintReport] = dataclasses.field(default_factory=list)
+    constraints_validation: list[ConstraintReport] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dictionary."""
-        d = dataclasses.asdict(self)
+        """JSON-friendly dictionary (the constraint reports as records in ``info``, where model files keep them)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.name.startswith("constraints")}
         d["x"] = encode_vector(np.asarray(self.x))  # compact beyond 10,000 values (dpipe._wide)
+        info = dict(self.info)
+        if self.constraints:
+            info["constraints"] = [c.to_record() for c in self.constraints]
+        if self.constraints_validation is not None:
+            info["constraints_validation"] = [c.to_record() for c in self.constraints_validation]
+        d["info"] = info
         return jsonable(d)

@@ -210,8 +210,10 @@ def test_the_estimator_holds_out_rows_of_in_memory_data(data):
     X, y, g = data["X"], data["y"], data["g"]
     c = "positive_rate(group=0) >= 0.8 * positive_rate(group=1)"
     clf = dpipe.DPipeClassifier(objective="error-rate", constraints=[c], validation_fraction=0.25).fit(X, (y > 0).astype(int), groups=g)
-    info = clf.fit_result_.info
-    assert info["validation"] == {"train": "0.25 of <in memory> (seed 0)"} and info["constraints_validation"][0]["value"] <= 0
+    result = clf.fit_result_
+    assert result.info["validation"] == {"train": "0.25 of <in memory> (seed 0)"} and result.constraints_validation[0].value <= 0
+    assert result.constraints_validation[0].holds and result.constraints[0].multiplier is not None  # typed reports, in memory ...
+    assert result.to_dict()["info"]["constraints_validation"] == [r.to_record() for r in result.constraints_validation]  # ... records in the file
 
 
 def test_the_held_out_rows_are_the_same_on_a_cluster(data, client):
@@ -222,3 +224,26 @@ def test_the_held_out_rows_are_the_same_on_a_cluster(data, client):
     np.testing.assert_allclose(dist.coef, local.coef, rtol=1e-9, atol=1e-12)
     assert dist.intercept == pytest.approx(local.intercept, rel=1e-9, abs=1e-12)
     assert dist.fit["info"]["constraints_validation"][0]["value"] == local.fit["info"]["constraints_validation"][0]["value"]
+
+
+def test_constraint_reports_are_typed_in_the_model_and_read_back_from_its_file(data, tmp_path):
+    from dpipe.rates import ConstraintReport, RateMeasure
+
+    c = "positive_rate(group=M) >= 0.8 * positive_rate(group=F)"
+    model = dpipe.train(data["train"], "error-rate", engine="local", train_metrics=False, constraints=[c], validation_fraction=0.25)
+    (train,), (valid,) = model.constraint_reports, model.validation_constraint_reports
+    for report, record in ((train, model.fit["info"]["constraints"][0]), (valid, model.fit["info"]["constraints_validation"][0])):
+        assert isinstance(report, ConstraintReport) and all(isinstance(r, RateMeasure) for r in report.rates)
+        assert report.text == c and report.value == record["value"] and list(report.interval) == record["interval"]
+        assert report.holds == record["holds"] and report.verdict == record["verdict"] and len(report.rates) == 2
+        assert ConstraintReport.from_record(report.to_record()) == report  # the record keeps every field
+    assert train.multiplier == model.fit["info"]["constraints"][0]["multiplier"] and train.tolerance == 1e-6
+    path = tmp_path / "m.json"
+    model.save(path)
+    assert dpipe.LinearModel.load(path).constraint_reports == [train]
+    # a model file of an earlier dpipe (no intervals yet): read, the verdict unknown rather than invented
+    old = ConstraintReport.from_record({"text": c, "value": -0.01, "ramp_value": -0.02, "multiplier": 0.5, "satisfied": True})
+    assert old.holds and old.verdict == "not significant" and np.isnan(old.interval).all() and old.rates == ()
+    # an objective without constraints has none
+    plain = dpipe.train(data["train"], "auc-moment", engine="local", train_metrics=False)
+    assert plain.constraint_reports == [] and plain.validation_constraint_reports is None
