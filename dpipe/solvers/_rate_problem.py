@@ -1,4 +1,5 @@
-"""The data side of a rate fit: the stores, the compiled rows and the passes of the majorized Lagrangian.
+"""A rate fit's inner problem: the majorized Lagrangian (:mod:`dpipe.objectives._rate_lagrangian`) over the passes of
+its stores (:mod:`dpipe.engine._rate_passes`), in the solver's coordinates.
 
 For multipliers ``v`` (``v_0 = 1`` for the objective row) and a majorization anchor
 ``theta' = (u', b')``, the inner problem is
@@ -22,19 +23,21 @@ per shard for the rates.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ..reduce._rates import BOUND_NEGATIVE, BOUND_POSITIVE, SMOOTH_NEGATIVE, SMOOTH_POSITIVE, WEIGHT, RatePass, rate_hessian_pass, rate_pass
+from ..engine._rate_passes import RatePasses
+from ..objectives._rate_lagrangian import RateLagrangian
+from ..reduce._rates import RatePass
 
 __all__ = ["RateProblem", "InnerObjective"]
 
 
 class RateProblem:
-    """The stores, the compiled rows and the passes of one rate fit.
+    """One rate fit's inner problem: its objective (:class:`~dpipe.objectives._rate_lagrangian.RateLagrangian`), its
+    passes (:class:`~dpipe.engine._rate_passes.RatePasses`), the column scales and auc-rate's ranking term.
 
     Parameters
     ----------
@@ -61,53 +64,47 @@ class RateProblem:
 
     def __init__(self, datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, lam: float, smoothing: float,
                  ranking: Any = None, scale: np.ndarray | None = None, curvature: bool = False) -> None:
-        self.datasets, self.plans, self.rows, self.lam, self.smoothing = datasets, plans, rows, float(lam), float(smoothing)
-        self.split = {a: (np.maximum(c, 0.0), np.maximum(-c, 0.0)) for a, c in rows.coef.items()}
+        self.lagrangian = RateLagrangian(rows, lam)
+        self.data = RatePasses(datasets, plans, smoothing, curvature)
+        self.rows, self.lam, self.smoothing = rows, float(lam), float(smoothing)
         self.n_features = int(next(iter(datasets.values())).n_features)
         # theta = (u, b) with the raw weights w = u / scale (standardize); lam/2 ||theta||^2 penalizes u
         self.inv_scale = np.ones(self.n_features) if scale is None else 1.0 / np.asarray(scale, dtype=np.float64)
         self.ranking = ranking
-        self.curvature = bool(curvature)
-        #: rate passes (one per store each) and Hessian-vector products run so far
-        self.evaluations = 0
+        #: Hessian-vector products run so far
         self.hess_products = 0
         self._recent: list[tuple[tuple[bytes, bytes, bytes], tuple[float, np.ndarray, dict[str, RatePass], float]]] = []
 
     @property
+    def evaluations(self) -> int:
+        """Rate passes run so far (one per store each)."""
+        return self.data.evaluations
+
+    @property
     def n_rows(self) -> int:
         """Rows of the problem: the objective's, then one per constraint."""
-        return int(self.rows.constant.size)
+        return self.lagrangian.n_rows
 
     def weights(self, theta: np.ndarray) -> np.ndarray:
         """The raw-feature weights ``w`` of ``theta = (u, b)``."""
         return theta[: self.n_features] * self.inv_scale
 
-    def _args(self, alias: str, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> tuple:
+    def _point(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> tuple[np.ndarray, float, tuple[np.ndarray, float], dict]:
         d = self.n_features
-        cp, cn = self.split[alias]
-        return (self.weights(theta), float(theta[d]), (self.weights(anchor), float(anchor[d])), self.plans[alias].layout,
-                v_full @ cp, v_full @ cn, self.smoothing)
+        multipliers = {alias: self.lagrangian.cell_multipliers(alias, v_full) for alias in self.data.datasets}
+        return self.weights(theta), float(theta[d]), (self.weights(anchor), float(anchor[d])), multipliers
 
     def passes(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> dict[str, RatePass]:
         """One :func:`~dpipe.reduce._rates.rate_pass` per store at ``theta``."""
-        out = {alias: ds.map_reduce(rate_pass, operator.add, *self._args(alias, theta, anchor, v_full), self.curvature)
-               for alias, ds in self.datasets.items()}
-        self.evaluations += 1
-        return out
+        return self.data.passes(*self._point(theta, anchor, v_full))
 
     def bounded_rows(self, results: Mapping[str, RatePass], smoothed: bool = False) -> np.ndarray:
         """Every row with each ramp replaced by its bound at the anchor (exact hinges, or Huberized with ``smoothed``)."""
-        pos, neg = (SMOOTH_POSITIVE, SMOOTH_NEGATIVE) if smoothed else (BOUND_POSITIVE, BOUND_NEGATIVE)
-        value = self.rows.constant.copy()
-        for alias, r in results.items():
-            cp, cn = self.split[alias]
-            c = self.rows.coef[alias]
-            value += cp @ r.sums[pos] + cn @ r.sums[neg] + np.minimum(c, 0.0) @ r.sums[WEIGHT]
-        return value
+        return self.lagrangian.bounded_rows(results, smoothed)
 
     def rows_at(self, results: Mapping[str, RatePass], kind: int) -> np.ndarray:
         """Every row with the per-cell sums of ``kind`` (``RAMP``, ``INDICATOR``) as its rates."""
-        return self.rows.evaluate({a: r.sums[kind] for a, r in results.items()})
+        return self.lagrangian.rows_at(results, kind)
 
     def smoothed(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> tuple[float, np.ndarray, dict[str, RatePass], float]:
         """The smoothed bounded Lagrangian, its gradient in ``theta``, the passes' results, and the exact ranking risk.
@@ -122,8 +119,7 @@ class RateProblem:
             if known == key:
                 return out
         results = self.passes(theta, anchor, v_full)
-        value = 0.5 * self.lam * float(theta @ theta) + sum(r.value for r in results.values())
-        value += float(v_full @ (self.rows.constant + sum(np.minimum(self.rows.coef[a], 0.0) @ r.sums[WEIGHT] for a, r in results.items())))
+        value = self.lagrangian.value(theta, results, v_full)
         grad = sum(r.grad for r in results.values())
         ranking_risk = 0.0
         if self.ranking is not None:
@@ -151,7 +147,7 @@ class RateProblem:
         d = self.n_features
         sd = np.asarray(direction, dtype=np.float64).copy()
         sd[:d] *= self.inv_scale
-        out = sum(ds.map_reduce(rate_hessian_pass, np.add, *self._args(alias, theta, anchor, v_full), sd) for alias, ds in self.datasets.items())
+        out = self.data.hessian(*self._point(theta, anchor, v_full), sd)
         if self.ranking is not None:
             out[:d] += self.ranking.hess_vec(sd[:d])
         out[:d] *= self.inv_scale
@@ -176,9 +172,7 @@ class InnerObjective:
         if p.ranking is None:
             return p.smoothed(theta, self.anchor, self.v_full)[0]
         results = p.passes(theta, self.anchor, self.v_full)
-        value = 0.5 * p.lam * float(theta @ theta) + sum(r.value for r in results.values())
-        value += float(self.v_full @ (p.rows.constant + sum(np.minimum(p.rows.coef[a], 0.0) @ r.sums[WEIGHT] for a, r in results.items())))
-        return value + p.ranking.value(p.weights(theta))
+        return p.lagrangian.value(theta, results, self.v_full) + p.ranking.value(p.weights(theta))
 
     def value_and_grad(self, y: np.ndarray) -> tuple[float, np.ndarray]:
         """Value and gradient at ``y``, where the Hessian-vector products are then taken (auc-rate: fresh passes, which

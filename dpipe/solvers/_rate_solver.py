@@ -242,7 +242,7 @@ def _solve_rates(problem: RateProblem, mm_steps: int, eps: float, tol: float, ma
         problem, inner, theta, m, mm_steps, max_cuts, multiplier_bound, eps, feasibility_tol)
     theta = best.theta.copy()
     if threshold == "exact":
-        theta[d] = exact_bias(problem.datasets, problem.plans, problem.rows, problem.weights(theta), float(theta[d]), feasibility_tol, margin, z)[0]
+        theta[d] = exact_bias(problem.data.datasets, problem.data.plans, problem.rows, problem.weights(theta), float(theta[d]), feasibility_tol, margin, z)[0]
     if not settled:
         fell = (duals[-2] - duals[-1]) / abs(duals[-1]) if len(duals) > 1 and duals[-1] != 0 else float("nan")
         warnings.warn(f"{name}majorization-minimization did not settle in {mm_steps} steps (its last step lowered the dual "
@@ -322,7 +322,7 @@ def _threshold_alone(problem: RateProblem, inner: _Inner, m: int, feasibility_to
     d = problem.n_features
     v_full = np.concatenate([[1.0], np.zeros(m)])
     theta, value = inner.solve(np.zeros(d + 1), np.zeros(d + 1), v_full)
-    bias, feasible = exact_bias(problem.datasets, problem.plans, problem.rows, problem.weights(theta), float(theta[d]), feasibility_tol, margin, z)
+    bias, feasible = exact_bias(problem.data.datasets, problem.data.plans, problem.rows, problem.weights(theta), float(theta[d]), feasibility_tol, margin, z)
     theta = np.r_[theta[:d], bias]
     if not feasible:
         return None, theta

@@ -71,7 +71,7 @@ def _brute_force_rate_hessian(problem: RateProblem, X, y, group, v, theta, ancho
     z = X @ (theta[:d] * inv) - theta[d]
     za = X @ (anchor[:d] * inv) - anchor[d]
     cells = (y > 0).astype(int) + 2 * group.astype(int)
-    cp, cn = problem.split["train"]
+    cp, cn = problem.lagrangian.split["train"]
     P, N = (v_full @ cp)[cells], (v_full @ cn)[cells]
     up, un = 0.5 + z, 0.5 - z
     D = v / T * (P * ((za <= 0.5) & (up > 0) & (up < T)) + N * ((za >= -0.5) & (un > 0) & (un < T)))
