@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._tabular import HASHED_ONLY, Column, Rows, TabularEncoder, TabularScanner, TabularSchema, _kind, as_strings
+from ._tabular import HASHED_ONLY, Column, Rows, TabularEncoder, TabularScanner, TabularSchema, arrow_kind, as_strings
 
 __all__ = ["TABLE_SOURCE", "UNSEEN", "encode_table", "is_frame", "is_table", "record_arrays", "scan_table", "table_arrays", "table_encoding"]
 
@@ -86,7 +86,7 @@ def table_arrays(X: Any, where: str = "X") -> tuple[list[str], list[pa.Array]]:
     dup = sorted({n for n in names if n in seen or seen.add(n)})  # type: ignore[func-returns-value]
     if dup:
         raise ValueError(f"{where}: duplicate column name(s) {dup}")
-    return names, [_normalised(n, X.column(i), _kind(X.schema.field(i).type), where) for i, n in enumerate(names)]
+    return names, [_normalised(n, X.column(i), arrow_kind(X.schema.field(i).type), where) for i, n in enumerate(names)]
 
 
 def _rows(where: str, n: int) -> Rows:
@@ -96,7 +96,7 @@ def _rows(where: str, n: int) -> Rows:
 
 def scan_table(names: Sequence[str], arrays: Sequence[pa.Array], where: str = "X") -> TabularSchema:
     """The columns (all features) and sorted vocabularies of a table, as ingest's first pass sets them."""
-    columns = [Column(name, "feature", _kind(a.type)) for name, a in zip(names, arrays)]
+    columns = [Column(name, "feature", arrow_kind(a.type)) for name, a in zip(names, arrays)]
     scanner = TabularScanner(columns)
     scanner.scan(list(arrays), _rows(where, len(arrays[0]) if arrays else 0))
     return scanner.schema()

@@ -76,10 +76,12 @@ from .._transform import SCALES, FeatureTransform
 from .._validation import check_choice, check_int
 from ..exceptions import DataWarning, InputError, ParameterError, StoreError
 from ..reduce._block import csr_block
+from ._csv_source import detect_header, read_csv_block, split_csv_line
 from ._fit_transform import check_log1p, ingest_transformed, stored_transform
 from ._hashing import COLLISION_WARNING, FeatureHashing, check_hash_features
 from ._labels import LabelCounter, LabelRule, Where, class_absent_message
 from ._manifest import Manifest
+from ._parquet_source import iter_parquet, parquet_columns, parquet_files
 from ._store import open_store
 from ._svmlight import MAX_INDEX, looks_like_svmlight, parse_block
 from ._tabular import (
@@ -89,13 +91,7 @@ from ._tabular import (
     TabularEncoder,
     TabularScanner,
     TabularSchema,
-    detect_header,
-    iter_parquet,
-    parquet_columns,
-    parquet_files,
-    read_csv_block,
     resolve_column,
-    split_csv_line,
 )
 from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows_for, store_lock
 
