@@ -61,7 +61,8 @@ from ..exceptions import ClusterError, ShardValueError
 from ..io import Shard, Store, open_store, read_shard
 from ._blas import ONE_BLAS_THREAD, single_blas_thread
 from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, shards_per_worker, short_workers
-from ._ranges import RangeHost, StaleScores, exchange_may_run
+from ._range_host import RangeHost, StaleScores
+from ._ranges import exchange_may_run
 from ._tree import pairwise
 from ._waits import gather_bounded, killed_workers_as_cluster_errors, result_bounded
 

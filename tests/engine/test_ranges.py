@@ -14,7 +14,8 @@ import pytest
 
 from dpipe._runs import stable_argsort
 from dpipe.engine import LocalDataset, RankPasses, ShardedDataset
-from dpipe.engine._ranges import EXCHANGE_AUTO_ROWS, RANGE_MULTIPLE, SKETCH_SIZE, choose_splitters, host_blocks, pairs_below, range_count, resolve_exchange
+from dpipe.engine._range_host import pairs_below
+from dpipe.engine._ranges import EXCHANGE_AUTO_ROWS, RANGE_MULTIPLE, SKETCH_SIZE, choose_splitters, host_blocks, range_count, resolve_exchange
 from dpipe.exceptions import ParameterError
 from dpipe.fit._smooth import SmoothedObjective
 from dpipe.io import Shard
