@@ -41,12 +41,8 @@ none of whose tasks finishes for ``dpipe.timeout`` fails with one line.
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
-import dataclasses
 import functools
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -56,20 +52,22 @@ from dask.sizeof import sizeof
 from dask.utils import funcname
 
 from .._config import get_setting
-from .._validation import check_choice, check_int
-from ..exceptions import ClusterError, ShardValueError
+from .._validation import check_choice
+from ..exceptions import ClusterError
 from ..io import Shard, Store, open_store, read_shard
 from ._blas import ONE_BLAS_THREAD, single_blas_thread
+from ._hosts import HOST_CHECK_SECONDS, HostsLost, ShardHost, host_lost_errors
+from ._local import naming_store
 from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, shards_per_worker, short_workers
-from ._range_host import RangeHost, StaleScores
+from ._range_host import StaleScores
 from ._ranges import exchange_may_run
 from ._tree import pairwise
-from ._waits import gather_bounded, killed_workers_as_cluster_errors, result_bounded
+from ._waits import gather_bounded, result_bounded
 
 if TYPE_CHECKING:  # distributed is imported by the cluster's code paths only: LocalDataset never loads it
     from distributed import Client
 
-__all__ = ["ShardedDataset", "ShardHost", "HostsLost", "LocalDataset", "CACHE_MODES", "choose_cache"]
+__all__ = ["ShardedDataset", "CACHE_MODES", "choose_cache"]
 
 log = logging.getLogger("dpipe.engine")
 
@@ -85,26 +83,6 @@ def _apply_streamed(fn: Callable, shard_args: tuple, *args: Any) -> Any:
 def _task_key(fn: Callable) -> str:
     """A fresh key named after the pass (``single_blas_thread`` runs every task, which would otherwise name them all)."""
     return f"{funcname(fn)}-{uuid.uuid4().hex}"
-
-
-@contextlib.contextmanager
-def _naming_store(store: Store | None):
-    """Re-raise a pass's :class:`ShardValueError` (which names a shard and a row) naming the store too.
-
-    The worker-side reductions see a shard, not its store; the dataset knows the
-    store's path and where each shard starts, and adds both here on the driver.
-    A task that killed its workers (:class:`distributed.scheduler.KilledWorker`)
-    becomes one :class:`~dpipe.exceptions.ClusterError` line naming the store.
-    """
-    try:
-        with killed_workers_as_cluster_errors(store.path if store is not None else "in-memory shards"):
-            yield
-    except ShardValueError as error:
-        if store is None or error.store is not None:
-            raise
-        bounds = store.manifest.shard_bounds
-        start = bounds[error.shard][0] if 0 <= error.shard < len(bounds) else None
-        raise error.with_store(store.path, None if start is None else start + error.row).with_traceback(error.__traceback__) from None
 
 
 def _n_rows(shard: Shard) -> int:
@@ -130,46 +108,6 @@ def choose_cache(cache: str, store_bytes: int, memory_free: int, headroom: float
     if memory_free <= 0:  # no limit configured: persist
         return "memory"
     return "memory" if store_bytes <= headroom * memory_free else "stream"
-
-
-class HostsLost(RuntimeError):
-    """A shard host was lost during a call to every host (the hosts are dropped; passes go on with tasks)."""
-
-
-class ShardHost(RangeHost):
-    """Actor that holds one worker's persisted shards and runs passes over them.
-
-    Besides the plain passes (:meth:`map`, :meth:`map_each`), the hosts run the
-    range-partitioned evaluations among themselves (:class:`._ranges.RangeHost`).
-
-    Parameters
-    ----------
-    *shards : Shard
-        The shards persisted on this worker (resolved from their futures).
-    """
-
-    def __init__(self, *shards: Shard) -> None:
-        self.shards = list(shards)
-
-    def map(self, fn: Callable, args: tuple) -> list:
-        """``[fn(shard, *args) for shard]`` in the order given at construction (one result per shard, never combined here)."""
-        with ONE_BLAS_THREAD:
-            return [fn(s, *args) for s in self.shards]
-
-    def map_each(self, fn: Callable, per_shard: Sequence[tuple], args: tuple) -> list:
-        """``[fn(shard, *args, *per_shard[i]) for shard]`` over this host's shards (one result per shard, never combined here)."""
-        with ONE_BLAS_THREAD:
-            return [fn(s, *args, *a) for s, a in zip(self.shards, per_shard)]
-
-
-#: seconds to wait before deciding that an error from a host call was not its worker leaving
-HOST_CHECK_SECONDS = 0.5
-
-def _host_lost() -> tuple[type[BaseException], ...]:
-    """Errors that mean a host's worker (or the connection to it) is gone."""
-    from distributed.comm.core import CommClosedError
-
-    return (CommClosedError, OSError)
 
 
 class ShardedDataset:
@@ -214,7 +152,7 @@ class ShardedDataset:
             t0 = time.perf_counter()
             self._shards = self._load_shards()
             # Wait for the loads and re-raise a StoreError naming a bad shard, moving 8 bytes per shard.
-            with _naming_store(self.store):
+            with naming_store(self.store):
                 self._gather([client.submit(_n_rows, f, pure=False) for f in self._shards], "loading the shards", self._shards)
             self._hosts = self._start_hosts()
             self.load_seconds = time.perf_counter() - t0
@@ -323,7 +261,7 @@ class ShardedDataset:
                 hosts.append((positions, result_bounded(fut, self._what("starting a shard host"), self.client, alive=alive), fut))
         except ClusterError:
             raise
-        except (*_host_lost(), RuntimeError) as error:  # its worker left meanwhile ("Worker holding Actor was lost"): tasks for now, hosts again later
+        except (*host_lost_errors(), RuntimeError) as error:  # its worker left meanwhile ("Worker holding Actor was lost"): tasks for now, hosts again later
             self._rehost = True
             log.warning("a shard host could not start (%s: %s); continuing with one task per shard", type(error).__name__, error)
             hosts = []
@@ -337,7 +275,7 @@ class ShardedDataset:
                 calls = [host.range_peers(actors, i) for i, host in enumerate(actors)]
             for call in calls:
                 result_bounded(call, self._what("introducing the shard hosts"), self.client, alive=self._hosts_finished)
-        except (*_host_lost(), RuntimeError) as error:
+        except (*host_lost_errors(), RuntimeError) as error:
             self._rehost = True
             log.warning("the shard hosts could not be introduced to each other (%s: %s); continuing with one task per shard", type(error).__name__, error)
             for _, _, fut in started:
@@ -356,7 +294,7 @@ class ShardedDataset:
                     call.result(timeout=10 * HOST_CHECK_SECONDS)
                 except Exception as error:  # noqa: BLE001 - best effort: a lost host holds nothing anyway
                     log.debug("a shard host did not drop its peers: %s", error)
-        except (*_host_lost(), RuntimeError) as error:
+        except (*host_lost_errors(), RuntimeError) as error:
             log.debug("the shard hosts could not be asked to drop their peers: %s", error)
 
     def _drop_hosts(self, error: BaseException) -> None:
@@ -399,7 +337,7 @@ class ShardedDataset:
         if max(counts) <= shards_per_worker(self.n_shards, len(self.workers)):
             return
         fresh = self._load_shards()
-        with _naming_store(self.store):
+        with naming_store(self.store):
             self._gather([self.client.submit(_n_rows, f, pure=False) for f in fresh], "loading the shards again", fresh)
         old, self._shards = self._shards, fresh
         self.client.cancel(old)
@@ -414,7 +352,7 @@ class ShardedDataset:
 
     def map_gather(self, fn: Callable, *args: Any) -> list:
         """``[fn(shard, *args) for shard]`` evaluated on the workers, in shard order."""
-        with _naming_store(self.store):
+        with naming_store(self.store):
             return self._map_gather(fn, args)
 
     def has_hosts(self) -> bool:
@@ -432,15 +370,15 @@ class ShardedDataset:
         """
         if not self._hosts_alive() or len(per_host) != len(self._hosts):
             raise HostsLost(f"{self.name}: the shard hosts are gone")
-        with _naming_store(self.store):
+        with naming_store(self.store):
             try:
                 with self.client.as_current():
                     calls = [getattr(host, method)(*args) for (_, host, _), args in zip(self._hosts, per_host)]
                 return [result_bounded(call, self._what(method), self.client, alive=self._hosts_finished) for call in calls]
-            except (*_host_lost(), RuntimeError) as error:
+            except (*host_lost_errors(), RuntimeError) as error:
                 if isinstance(error, StaleScores):
                     raise
-                if isinstance(error, RuntimeError) and not isinstance(error, _host_lost()):
+                if isinstance(error, RuntimeError) and not isinstance(error, host_lost_errors()):
                     time.sleep(HOST_CHECK_SECONDS)  # "Worker holding Actor was lost" may come before the scheduler marks the host's future
                     if self._hosts_finished():
                         raise
@@ -453,7 +391,7 @@ class ShardedDataset:
                 with self.client.as_current():  # actor proxies bind to the current client
                     calls = [(positions, host.map(fn, args)) for positions, host, _ in self._hosts]
                 return self._host_results(fn, calls)
-            except _host_lost() as e:
+            except host_lost_errors() as e:
                 self._drop_hosts(e)
         return self._gather(self._submit_map(fn, args), fn)
 
@@ -461,7 +399,7 @@ class ShardedDataset:
         """Apply ``fn`` to every shard and merge the results pairwise with ``combine``, in the tree of :func:`._tree.pairwise` over the shard indices."""
         futures = self._submit_map(fn, args)
         n_tasks = 2 * len(futures) - 1
-        with _naming_store(self.store):
+        with naming_store(self.store):
             result = self._tree(fn, futures, combine)
         if log.isEnabledFor(logging.DEBUG):
             args_bytes = sum(sizeof(a) for a in args) * self.n_shards
@@ -479,7 +417,7 @@ class ShardedDataset:
         :class:`LocalDataset`. With shard hosts (meant for small results such as a
         d-vector per shard) the driver receives every shard's result and merges them.
         """
-        with _naming_store(self.store):
+        with naming_store(self.store):
             return self._map_reduce_each(fn, combine, per_shard, args)
 
     def _map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], args: tuple) -> Any:
@@ -488,7 +426,7 @@ class ShardedDataset:
                 with self.client.as_current():
                     calls = [(positions, host.map_each(fn, [per_shard[p] for p in positions], args)) for positions, host, _ in self._hosts]
                 return pairwise(self._host_results(fn, calls), combine)
-            except _host_lost() as e:
+            except host_lost_errors() as e:
                 self._drop_hosts(e)
         if self.cache == "memory":
             futures = [self.client.submit(single_blas_thread, fn, s, *args, *a, key=_task_key(fn)) for s, a in zip(self._shards, per_shard)]
@@ -534,7 +472,7 @@ class ShardedDataset:
         if futures:
             try:
                 self.client.cancel(futures)
-            except (*_host_lost(), RuntimeError) as error:  # the cluster may already be gone; nothing left to free then
+            except (*host_lost_errors(), RuntimeError) as error:  # the cluster may already be gone; nothing left to free then
                 log.debug("cancelling the dataset's futures: %s", error)
             for f in futures:
                 f.release()
@@ -544,113 +482,3 @@ class ShardedDataset:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def local_threads() -> int:
-    """``dpipe.local-threads``: threads of the local engine (default: the cores this process may use)."""
-    value = get_setting("local-threads")
-    if value is None:
-        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-    return check_int(value, "local-threads", "the dpipe settings", 1)
-
-
-class LocalDataset:
-    """The same interface as :class:`ShardedDataset`, evaluated in this process.
-
-    Parameters
-    ----------
-    store : Store or str, or list of Shard
-        A store, or shards already in memory.
-    cache : {"auto", "memory", "stream"}
-        ``"stream"`` reads shards again on every pass; otherwise they are kept.
-    group_names : list of str, optional
-        In-memory shards: the names of their group codes (a store's are in its manifest).
-    """
-
-    def __init__(self, store: Store | str | list[Shard], cache: str | None = "memory", group_names: list[str] | None = None) -> None:
-        self.group_names = group_names
-        if isinstance(store, list):
-            self.store = None
-            # shard numbers identify shards within a pass (e.g. the score-order memo): make them unique
-            self._shards = [dataclasses.replace(sh, index=i) for i, sh in enumerate(store)]
-            self.cache = "memory"
-        else:
-            self.store = store if isinstance(store, Store) else open_store(store)
-            self.cache = "stream" if cache == "stream" else "memory"
-        self.threads = local_threads()
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        t0 = time.perf_counter()
-        if self.store is not None:
-            self._shards = []
-            if self.cache == "memory":
-                self._shards = self._each(lambda shard, i: shard)  # read in parallel, one copy each
-        #: seconds spent reading the store into memory (a fit's ``time_data`` counts them)
-        self.load_seconds = time.perf_counter() - t0 if self.store is not None else 0.0
-
-    @property
-    def n_shards(self) -> int:
-        """Number of shards."""
-        return len(self._shards) if self.store is None else self.store.n_shards
-
-    @property
-    def n_features(self) -> int:
-        """Number of feature columns."""
-        return self.store.manifest.n_features if self.store is not None else int(self._shards[0].X.shape[1])
-
-    @property
-    def n_rows(self) -> int:
-        """Number of rows."""
-        return self.store.manifest.n_rows if self.store is not None else sum(sh.n_rows for sh in self._shards)
-
-    @property
-    def weighted(self) -> bool:
-        """Whether the rows carry sample weights."""
-        return bool(self.store.manifest.has_weight) if self.store is not None else any(sh.weight is not None for sh in self._shards)
-
-    def _shard(self, i: int) -> Shard:
-        if self._shards:
-            return self._shards[i]
-        return self.store.read_shard(i, mmap=self.cache == "stream")  # memory-mapped when streamed (read_shard)
-
-    def _each(self, call: Callable[[Shard, int], Any]) -> list:
-        """``[call(shard_i, i)]`` in shard order, over ``dpipe.local-threads`` threads, one BLAS thread each.
-
-        One BLAS thread, as on the workers (:mod:`._blas`), makes the per-shard results
-        bitwise equal to the workers' own; the passes' kernels (numba,
-        ``nogil``) and NumPy's sorts and products release the GIL, so shards run in
-        parallel. A streamed shard is read in the thread that uses it: at most one shard
-        per thread is in memory.
-        """
-        with _naming_store(self.store), ONE_BLAS_THREAD:
-            if self.threads == 1 or self.n_shards <= 1:
-                return [call(self._shard(i), i) for i in range(self.n_shards)]
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="dpipe-local")
-            return list(self._pool.map(lambda i: call(self._shard(i), i), range(self.n_shards)))
-
-    def map_gather(self, fn: Callable, *args: Any) -> list:
-        """``[fn(shard, *args) for shard]`` in shard order (see :meth:`_each`)."""
-        return self._each(lambda s, i: fn(s, *args))
-
-    def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
-        """Apply ``fn`` to every shard and merge pairwise, in the same tree order as on a cluster."""
-        return pairwise(self.map_gather(fn, *args), combine)
-
-    def map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], *args: Any) -> Any:
-        """Merge ``fn(shard, *args, *per_shard[i])`` pairwise with ``combine``."""
-        return pairwise(self._each(lambda s, i: fn(s, *args, *per_shard[i])), combine)
-
-    def close(self) -> None:
-        """Drop the shards held in memory and stop the threads."""
-        self._shards = []
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-
-    def __enter__(self) -> LocalDataset:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-

@@ -5,14 +5,17 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._config import get_setting
 from .._validation import check_choice
 from ..exceptions import ParameterError
 from ..io import Store, open_store
-from ._dataset import LocalDataset, ShardedDataset
+from ._local import LocalDataset
 from ._scheduler import explicit_scheduler
+
+if TYPE_CHECKING:
+    from ._dataset import ShardedDataset
 
 __all__ = ["ENGINES", "open_dataset", "resolve_engine"]
 
@@ -72,8 +75,9 @@ def open_dataset(
         with LocalDataset(st, cache=cache) as ds:
             yield ds
         return
-    # here, not at the top: the local engine never imports distributed
+    # here, not at the top: the local engine never imports distributed, nor the cluster's dataset
     from ._client import cluster_client
+    from ._dataset import ShardedDataset
 
     with cluster_client(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit) as c:
         with ShardedDataset(st, c, cache=cache) as ds:

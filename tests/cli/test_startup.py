@@ -91,8 +91,9 @@ def test_a_local_train_loads_neither_distributed_nor_dask_array(tmp_path, small_
     proc, modules = _run(tmp_path, "train", small_store, "--objective", "auc-smooth", "--engine", engine, "--out", str(model), "-q")
     assert proc.returncode == 0, proc.stderr
     assert model.is_file() and "auc-smooth: objective" in proc.stdout
-    assert "dpipe.fit._smooth" in modules and "dpipe.engine._dataset" in modules  # the probe saw the fit
+    assert "dpipe.fit._smooth" in modules and "dpipe.engine._local" in modules  # the probe saw the fit
     assert _loaded(modules, ("distributed", "dask.array")) == []
+    assert "dpipe.engine._dataset" not in modules and "dpipe.engine._memory" not in modules  # nor the cluster's dataset
 
 
 def test_a_killed_worker_is_still_one_cluster_error_line():
@@ -186,7 +187,7 @@ def test_from_import_of_a_lazy_name_works():
     from dpipe.fit import OBJECTIVES, train
     from dpipe.solvers import FitResult
 
-    assert LocalDataset.__module__ == "dpipe.engine._dataset" and resolve_engine.__module__ == "dpipe.engine._open"
+    assert LocalDataset.__module__ == "dpipe.engine._local" and resolve_engine.__module__ == "dpipe.engine._open"
     assert "auc-smooth" in OBJECTIVES and train.__module__ == "dpipe.fit._train" and FitResult.__module__ == "dpipe.solvers._result"
 
 

@@ -135,7 +135,7 @@ def test_a_lost_shard_host_falls_back_to_tasks_then_comes_back_spread(tmp_path, 
 def _live_shards_and_hosts(dask_worker=None) -> tuple[int, int]:
     import gc
 
-    from dpipe.engine._dataset import ShardHost
+    from dpipe.engine._hosts import ShardHost
     from dpipe.io import Shard
 
     gc.disable()  # count what is still referenced without collecting the cycles a missed release leaves

@@ -1,0 +1,155 @@
+"""The local engine: a store (or shards in memory) evaluated in this process, over a few threads.
+
+:class:`LocalDataset` has :class:`._dataset.ShardedDataset`'s interface and runs the same
+pure shard functions, each on one BLAS thread, and combines their results in the same
+pairwise tree, so its fits are bit-identical to a cluster's. It never imports
+``distributed``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .._config import get_setting
+from .._validation import check_int
+from ..exceptions import ShardValueError
+from ..io import Shard, Store, open_store
+from ._blas import ONE_BLAS_THREAD
+from ._tree import pairwise
+from ._waits import killed_workers_as_cluster_errors
+
+__all__ = ["LocalDataset", "local_threads", "naming_store"]
+
+
+@contextlib.contextmanager
+def naming_store(store: Store | None) -> Iterator[None]:
+    """Re-raise a pass's :class:`ShardValueError` (which names a shard and a row) naming the store too.
+
+    The worker-side reductions see a shard, not its store; the dataset knows the
+    store's path and where each shard starts, and adds both here on the driver.
+    A task that killed its workers (:class:`distributed.scheduler.KilledWorker`)
+    becomes one :class:`~dpipe.exceptions.ClusterError` line naming the store.
+    """
+    try:
+        with killed_workers_as_cluster_errors(store.path if store is not None else "in-memory shards"):
+            yield
+    except ShardValueError as error:
+        if store is None or error.store is not None:
+            raise
+        bounds = store.manifest.shard_bounds
+        start = bounds[error.shard][0] if 0 <= error.shard < len(bounds) else None
+        raise error.with_store(store.path, None if start is None else start + error.row).with_traceback(error.__traceback__) from None
+
+
+def local_threads() -> int:
+    """``dpipe.local-threads``: threads of the local engine (default: the cores this process may use)."""
+    value = get_setting("local-threads")
+    if value is None:
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    return check_int(value, "local-threads", "the dpipe settings", 1)
+
+
+class LocalDataset:
+    """The same interface as :class:`ShardedDataset`, evaluated in this process.
+
+    Parameters
+    ----------
+    store : Store or str, or list of Shard
+        A store, or shards already in memory.
+    cache : {"auto", "memory", "stream"}
+        ``"stream"`` reads shards again on every pass; otherwise they are kept.
+    group_names : list of str, optional
+        In-memory shards: the names of their group codes (a store's are in its manifest).
+    """
+
+    def __init__(self, store: Store | str | list[Shard], cache: str | None = "memory", group_names: list[str] | None = None) -> None:
+        self.group_names = group_names
+        if isinstance(store, list):
+            self.store = None
+            # shard numbers identify shards within a pass (e.g. the score-order memo): make them unique
+            self._shards = [dataclasses.replace(sh, index=i) for i, sh in enumerate(store)]
+            self.cache = "memory"
+        else:
+            self.store = store if isinstance(store, Store) else open_store(store)
+            self.cache = "stream" if cache == "stream" else "memory"
+        self.threads = local_threads()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        t0 = time.perf_counter()
+        if self.store is not None:
+            self._shards = []
+            if self.cache == "memory":
+                self._shards = self._each(lambda shard, i: shard)  # read in parallel, one copy each
+        #: seconds spent reading the store into memory (a fit's ``time_data`` counts them)
+        self.load_seconds = time.perf_counter() - t0 if self.store is not None else 0.0
+
+    @property
+    def n_shards(self) -> int:
+        """Number of shards."""
+        return len(self._shards) if self.store is None else self.store.n_shards
+
+    @property
+    def n_features(self) -> int:
+        """Number of feature columns."""
+        return self.store.manifest.n_features if self.store is not None else int(self._shards[0].X.shape[1])
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows."""
+        return self.store.manifest.n_rows if self.store is not None else sum(sh.n_rows for sh in self._shards)
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the rows carry sample weights."""
+        return bool(self.store.manifest.has_weight) if self.store is not None else any(sh.weight is not None for sh in self._shards)
+
+    def _shard(self, i: int) -> Shard:
+        if self._shards:
+            return self._shards[i]
+        return self.store.read_shard(i, mmap=self.cache == "stream")  # memory-mapped when streamed (read_shard)
+
+    def _each(self, call: Callable[[Shard, int], Any]) -> list:
+        """``[call(shard_i, i)]`` in shard order, over ``dpipe.local-threads`` threads, one BLAS thread each.
+
+        One BLAS thread, as on the workers (:mod:`._blas`), makes the per-shard results
+        bitwise equal to the workers' own; the passes' kernels (numba,
+        ``nogil``) and NumPy's sorts and products release the GIL, so shards run in
+        parallel. A streamed shard is read in the thread that uses it: at most one shard
+        per thread is in memory.
+        """
+        with naming_store(self.store), ONE_BLAS_THREAD:
+            if self.threads == 1 or self.n_shards <= 1:
+                return [call(self._shard(i), i) for i in range(self.n_shards)]
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="dpipe-local")
+            return list(self._pool.map(lambda i: call(self._shard(i), i), range(self.n_shards)))
+
+    def map_gather(self, fn: Callable, *args: Any) -> list:
+        """``[fn(shard, *args) for shard]`` in shard order (see :meth:`_each`)."""
+        return self._each(lambda s, i: fn(s, *args))
+
+    def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
+        """Apply ``fn`` to every shard and merge pairwise, in the same tree order as on a cluster."""
+        return pairwise(self.map_gather(fn, *args), combine)
+
+    def map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], *args: Any) -> Any:
+        """Merge ``fn(shard, *args, *per_shard[i])`` pairwise with ``combine``."""
+        return pairwise(self._each(lambda s, i: fn(s, *args, *per_shard[i])), combine)
+
+    def close(self) -> None:
+        """Drop the shards held in memory and stop the threads."""
+        self._shards = []
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __enter__(self) -> LocalDataset:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
