@@ -22,6 +22,7 @@ from ._modes import set_default_mode
 from ._output import METRICS_FORMAT, METRICS_FORMAT_VERSION, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, locked_output, write_error
 from ._ramp import ramp
 from .engine import open_dataset, rank_summary
+from .engine._cluster_spec import ClusterSpec
 from .exceptions import DPipeError, ParameterError
 from .io import Store
 from .io._store import as_store
@@ -104,12 +105,8 @@ def evaluate(
     by_group: bool = False,
     constraints: Any = None,
     datasets: dict[str, str | os.PathLike | Store] | None = None,
-    engine: str = "auto",
-    client: Any = None,
-    scheduler: str | None = None,
-    workers: int | None = None,
-    memory_limit: str | int | None = None,
-    cache: str | None = "stream",
+    engine: str = "auto", client: Any = None, scheduler: str | None = None, workers: int | None = None,
+    memory_limit: str | int | None = None, cache: str | None = "stream",
     verify: bool | None = None,
 ) -> dict[str, Any]:
     """Exact ROC-AUC, PRBEP, accuracy, precision, recall, F1, Prec@k and Rec@k of a model on a store.
@@ -156,31 +153,29 @@ def evaluate(
     if datasets and not constraints:
         raise ParameterError("The 'datasets' parameter of evaluate names the stores constraints use; no constraint is given.")
     intercept = model.intercept - threshold
+    cluster = ClusterSpec(engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache)
     with contextlib.ExitStack() as stack:
-        ds = stack.enter_context(open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache))
+        ds = stack.enter_context(open_dataset(st, cluster))
         metrics = evaluate_dataset(ds, model.coef, model.intercept, k=k, k_fraction=k_fraction, threshold=threshold, randomized=model.randomized)
         if model.randomized:
             metrics["randomized"] = True  # accuracy, precision, recall, F1 and the rates below are expectations
         if by_group:
             metrics["by_group"] = group_rates(ds, model.coef, intercept, model.randomized)
         if constraints:
-            others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other, verify)[1], engine=engine, client=client, scheduler=scheduler,
-                                                               workers=workers, memory_limit=memory_limit, cache=cache))
-                      for alias, other in (datasets or {}).items()}
+            others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other, verify)[1], cluster)) for alias, other in (datasets or {}).items()}
             metrics["constraints"] = constraint_values({"train": ds, **others}, model.coef, intercept, constraints, model.randomized)
     return metrics
 
 
-def evaluate_part(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store, split: Any, part: str, *, engine: str = "auto",
-                  client: Any = None, scheduler: str | None = None, workers: int | None = None, memory_limit: str | int | None = None,
-                  cache: str | None = "stream", verify: bool | None = None) -> dict[str, Any]:
+def evaluate_part(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store, split: Any, part: str, *,
+                  cluster: ClusterSpec = ClusterSpec(cache="stream"), verify: bool | None = None) -> dict[str, Any]:
     """:func:`evaluate`'s metrics of ``model`` on one part (``"fit"`` or ``"validation"``) of a seeded row split of ``store``
-    (:class:`dpipe.engine._split.RowSplit`: the rows a rate fit's ``validation_fraction`` held out, or kept)."""
+    (:class:`dpipe.engine._split.RowSplit`: the rows a rate fit's ``validation_fraction`` held out, or kept), where ``cluster`` says."""
     from .engine._split import DatasetPart
 
     model, st = _model_and_store(model, store, verify)
     st.require_labels("evaluate")
-    with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
+    with open_dataset(st, cluster) as ds:
         return evaluate_dataset(DatasetPart(ds, split, part), model.coef, model.intercept, randomized=model.randomized)
 
 
@@ -204,12 +199,8 @@ def predict(
     threshold: float = 0.0,
     seed: int | None = None,
     overwrite: bool = False,
-    engine: str = "auto",
-    client: Any = None,
-    scheduler: str | None = None,
-    workers: int | None = None,
-    memory_limit: str | int | None = None,
-    cache: str | None = "stream",
+    engine: str = "auto", client: Any = None, scheduler: str | None = None, workers: int | None = None,
+    memory_limit: str | int | None = None, cache: str | None = "stream",
     verify: bool | None = None,
 ) -> str:
     """Score every row of a store and write ``row, score, label, y`` to a Parquet file.
@@ -241,7 +232,8 @@ def predict(
             raise ParameterError("The 'seed' parameter of predict draws a randomized model's labels (threshold_rule='randomized'); this model is deterministic.")
         _check_threshold(threshold, "predict")
         rng = np.random.default_rng(seed) if model.randomized else None
-        with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
+        cluster = ClusterSpec(engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache)
+        with open_dataset(st, cluster) as ds:
             parts = ds.map_gather(shard_scores_labels, model.coef, model.intercept)
         _write_predictions(path, st.manifest.shard_bounds, parts, threshold, rng)
     return path

@@ -56,6 +56,7 @@ from .._interrupts import deferred_interrupts
 from .._log import VERBOSE
 from .._validation import check_int
 from ..exceptions import ClusterError, ParameterError
+from ._cluster_spec import ClusterSpec
 from ._jobqueue import cluster_kind, slurm_client
 from ._memory import EMBEDDED_WORKER_MEMORY, worker_environ_config
 from ._scheduler import explicit_scheduler
@@ -186,39 +187,32 @@ def _has_dashboard() -> bool:
 
 
 @contextlib.contextmanager
-def cluster_client(
-    client: Client | None = None,
-    scheduler: str | None = None,
-    workers: int | None = None,
-    memory_limit: str | int | None = None,
-    threads_per_worker: int | None = None,
-    cluster: str | None = None,
-) -> Iterator[Client]:
+def cluster_client(spec: ClusterSpec | None = None, *, threads_per_worker: int | None = None) -> Iterator[Client]:
     """Yield a connected :class:`distributed.Client` (see the module docstring for the order).
 
     Parameters
     ----------
-    client : distributed.Client, optional
-        Use this client; it is not closed afterwards.
-    scheduler : str, optional
-        Scheduler address or scheduler file.
-    workers : int, optional
-        Worker processes of the embedded cluster (default: dask config
-        ``dpipe.workers``, else ``min(2, cpu count)``).
-    memory_limit : str or int, optional
-        Memory limit per worker of the embedded cluster ("4GiB", bytes, or "auto").
+    spec : ClusterSpec, optional
+        Which cluster (default ``ClusterSpec()``: ``dpipe.scheduler``, else an embedded one).
+        Its ``client``: use this client, not closed afterwards; ``scheduler`` (or
+        ``scheduler_file``): the scheduler address or scheduler file; ``workers``: worker
+        processes of the embedded cluster (default: dask config ``dpipe.workers``, else
+        ``min(2, cpu count)``); ``memory_limit``: per worker of the embedded cluster
+        ("4GiB", bytes, or "auto"); ``cluster``: where dpipe's own cluster runs when no
+        scheduler is named (default: dask config ``dpipe.cluster``, "local"): worker
+        processes on this machine, or Slurm jobs (``workers`` jobs of ``memory_limit``
+        each, see :mod:`dpipe.engine._jobqueue`). ``engine`` and ``cache`` are the
+        dataset's (:func:`~dpipe.engine.open_dataset`).
     threads_per_worker : int, optional
         Threads per worker process of the embedded cluster (default 1).
-    cluster : {"local", "slurm"}, optional
-        Where dpipe's own cluster runs when no scheduler is named (default: dask config
-        ``dpipe.cluster``, "local"): worker processes on this machine, or Slurm jobs
-        (``workers`` jobs of ``memory_limit`` each, see :mod:`dpipe.engine._jobqueue`).
     """
-    if client is not None:
-        yield client
+    spec = spec or ClusterSpec()
+    if spec.client is not None:
+        yield spec.client
         return
-    target = explicit_scheduler(scheduler)
-    if cluster_kind(cluster, target) == "slurm":
+    target = explicit_scheduler(spec.target)
+    workers, memory_limit = spec.workers, spec.memory_limit
+    if cluster_kind(spec.cluster, target) == "slurm":
         with slurm_client(workers, memory_limit, threads_per_worker) as c:
             yield c
         return

@@ -60,6 +60,7 @@ from .._validation import check_choice, check_int
 from ..exceptions import ClusterError, ShardValueError
 from ..io import Shard, Store, open_store, read_shard
 from ._blas import ONE_BLAS_THREAD, single_blas_thread
+from ._cluster_spec import CACHE_MODES
 from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, shards_per_worker, short_workers
 from ._ranges import RangeHost, StaleScores, exchange_may_run
 from ._tree import pairwise
@@ -71,8 +72,6 @@ if TYPE_CHECKING:  # distributed is imported by the cluster's code paths only: L
 __all__ = ["ShardedDataset", "ShardHost", "HostsLost", "LocalDataset", "CACHE_MODES", "choose_cache"]
 
 log = logging.getLogger("dpipe.engine")
-
-CACHE_MODES = ("auto", "memory", "stream")
 
 
 def _apply_streamed(fn: Callable, shard_args: tuple, *args: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Dask workers as Slurm batch jobs, for ``cluster_client(cluster="slurm")`` (``--cluster slurm``).
+"""Dask workers as Slurm batch jobs, for ``cluster_client(ClusterSpec(cluster="slurm"))`` (``--cluster slurm``).
 
 The scheduler runs in this process; every worker is one Slurm job submitted with ``sbatch``
 by :class:`dask_jobqueue.SLURMCluster` (the optional extra ``dpipe[slurm]``). The jobs are
@@ -49,13 +49,11 @@ from .._config import get_setting, seconds_setting
 from .._interrupts import deferred_interrupts
 from .._validation import check_choice, check_int
 from ..exceptions import ClusterError, ParameterError
+from ._cluster_spec import CLUSTERS
 
 __all__ = ["CLUSTERS", "cluster_kind", "slurm_client", "slurm_start_timeout"]
 
 log = logging.getLogger("dpipe.engine")
-
-#: where cluster_client's own workers run: "local" processes (an embedded LocalCluster) or "slurm" jobs
-CLUSTERS = ("local", "slurm")
 
 #: squeue states of a job that may still start its worker
 _ALIVE = {"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT"}

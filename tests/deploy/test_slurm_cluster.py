@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from dpipe.cli.main import main
-from dpipe.engine import cluster_client, resolve_engine
+from dpipe.engine import ClusterSpec, cluster_client, resolve_engine
 from dpipe.exceptions import ClusterError, ParameterError
 from dpipe.io import open_store
 from dpipe.testing import classification_data, write_store
@@ -47,20 +47,20 @@ def store(tmp_path_factory) -> str:
 
 def test_cluster_must_be_local_or_slurm():
     with pytest.raises(ParameterError, match=r"The 'cluster' parameter of cluster_client must be one of 'local', 'slurm'. Got 'pbs' instead."):
-        with cluster_client(cluster="pbs"):
+        with cluster_client(ClusterSpec(cluster="pbs")):
             pass
 
 
 def test_slurm_and_a_scheduler_are_refused():
     with pytest.raises(ParameterError, match=r"starts a cluster, but a scheduler is named \(tcp://127.0.0.1:1"):
-        with cluster_client(cluster="slurm", scheduler="tcp://127.0.0.1:1"):
+        with cluster_client(ClusterSpec(cluster="slurm", scheduler="tcp://127.0.0.1:1")):
             pass
 
 
 def test_missing_dask_jobqueue_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "dask_jobqueue", None)  # what an environment without it imports
     with pytest.raises(ClusterError, match=r"needs the dask-jobqueue package .*: pip install 'dpipe\[slurm\]'$"):
-        with cluster_client(cluster="slurm", memory_limit="1GiB"):
+        with cluster_client(ClusterSpec(cluster="slurm", memory_limit="1GiB")):
             pass
 
 
@@ -68,7 +68,7 @@ def test_memory_per_job_is_required():
     pytest.importorskip("dask_jobqueue")
     with dask.config.set({"jobqueue.slurm.memory": None}):
         with pytest.raises(ParameterError, match=r"needs the memory of a worker job: 'memory_limit', .* jobqueue.slurm.memory"):
-            with cluster_client(cluster="slurm"):
+            with cluster_client(ClusterSpec(cluster="slurm")):
                 pass
 
 
@@ -76,7 +76,7 @@ def test_sbatch_missing(monkeypatch, tmp_path):
     pytest.importorskip("dask_jobqueue")
     monkeypatch.setenv("PATH", str(tmp_path))  # a host without Slurm's commands
     with pytest.raises(ClusterError, match=r"^cluster 'slurm': sbatch not found on PATH"):
-        with cluster_client(cluster="slurm", memory_limit="1GiB"):
+        with cluster_client(ClusterSpec(cluster="slurm", memory_limit="1GiB")):
             pass
 
 
@@ -84,16 +84,16 @@ def test_start_timeout_must_be_a_positive_time():
     pytest.importorskip("dask_jobqueue")
     with dask.config.set({"dpipe.slurm-start-timeout": "soon"}):
         with pytest.raises(ParameterError, match=r"dpipe.slurm-start-timeout setting must be a positive time"):
-            with cluster_client(cluster="slurm", memory_limit="1GiB"):
+            with cluster_client(ClusterSpec(cluster="slurm", memory_limit="1GiB")):
                 pass
 
 
 def test_slurm_setting_means_a_dask_engine(store):
     st = open_store(store)
-    assert resolve_engine("auto", st) == "local"  # 20,000 rows: below dpipe.local-max-bytes
+    assert resolve_engine(ClusterSpec(engine="auto"), st) == "local"  # 20,000 rows: below dpipe.local-max-bytes
     with dask.config.set({"dpipe.cluster": "slurm"}):
-        assert resolve_engine("auto", st) == "dask"
-        assert resolve_engine("local", st) == "local"
+        assert resolve_engine(ClusterSpec(engine="auto"), st) == "dask"
+        assert resolve_engine(ClusterSpec(engine="local"), st) == "local"
 
 
 def test_cli_cluster_option_is_scoped_to_the_command(store, tmp_path, capsys):
