@@ -14,7 +14,7 @@ import pytest
 from distributed import Client
 
 from dpipe._interrupts import Interrupted, deferred_interrupts, install_handlers, restore_handlers
-from dpipe.engine import ClusterSpec, cluster_client
+from dpipe.engine import cluster_client
 
 SIGTERM_AT_CONNECT = '''
 import asyncio, os, signal
@@ -78,7 +78,7 @@ def test_a_signal_while_the_client_connects_leaves_no_client_open(handlers, tmp_
     clients: list[Client] = []
     with dask.config.set({"distributed.client.preload": [str(preload)], "dpipe-test.clients": clients}):
         with pytest.raises(Interrupted) as info:
-            with cluster_client(ClusterSpec(workers=1)):
+            with cluster_client(workers=1):
                 pytest.fail("the client's block ran after the signal")
     assert info.value.signum == signal.SIGTERM
     # interrupted inside its constructor, the client would be left open, its close waiting a minute on the closed cluster's loop

@@ -52,22 +52,22 @@ def _passes(objective: str, model: Any) -> int:
 
 def _minimum_limit(store: str) -> int:
     """The smallest worker memory limit dpipe accepts for streaming ``store`` on a fresh 2-worker embedded cluster."""
-    from dpipe.engine import ClusterSpec, ShardedDataset, cluster_client
+    from dpipe.engine import ShardedDataset, cluster_client
 
-    with cluster_client(ClusterSpec(workers=2, memory_limit=4 * MEMORY_LIMIT)) as client, ShardedDataset(store, client, cache="stream") as ds:
+    with cluster_client(workers=2, memory_limit=4 * MEMORY_LIMIT) as client, ShardedDataset(store, client, cache="stream") as ds:
         return int(ds.minimum_memory_limit)
 
 
 def _streamed_fits(dpipe: Any, store: str, limit: int, repeats: int, iterations: int) -> dict[str, Any]:
     """Each objective ``repeats`` times, each fit on a fresh embedded cluster with ``limit`` per worker."""
-    from dpipe.engine import ClusterSpec, cluster_client
+    from dpipe.engine import cluster_client
 
     out: dict[str, Any] = {"peak_rss": {}, "workers_restarted": False}
     for objective in STREAMED:
         seconds, last = [], None
         try:
             for _ in range(repeats):
-                with cluster_client(ClusterSpec(workers=2, memory_limit=limit)) as client:
+                with cluster_client(workers=2, memory_limit=limit) as client:
                     pids = client.run(lambda: __import__("os").getpid())
                     t0 = time.perf_counter()
                     last, caught = quiet_train(dpipe, store, objective, client=client, cache="stream", train_metrics=False, calibrate=False,

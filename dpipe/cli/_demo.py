@@ -135,7 +135,7 @@ def _claim_outputs(a: argparse.Namespace, workdir: str) -> Iterator[None]:
 def _run(a: argparse.Namespace, workdir: str, cluster: ClusterSpec, ingest_options: IngestOptions) -> dict[str, Any]:
     from .._evaluate import evaluate
     from .._output import REPORT_FORMAT, write_error
-    from ..engine import cluster_client, describe_client, open_dataset, rank_summary
+    from ..engine import client_for, describe_client, open_dataset, rank_summary
     from ..fit import train
     from ..io import open_store
     from ..io._manifest import write_json_atomic
@@ -151,7 +151,7 @@ def _run(a: argparse.Namespace, workdir: str, cluster: ClusterSpec, ingest_optio
         print(f"no model with the 80 % rule: {why_not}", flush=True)
     rows, curves, rates = [], {}, {}
     coverage = None
-    client_ctx = cluster_client(cluster) if engine == "dask" else None
+    client_ctx = client_for(cluster) if engine == "dask" else None
     with client_ctx if client_ctx is not None else contextlib.nullcontext() as client:
         if client is not None:
             print(f"cluster: {describe_client(client)}", flush=True)

@@ -135,9 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-seed", dest="model_seed", type=int, default=0, help="seed of the true model (same value: train and test share it)")
     p.add_argument("--label-noise", dest="label_noise", type=float, default=0.02)
     p.add_argument("--groups", dest="n_groups", type=int, default=2)
-    p.add_argument("--shard-rows", dest="shard_rows", type=int)
-    p.add_argument("--format", choices=("zarr", "parquet"), default="zarr")
     p.add_argument("--overwrite", action="store_true")
+    add_ingest_arguments(p, "make-data")
 
     p = sub.add_parser("train", help="train a model on a store")
     p.add_argument("store")

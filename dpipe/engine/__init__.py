@@ -11,6 +11,7 @@ from .._lazy import attach
 _LAZY = {
     "ClusterSpec": "._cluster_spec",
     "cluster_client": "._client",
+    "client_for": "._client",
     "describe_client": "._client",
     "explicit_scheduler": "._scheduler",
     "ShardedDataset": "._dataset",

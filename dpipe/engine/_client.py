@@ -62,7 +62,7 @@ from ._memory import EMBEDDED_WORKER_MEMORY, worker_environ_config
 from ._scheduler import explicit_scheduler
 from ._waits import connect_timeout
 
-__all__ = ["cluster_client", "describe_client", "explicit_scheduler"]
+__all__ = ["cluster_client", "client_for", "describe_client", "explicit_scheduler"]
 
 log = logging.getLogger("dpipe.engine")
 
@@ -186,25 +186,45 @@ def _has_dashboard() -> bool:
     return importlib.util.find_spec("bokeh") is not None
 
 
-@contextlib.contextmanager
-def cluster_client(spec: ClusterSpec | None = None, *, threads_per_worker: int | None = None) -> Iterator[Client]:
-    """Yield a connected :class:`distributed.Client` (see the module docstring for the order).
+def cluster_client(
+    client: Client | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    memory_limit: str | int | None = None,
+    threads_per_worker: int | None = None,
+    cluster: str | None = None,
+) -> contextlib.AbstractContextManager[Client]:
+    """Yield a connected :class:`distributed.Client` (see the module docstring for the order): :func:`client_for` of
+    the :class:`~dpipe.engine.ClusterSpec` of these options (their meaning is there).
 
     Parameters
     ----------
-    spec : ClusterSpec, optional
-        Which cluster (default ``ClusterSpec()``: ``dpipe.scheduler``, else an embedded one).
-        Its ``client``: use this client, not closed afterwards; ``scheduler`` (or
-        ``scheduler_file``): the scheduler address or scheduler file; ``workers``: worker
-        processes of the embedded cluster (default: dask config ``dpipe.workers``, else
-        ``min(2, cpu count)``); ``memory_limit``: per worker of the embedded cluster
-        ("4GiB", bytes, or "auto"); ``cluster``: where dpipe's own cluster runs when no
-        scheduler is named (default: dask config ``dpipe.cluster``, "local"): worker
-        processes on this machine, or Slurm jobs (``workers`` jobs of ``memory_limit``
-        each, see :mod:`dpipe.engine._jobqueue`). ``engine`` and ``cache`` are the
-        dataset's (:func:`~dpipe.engine.open_dataset`).
+    client : distributed.Client, optional
+        Use this client; it is not closed afterwards.
+    scheduler : str, optional
+        Scheduler address or scheduler file.
+    workers : int, optional
+        Worker processes of the embedded cluster (default: dask config
+        ``dpipe.workers``, else ``min(2, cpu count)``).
+    memory_limit : str or int, optional
+        Memory limit per worker of the embedded cluster ("4GiB", bytes, or "auto").
     threads_per_worker : int, optional
         Threads per worker process of the embedded cluster (default 1).
+    cluster : {"local", "slurm"}, optional
+        Where dpipe's own cluster runs when no scheduler is named (default: dask config
+        ``dpipe.cluster``, "local"): worker processes on this machine, or Slurm jobs
+        (``workers`` jobs of ``memory_limit`` each, see :mod:`dpipe.engine._jobqueue`).
+    """
+    spec = ClusterSpec(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cluster=cluster)
+    return client_for(spec, threads_per_worker=threads_per_worker)
+
+
+@contextlib.contextmanager
+def client_for(spec: ClusterSpec | None = None, *, threads_per_worker: int | None = None) -> Iterator[Client]:
+    """Yield a connected :class:`distributed.Client` of the cluster ``spec`` names (default ``ClusterSpec()``:
+    ``dpipe.scheduler``, else an embedded one; its ``engine`` and ``cache`` are the dataset's); see the module docstring.
+
+    ``threads_per_worker``: threads per worker process of the embedded cluster (default 1).
     """
     spec = spec or ClusterSpec()
     if spec.client is not None:

@@ -1,4 +1,4 @@
-"""Dask workers as Slurm batch jobs, for ``cluster_client(ClusterSpec(cluster="slurm"))`` (``--cluster slurm``).
+"""Dask workers as Slurm batch jobs, for ``cluster_client(cluster="slurm")`` (``--cluster slurm``).
 
 The scheduler runs in this process; every worker is one Slurm job submitted with ``sbatch``
 by :class:`dask_jobqueue.SLURMCluster` (the optional extra ``dpipe[slurm]``). The jobs are

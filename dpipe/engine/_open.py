@@ -56,8 +56,8 @@ def open_dataset(store: str | Store, cluster: ClusterSpec | None = None) -> Iter
             yield ds
         return
     # here, not at the top: the local engine never imports distributed
-    from ._client import cluster_client
+    from ._client import client_for
 
-    with cluster_client(cluster) as c:
+    with client_for(cluster) as c:
         with ShardedDataset(st, c, cache=cluster.cache) as ds:
             yield ds

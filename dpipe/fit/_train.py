@@ -170,9 +170,9 @@ def train(
     cluster = ClusterSpec(engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache)
     engine = resolve_engine(cluster, st)
     if engine != "local":  # here, not at the top: the local engine never imports distributed
-        from ..engine import cluster_client
+        from ..engine import client_for
     with contextlib.ExitStack() as stack:
-        c = None if engine == "local" else stack.enter_context(cluster_client(cluster))
+        c = None if engine == "local" else stack.enter_context(client_for(cluster))
         opened = cluster.replace(engine=engine, client=c)  # every store of this fit on the one cluster
         ds = stack.enter_context(open_dataset(st, opened))
         validate = validation_ds = None

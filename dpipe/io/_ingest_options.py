@@ -3,7 +3,7 @@
 Every option of :func:`dpipe.io.ingest` is one field here: its Python keyword, default,
 choices, help, CLI flag and the ``dpipe`` commands that take it (:func:`dpipe._options.option`):
 ``ingest`` takes them all, ``demo`` those that read a source (for ``--data``), ``split`` the
-transform (``log1p``, ``scale``). ``ingest``'s and ``split_store``'s signatures are checked
+transform (``log1p``, ``scale``), ``make-data`` the store's ``format`` and ``shard_rows``. ``ingest``'s and ``split_store``'s signatures are checked
 against it by a test; the commands' flags and the retrain configuration's ``data.ingest``
 (decoded and checked at load) are generated from it.
 
@@ -61,14 +61,15 @@ def _tristate(value: str) -> bool | str:
 
 
 _READS = ("ingest", "demo")  # the commands that read a source
-_TRANSFORMS = ("ingest", "demo", "split")  # ... and those that fit a transform
+_TRANSFORMS = ("ingest", "demo", "split")  # ... those that fit a transform
+_WRITES = ("ingest", "make-data")  # ... and those that write a store of their own format and shard size
 
 
 @dataclasses.dataclass(frozen=True)
 class IngestOptions:
     """The options of :func:`dpipe.io.ingest` (its ``src`` and ``dest`` aside); see its docstring for each one's details."""
 
-    format: str = option("zarr", "store format", choices=STORE_FORMATS, commands=("ingest",))
+    format: str = option("zarr", "store format", choices=STORE_FORMATS, commands=_WRITES)
     source_format: str | None = option(None, "format of the source (default: from its name and first line)", choices=SOURCE_FORMATS,
                                        commands=_READS)
     label: str | int | None = option(None, "label column (name, or 0-based index for CSV without header)", commands=_READS, parse=_column)
@@ -94,7 +95,7 @@ class IngestOptions:
     scale: str = option("none", "scale every numeric feature (after --log1p) to [0, 1] (minmax), to zero mean, unit variance (standard) or "
                         "by its largest |value| (maxabs: keeps zeros, the scale of sparse stores), fitted on the training rows and kept "
                         "in the manifest; --like stores and models re-apply it", choices=SCALES, commands=_TRANSFORMS)
-    shard_rows: int | None = option(None, "rows per shard (default: about 64 MB of features)", commands=("ingest",), parse=int)
+    shard_rows: int | None = option(None, "rows per shard (default: about 64 MB of features)", commands=_WRITES, parse=int)
     read_rows: int | None = option(None, "rows per piece read from the source (default: dask config dpipe.read-rows)")
     overwrite: bool = option(False, "replace an existing destination (only a dpipe store is ever replaced)")
     layout: str = option("auto", "features stored dense or sparse (CSR); auto: svmlight sources with at most 10% non-zeros sparse",

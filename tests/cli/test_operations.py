@@ -127,7 +127,7 @@ def test_no_dashboard_when_the_setting_is_null():
     import urllib.error
     import urllib.request
 
-    with dask.config.set({"dpipe.dashboard-address": None}), dpipe.engine.cluster_client(dpipe.engine.ClusterSpec(workers=1)) as c:
+    with dask.config.set({"dpipe.dashboard-address": None}), dpipe.engine.cluster_client(workers=1) as c:
         port = c.scheduler_info()["services"]["dashboard"]
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as health:
             assert health.status == 200

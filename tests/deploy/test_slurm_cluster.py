@@ -47,20 +47,20 @@ def store(tmp_path_factory) -> str:
 
 def test_cluster_must_be_local_or_slurm():
     with pytest.raises(ParameterError, match=r"The 'cluster' parameter of cluster_client must be one of 'local', 'slurm'. Got 'pbs' instead."):
-        with cluster_client(ClusterSpec(cluster="pbs")):
+        with cluster_client(cluster="pbs"):
             pass
 
 
 def test_slurm_and_a_scheduler_are_refused():
     with pytest.raises(ParameterError, match=r"starts a cluster, but a scheduler is named \(tcp://127.0.0.1:1"):
-        with cluster_client(ClusterSpec(cluster="slurm", scheduler="tcp://127.0.0.1:1")):
+        with cluster_client(cluster="slurm", scheduler="tcp://127.0.0.1:1"):
             pass
 
 
 def test_missing_dask_jobqueue_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "dask_jobqueue", None)  # what an environment without it imports
     with pytest.raises(ClusterError, match=r"needs the dask-jobqueue package .*: pip install 'dpipe\[slurm\]'$"):
-        with cluster_client(ClusterSpec(cluster="slurm", memory_limit="1GiB")):
+        with cluster_client(cluster="slurm", memory_limit="1GiB"):
             pass
 
 
@@ -68,7 +68,7 @@ def test_memory_per_job_is_required():
     pytest.importorskip("dask_jobqueue")
     with dask.config.set({"jobqueue.slurm.memory": None}):
         with pytest.raises(ParameterError, match=r"needs the memory of a worker job: 'memory_limit', .* jobqueue.slurm.memory"):
-            with cluster_client(ClusterSpec(cluster="slurm")):
+            with cluster_client(cluster="slurm"):
                 pass
 
 
@@ -76,7 +76,7 @@ def test_sbatch_missing(monkeypatch, tmp_path):
     pytest.importorskip("dask_jobqueue")
     monkeypatch.setenv("PATH", str(tmp_path))  # a host without Slurm's commands
     with pytest.raises(ClusterError, match=r"^cluster 'slurm': sbatch not found on PATH"):
-        with cluster_client(ClusterSpec(cluster="slurm", memory_limit="1GiB")):
+        with cluster_client(cluster="slurm", memory_limit="1GiB"):
             pass
 
 
@@ -84,7 +84,7 @@ def test_start_timeout_must_be_a_positive_time():
     pytest.importorskip("dask_jobqueue")
     with dask.config.set({"dpipe.slurm-start-timeout": "soon"}):
         with pytest.raises(ParameterError, match=r"dpipe.slurm-start-timeout setting must be a positive time"):
-            with cluster_client(ClusterSpec(cluster="slurm", memory_limit="1GiB")):
+            with cluster_client(cluster="slurm", memory_limit="1GiB"):
                 pass
 
 

@@ -14,7 +14,7 @@ from distributed import Client
 from distributed.security import Security
 
 import dpipe
-from dpipe.engine import ClusterSpec, cluster_client
+from dpipe.engine import cluster_client
 from dpipe.testing import classification_data, write_store
 
 pytestmark = pytest.mark.integration
@@ -24,7 +24,7 @@ psutil = pytest.importorskip("psutil")
 
 @pytest.fixture(scope="module")
 def embedded():
-    with cluster_client(ClusterSpec(workers=1)) as c:
+    with cluster_client(workers=1) as c:
         c.wait_for_workers(1, timeout=60)
         yield c
 

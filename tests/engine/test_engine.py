@@ -41,7 +41,7 @@ def test_invalid_cache_and_scheduler_values(tmp_path, client):
     with pytest.raises(ParameterError, match="'cache' parameter"):
         ShardedDataset(path, client, cache="disk")
     with pytest.raises(ParameterError, match="'scheduler' parameter"):
-        with cluster_client(ClusterSpec(scheduler="not-an-address")):
+        with cluster_client(scheduler="not-an-address"):
             pass
 
 

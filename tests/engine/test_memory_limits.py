@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dpipe
-from dpipe.engine import ClusterSpec, ShardedDataset, cluster_client
+from dpipe.engine import ShardedDataset, cluster_client
 from dpipe.engine._memory import RANGE_ROW_BYTES, ROW_BYTES, SAFETY, WORKING_COPIES, MemoryNeed, WorkerMemory, memory_need, short_workers
 from dpipe.exceptions import ParameterError
 from dpipe.testing import classification_data, write_store
@@ -91,16 +91,16 @@ def test_a_limit_below_a_workers_own_footprint_is_one_line(store, tmp_path):
 
 @pytest.mark.filterwarnings("ignore::dpipe.exceptions.ConvergenceWarning")  # a fixed budget of iterations; parity is what counts
 def test_the_smallest_accepted_limit_streams_a_fit_to_the_end(store):
-    with cluster_client(ClusterSpec(workers=2, memory_limit="2GB")) as client, ShardedDataset(store, client, cache="stream") as ds:
+    with cluster_client(workers=2, memory_limit="2GB") as client, ShardedDataset(store, client, cache="stream") as ds:
         minimum = ds.minimum_memory_limit
         footprint = max(w.footprint for w in ds.worker_memory.values())
     assert footprint < minimum < 2 * footprint  # a small store needs little beyond the footprint
     local = dpipe.train(store, "auc-smooth", engine="local", max_iter=15, train_metrics=False)
-    with cluster_client(ClusterSpec(workers=2, memory_limit=minimum)) as client:
+    with cluster_client(workers=2, memory_limit=minimum) as client:
         pids = client.run(os.getpid)
         got = dpipe.train(store, "auc-smooth", client=client, cache="stream", max_iter=15, train_metrics=False)
         assert client.run(os.getpid) == pids  # no worker was restarted
     np.testing.assert_allclose(got.coef, local.coef, rtol=1e-10, atol=1e-12)
-    with cluster_client(ClusterSpec(workers=2, memory_limit=minimum - 20 * MB)) as client:
+    with cluster_client(workers=2, memory_limit=minimum - 20 * MB) as client:
         with pytest.raises(ParameterError, match="a worker memory limit of [0-9]+ MB is below"):  # the store's need, or the footprint itself
             ShardedDataset(store, client, cache="stream")

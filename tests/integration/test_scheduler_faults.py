@@ -137,10 +137,10 @@ def test_bad_scheduler_files_and_tls_without_certificates_are_named(tmp_path):
     bad = tmp_path / "sched.json"
     bad.write_text("{}")
     with pytest.raises(ParameterError, match=rf"The scheduler file {bad} is not one 'dask scheduler --scheduler-file' writes"):
-        with dpipe.engine.cluster_client(dpipe.engine.ClusterSpec(scheduler=str(bad))):
+        with dpipe.engine.cluster_client(scheduler=str(bad)):
             pass
     with pytest.raises(ParameterError, match=r"asks for TLS, but no client certificate is configured"):
-        with dpipe.engine.cluster_client(dpipe.engine.ClusterSpec(scheduler=f"tls://127.0.0.1:{_free_port()}")):
+        with dpipe.engine.cluster_client(scheduler=f"tls://127.0.0.1:{_free_port()}"):
             pass
 
 
@@ -148,7 +148,7 @@ def test_a_worker_address_is_not_a_scheduler(external_cluster):
     external_cluster.start_worker()
     (worker,) = external_cluster.client.scheduler_info()["workers"]
     with pytest.raises(ClusterError, match=rf"{worker} is not a dask scheduler \(it answered as Worker\)"):
-        with dpipe.engine.cluster_client(dpipe.engine.ClusterSpec(scheduler=worker)):
+        with dpipe.engine.cluster_client(scheduler=worker):
             pass
 
 
