@@ -147,13 +147,13 @@ def evaluate(
         (``threshold_rule="randomized"``) accuracy, precision, recall, F1, the group rates
         and the constraints are expected values, and ``"randomized"`` is True.
     """
+    cluster = ClusterSpec.from_keywords(locals())
     model, st = _model_and_store(model, store, verify)
     st.require_labels("evaluate")
     _check_threshold(threshold, "evaluate")
     if datasets and not constraints:
         raise ParameterError("The 'datasets' parameter of evaluate names the stores constraints use; no constraint is given.")
     intercept = model.intercept - threshold
-    cluster = ClusterSpec(engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache)
     with contextlib.ExitStack() as stack:
         ds = stack.enter_context(open_dataset(st, cluster))
         metrics = evaluate_dataset(ds, model.coef, model.intercept, k=k, k_fraction=k_fraction, threshold=threshold, randomized=model.randomized)
@@ -226,13 +226,13 @@ def predict(
     DestinationBusyError
         Another process is writing ``out`` (its lock is held from the check to the rename).
     """
+    cluster = ClusterSpec.from_keywords(locals())
     with locked_output(out, overwrite=overwrite, what="predictions") as path:  # before any pass; one writer of out until the rename
         model, st = _model_and_store(model, store, verify, "predict")
         if seed is not None and not model.randomized:
             raise ParameterError("The 'seed' parameter of predict draws a randomized model's labels (threshold_rule='randomized'); this model is deterministic.")
         _check_threshold(threshold, "predict")
         rng = np.random.default_rng(seed) if model.randomized else None
-        cluster = ClusterSpec(engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache)
         with open_dataset(st, cluster) as ds:
             parts = ds.map_gather(shard_scores_labels, model.coef, model.intercept)
         _write_predictions(path, st.manifest.shard_bounds, parts, threshold, rng)

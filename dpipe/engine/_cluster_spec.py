@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from .._options import add_arguments, keyword_defaults, option, options_of
@@ -59,7 +60,8 @@ class ClusterSpec:
     cluster: str | None = option(None, "where the cluster dpipe starts runs: 'local' worker processes on this machine, 'slurm' Slurm batch "
                                  "jobs (needs dpipe[slurm]; jobs configured by the dask config jobqueue.slurm; deploy/README.md) (default: "
                                  "dask config dpipe.cluster, local)", choices=CLUSTERS, commands=_ALL, keyword=False)
-    cache: str | None = option(None, "keep shards in worker memory or stream them on every pass (None or 'auto': persist when they fit)",
+    cache: str | None = option(None, "keep shards in worker memory or stream them on every pass ('auto', or not given: persist them when "
+                               "they fit)",
                                choices=CACHE_MODES, commands=_ALL, defaults=_ONE_PASS)
 
     @property
@@ -81,6 +83,12 @@ class ClusterSpec:
     def replace(self, **changes: Any) -> ClusterSpec:
         """A copy with ``changes``."""
         return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_keywords(cls, values: Mapping[str, Any]) -> ClusterSpec:
+        """The spec of a public function's cluster keywords: ``values`` holds its arguments (``locals()`` at its start), one
+        for every keyword option (a KeyError names one its signature lacks)."""
+        return cls(**{name: values[name] for name, (_, opt) in options_of(cls).items() if opt.keyword})
 
     @classmethod
     def from_arguments(cls, a: argparse.Namespace) -> ClusterSpec:

@@ -135,6 +135,7 @@ def train(
     **params: Any,
 ) -> LinearModel:
     """Train a linear model on a store for the given objective."""
+    cluster = ClusterSpec.from_keywords(locals())
     p = resolve(objective, params, "train")
     spec = OBJECTIVES[objective]
     if validation is not None and spec.family in ("moment", "rate"):
@@ -167,7 +168,6 @@ def train(
     st = as_store(store, verify, "train")
     st.require_labels("training")
     m = st.manifest
-    cluster = ClusterSpec(engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache)
     engine = resolve_engine(cluster, st)
     if engine != "local":  # here, not at the top: the local engine never imports distributed
         from ..engine import client_for
