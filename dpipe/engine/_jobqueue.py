@@ -202,8 +202,9 @@ def _wait_for_jobs(client: Client, cluster: Any, expected: int, timeout: float) 
 
 
 @contextlib.contextmanager
-def slurm_client(workers: int | None = None, memory_limit: str | int | None = None, threads_per_worker: int | None = None) -> Iterator[Client]:
-    """Yield a client of a scheduler in this process whose workers are Slurm jobs (see the module docstring).
+def slurm_client(workers: int | None, memory_limit: str | int | None, threads_per_worker: int | None) -> Iterator[Client]:
+    """Yield a client of a scheduler in this process whose workers are Slurm jobs (see the module docstring); the options
+    are a :class:`~dpipe.engine.ClusterSpec`'s (None: their dask config).
 
     Parameters
     ----------
