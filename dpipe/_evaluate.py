@@ -155,14 +155,14 @@ def evaluate(
         raise ParameterError("The 'datasets' parameter of evaluate names the stores constraints use; no constraint is given.")
     intercept = model.intercept - threshold
     with contextlib.ExitStack() as stack:
-        ds = stack.enter_context(open_dataset(st, cluster))
+        ds = stack.enter_context(open_dataset(st, cluster, owner="evaluate"))
         metrics = evaluate_dataset(ds, model.coef, model.intercept, k=k, k_fraction=k_fraction, threshold=threshold, randomized=model.randomized)
         if model.randomized:
             metrics["randomized"] = True  # accuracy, precision, recall, F1 and the rates below are expectations
         if by_group:
             metrics["by_group"] = group_rates(ds, model.coef, intercept, model.randomized)
         if constraints:
-            others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other, verify)[1], cluster)) for alias, other in (datasets or {}).items()}
+            others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other, verify)[1], cluster, owner="evaluate")) for alias, other in (datasets or {}).items()}
             metrics["constraints"] = constraint_values({"train": ds, **others}, model.coef, intercept, constraints, model.randomized)
     return metrics
 
@@ -233,7 +233,7 @@ def predict(
             raise ParameterError("The 'seed' parameter of predict draws a randomized model's labels (threshold_rule='randomized'); this model is deterministic.")
         _check_threshold(threshold, "predict")
         rng = np.random.default_rng(seed) if model.randomized else None
-        with open_dataset(st, cluster) as ds:
+        with open_dataset(st, cluster, owner="predict") as ds:
             parts = ds.map_gather(shard_scores_labels, model.coef, model.intercept)
         _write_predictions(path, st.manifest.shard_bounds, parts, threshold, rng)
     return path

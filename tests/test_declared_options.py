@@ -162,3 +162,24 @@ def test_the_declarations_are_frozen_records():
         spec.workers = 3  # type: ignore[misc]
     assert spec.replace(workers=3).workers == 3 and spec.workers == 2
     assert re.fullmatch(r"--[a-z0-9-]+", flag_of("memory_limit", options_of(ClusterSpec)["memory_limit"][1])) is not None
+
+
+def test_a_cluster_or_ingest_option_error_names_the_parameter_in_python_and_the_flag_on_the_command_line(tmp_path, capsys):
+    from dpipe.cli import main
+    from dpipe.testing import classification_data, one_error_line, write_store
+
+    X, y = classification_data(300, 4, seed=4)
+    store = str(write_store(tmp_path / "s.zarr", X, y, [300]))
+    model = dpipe.train(store, "auc-moment", engine="local", out=str(tmp_path / "m.json"))
+    with pytest.raises(ParameterError, match=r"^The 'workers' parameter of evaluate chooses a dask cluster; engine='local' runs in this process\. Drop it or the engine\.$"):
+        dpipe.evaluate(model, store, engine="local", workers=2)
+    assert main(["evaluate", str(tmp_path / "m.json"), store, "--engine", "local", "--workers", "2"]) == 1
+    line = one_error_line(capsys.readouterr().err, "evaluate")
+    assert line == "dpipe evaluate: error: --workers chooses a dask cluster; --engine local runs in this process. Drop it or the engine."
+    source = tmp_path / "s.csv"
+    source.write_text("a,b,label\n1,x,1\n2,y,0\n")
+    with pytest.raises(ParameterError, match=r"^The 'hash_features' parameter of ingest writes a sparse store .*drop layout='dense'\.$"):
+        dpipe.ingest(str(source), str(tmp_path / "h.zarr"), hash_features=8, layout="dense")
+    assert main(["ingest", str(source), str(tmp_path / "h.zarr"), "--hash-features", "8", "--layout", "dense"]) == 1
+    line = one_error_line(capsys.readouterr().err, "ingest")
+    assert line.startswith("dpipe ingest: error: --hash-features writes a sparse store") and line.endswith("drop --layout dense."), line

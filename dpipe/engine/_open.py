@@ -31,7 +31,10 @@ def resolve_engine(cluster: ClusterSpec, store: Store, owner: str = "train") -> 
     named = cluster.named_cluster()
     if engine == "local":
         if named:
-            raise ParameterError(f"The {', '.join(map(repr, named))} parameter(s) of {owner} choose a dask cluster; engine='local' runs in this process. Drop one.")
+            names = f"{named[0]!r} parameter of {owner} chooses" if len(named) == 1 else \
+                f"{', '.join(map(repr, named[:-1]))} and {named[-1]!r} parameters of {owner} choose"
+            raise ParameterError(f"The {names} a dask cluster; engine='local' runs in this process. Drop {'it' if len(named) == 1 else 'them'} "
+                                 "or the engine.")
         return engine
     if engine == "dask":
         return engine
@@ -45,12 +48,13 @@ def resolve_engine(cluster: ClusterSpec, store: Store, owner: str = "train") -> 
 
 
 @contextlib.contextmanager
-def open_dataset(store: str | Store, cluster: ClusterSpec | None = None) -> Iterator[ShardedDataset | LocalDataset]:
+def open_dataset(store: str | Store, cluster: ClusterSpec | None = None, *, owner: str = "open_dataset") -> Iterator[ShardedDataset | LocalDataset]:
     """Open ``store`` where ``cluster`` says (default :class:`ClusterSpec()`: ``engine="auto"``): on a dask cluster,
-    or in this process (``engine="local"``, or ``"auto"`` resolved so by :func:`resolve_engine`)."""
+    or in this process (``engine="local"``, or ``"auto"`` resolved so by :func:`resolve_engine`; its errors name
+    ``owner``'s parameters)."""
     cluster = cluster or ClusterSpec()
     st = store if isinstance(store, Store) else open_store(store)
-    engine = resolve_engine(cluster, st, owner="open_dataset")
+    engine = resolve_engine(cluster, st, owner=owner)
     if engine == "local":
         with LocalDataset(st, cache=cluster.cache) as ds:
             yield ds

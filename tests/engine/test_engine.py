@@ -192,7 +192,7 @@ def test_engine_auto_stays_local_for_small_stores_unless_a_cluster_is_named(tmp_
     assert resolve_engine(ClusterSpec(engine="auto", scheduler="tcp://127.0.0.1:1"), st) == "dask"
     with dask.config.set({"dpipe.scheduler": "tcp://127.0.0.1:1"}):
         assert resolve_engine(ClusterSpec(engine="auto"), st) == "dask"
-    with pytest.raises(ParameterError, match="'workers' parameter\\(s\\) of train choose a dask cluster; engine='local'"):
+    with pytest.raises(ParameterError, match="^The 'workers' parameter of train chooses a dask cluster; engine='local' runs in this process. Drop it or the engine.$"):
         resolve_engine(ClusterSpec(engine="local", workers=2), st)
     with pytest.raises(ParameterError, match="'engine' parameter of train must be one of 'auto', 'dask', 'local'"):
         resolve_engine(ClusterSpec(engine="gpu"), st)
