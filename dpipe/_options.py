@@ -1,6 +1,6 @@
 """Option sets declared once: a frozen dataclass whose fields carry what each option is.
 
-:func:`dpipe.fit` declares its hyper-parameters in ``PARAMS``; the option sets beyond the fit
+The fit declares its hyper-parameters in ``dpipe.fit._params.PARAMS``; the option sets beyond the fit
 (where the passes run: :class:`dpipe.engine.ClusterSpec`; how a source is read:
 :class:`dpipe.io.IngestOptions`) are frozen dataclasses whose fields are made by
 :func:`option`: the field's name is the Python keyword, its default the library's default,

@@ -32,7 +32,6 @@ ENGINES = ("auto", "dask", "local")
 CACHE_MODES = ("auto", "memory", "stream")
 #: where the cluster dpipe starts runs
 CLUSTERS = ("local", "slurm")
-_ALL = CLUSTER_COMMANDS
 #: the commands (and functions) that make one pass over a store: they stream its shards
 _ONE_PASS = {"evaluate": "stream", "predict": "stream"}
 
@@ -47,22 +46,22 @@ class ClusterSpec:
 
     engine: str = option("auto", "'local' runs every pass in this process (no cluster); 'dask' on a cluster; 'auto' stays in this process for "
                          "stores of at most dpipe.local-max-bytes (1 GB) of features unless a cluster is named (client, scheduler, workers, "
-                         "memory_limit, cluster slurm), and logs its choice", choices=ENGINES, commands=_ALL, defaults={"demo": "dask"})
+                         "memory_limit, cluster slurm), and logs its choice", choices=ENGINES, commands=CLUSTER_COMMANDS, defaults={"demo": "dask"})
     client: Any = option(None, "a connected distributed.Client to run on (not closed afterwards)", config=False)
     scheduler: str | None = option(None, "scheduler address (tcp://host:port) or scheduler file; default: $DPIPE_SCHEDULER, dask config "
-                                   "dpipe.scheduler, else a cluster dpipe starts", commands=_ALL)
+                                   "dpipe.scheduler, else a cluster dpipe starts", commands=CLUSTER_COMMANDS)
     scheduler_file: str | None = option(None, "scheduler file written by 'dask scheduler --scheduler-file' (instead of scheduler)",
-                                        commands=_ALL, keyword=False)
+                                        commands=CLUSTER_COMMANDS, keyword=False)
     workers: int | None = option(None, "worker processes of the embedded local cluster (default: dask config dpipe.workers, else 2); with "
-                                 "cluster slurm: Slurm jobs (default 1)", commands=_ALL, parse=int)
+                                 "cluster slurm: Slurm jobs (default 1)", commands=CLUSTER_COMMANDS, parse=int)
     memory_limit: str | int | None = option(None, "memory limit per embedded worker, e.g. 4GiB (default auto); with cluster slurm: memory "
-                                            "per job", commands=_ALL)
+                                            "per job", commands=CLUSTER_COMMANDS)
     cluster: str | None = option(None, "where the cluster dpipe starts runs: 'local' worker processes on this machine, 'slurm' Slurm batch "
                                  "jobs (needs dpipe[slurm]; jobs configured by the dask config jobqueue.slurm; deploy/README.md) (default: "
-                                 "dask config dpipe.cluster, local)", choices=CLUSTERS, commands=_ALL, keyword=False)
+                                 "dask config dpipe.cluster, local)", choices=CLUSTERS, commands=CLUSTER_COMMANDS, keyword=False)
     cache: str | None = option(None, "keep shards in worker memory or stream them on every pass ('auto', or not given: persist them when "
                                "they fit)",
-                               choices=CACHE_MODES, commands=_ALL, defaults=_ONE_PASS)
+                               choices=CACHE_MODES, commands=CLUSTER_COMMANDS, defaults=_ONE_PASS)
 
     @property
     def target(self) -> str | None:
