@@ -60,8 +60,7 @@ class ClusterSpec:
                                  "jobs (needs dpipe[slurm]; jobs configured by the dask config jobqueue.slurm; deploy/README.md) (default: "
                                  "dask config dpipe.cluster, local)", choices=CLUSTERS, commands=CLUSTER_COMMANDS, keyword=False)
     cache: str | None = option(None, "keep shards in worker memory or stream them on every pass ('auto', or not given: persist them when "
-                               "they fit)",
-                               choices=CACHE_MODES, commands=CLUSTER_COMMANDS, defaults=_ONE_PASS)
+                               "they fit)", choices=CACHE_MODES, commands=CLUSTER_COMMANDS, defaults=_ONE_PASS)
 
     @property
     def target(self) -> str | None:
