@@ -22,6 +22,7 @@ from ._modes import set_default_mode
 from ._output import METRICS_FORMAT, METRICS_FORMAT_VERSION, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, locked_output, write_error
 from ._ramp import ramp
 from .engine import open_dataset, rank_summary
+from .engine._cluster_spec import ClusterSpec
 from .exceptions import DPipeError, ParameterError
 from .io import Store
 from .io._store import as_store
@@ -107,12 +108,8 @@ def evaluate(
     by_group: bool = False,
     constraints: Any = None,
     datasets: dict[str, str | os.PathLike | Store] | None = None,
-    engine: str = "auto",
-    client: Any = None,
-    scheduler: str | None = None,
-    workers: int | None = None,
-    memory_limit: str | int | None = None,
-    cache: str | None = "stream",
+    engine: str = "auto", client: Any = None, scheduler: str | None = None, workers: int | None = None,
+    memory_limit: str | int | None = None, cache: str | None = "stream",
     verify: bool | None = None,
 ) -> dict[str, Any]:
     """Exact ROC-AUC, PRBEP, accuracy, precision, recall, F1, Prec@k and Rec@k of a model on a store.
@@ -153,6 +150,7 @@ def evaluate(
         (``threshold_rule="randomized"``) accuracy, precision, recall, F1, the group rates
         and the constraints are expected values, and ``"randomized"`` is True.
     """
+    cluster = ClusterSpec.from_keywords(locals())
     model, st = _model_and_store(model, store, verify)
     st.require_labels("evaluate")
     _check_threshold(threshold, "evaluate")
@@ -160,31 +158,28 @@ def evaluate(
         raise ParameterError("The 'datasets' parameter of evaluate names the stores constraints use; no constraint is given.")
     intercept = model.intercept - threshold
     with contextlib.ExitStack() as stack:
-        ds = stack.enter_context(open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache))
+        ds = stack.enter_context(open_dataset(st, cluster, owner="evaluate"))
         metrics = evaluate_dataset(ds, model.coef, model.intercept, k=k, k_fraction=k_fraction, threshold=threshold, randomized=model.randomized)
         if model.randomized:
             metrics["randomized"] = True  # accuracy, precision, recall, F1 and the rates below are expectations
         if by_group:
             metrics["by_group"] = group_rates(ds, model.coef, intercept, model.randomized)
         if constraints:
-            others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other, verify)[1], engine=engine, client=client, scheduler=scheduler,
-                                                               workers=workers, memory_limit=memory_limit, cache=cache))
-                      for alias, other in (datasets or {}).items()}
+            others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other, verify)[1], cluster, owner="evaluate")) for alias, other in (datasets or {}).items()}
             reports = constraint_values({"train": ds, **others}, model.coef, intercept, constraints, model.randomized)
             metrics["constraints"] = [r.to_record() for r in reports]
     return metrics
 
 
-def evaluate_part(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store, split: Any, part: str, *, engine: str = "auto",
-                  client: Any = None, scheduler: str | None = None, workers: int | None = None, memory_limit: str | int | None = None,
-                  cache: str | None = "stream", verify: bool | None = None) -> dict[str, Any]:
+def evaluate_part(model: LinearModel | str | os.PathLike, store: str | os.PathLike | Store, split: Any, part: str, *,
+                  cluster: ClusterSpec = ClusterSpec(cache="stream"), verify: bool | None = None) -> dict[str, Any]:
     """:func:`evaluate`'s metrics of ``model`` on one part (``"fit"`` or ``"validation"``) of a seeded row split of ``store``
-    (:class:`dpipe.engine._split.RowSplit`: the rows a rate fit's ``validation_fraction`` held out, or kept)."""
+    (:class:`dpipe.engine._split.RowSplit`: the rows a rate fit's ``validation_fraction`` held out, or kept), where ``cluster`` says."""
     from .engine._split import DatasetPart
 
     model, st = _model_and_store(model, store, verify)
     st.require_labels("evaluate")
-    with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
+    with open_dataset(st, cluster) as ds:
         return evaluate_dataset(DatasetPart(ds, split, part), model.coef, model.intercept, randomized=model.randomized)
 
 
@@ -208,12 +203,8 @@ def predict(
     threshold: float = 0.0,
     seed: int | None = None,
     overwrite: bool = False,
-    engine: str = "auto",
-    client: Any = None,
-    scheduler: str | None = None,
-    workers: int | None = None,
-    memory_limit: str | int | None = None,
-    cache: str | None = "stream",
+    engine: str = "auto", client: Any = None, scheduler: str | None = None, workers: int | None = None,
+    memory_limit: str | int | None = None, cache: str | None = "stream",
     verify: bool | None = None,
 ) -> str:
     """Score every row of a store and write ``row, score, label, y`` to a Parquet file.
@@ -239,13 +230,14 @@ def predict(
     DestinationBusyError
         Another process is writing ``out`` (its lock is held from the check to the rename).
     """
+    cluster = ClusterSpec.from_keywords(locals())
     with locked_output(out, overwrite=overwrite, what="predictions") as path:  # before any pass; one writer of out until the rename
         model, st = _model_and_store(model, store, verify, "predict")
         if seed is not None and not model.randomized:
             raise ParameterError("The 'seed' parameter of predict draws a randomized model's labels (threshold_rule='randomized'); this model is deterministic.")
         _check_threshold(threshold, "predict")
         rng = np.random.default_rng(seed) if model.randomized else None
-        with open_dataset(st, engine=engine, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cache=cache) as ds:
+        with open_dataset(st, cluster, owner="predict") as ds:
             parts = ds.map_gather(shard_scores_labels, model.coef, model.intercept)
         _write_predictions(path, st.manifest.shard_bounds, parts, threshold, rng)
     return path

@@ -254,7 +254,7 @@ def _passes_on_cluster(store: Path) -> dict[str, Any]:
     """One AUC evaluation (score pass, merge, gradient pass) against two plain passes (``X w``, ``X^T g``) over the same
     persisted CSR shards on a 2-worker LocalCluster; medians of 5 after 2 untimed."""
     import dpipe
-    from dpipe.engine import RankPasses, open_dataset
+    from dpipe.engine import ClusterSpec, RankPasses, open_dataset
     from dpipe.reduce._linalg import matvec, rmatvec
 
     from .._harness import local_cluster
@@ -269,7 +269,7 @@ def _passes_on_cluster(store: Path) -> dict[str, Any]:
     w = np.random.default_rng(0).normal(size=st.manifest.n_features) * 1e-2
     out: dict[str, Any] = {}
     with local_cluster(2) as client:
-        with open_dataset(st, client=client, cache="memory") as ds:
+        with open_dataset(st, ClusterSpec(client=client, cache="memory")) as ds:
             passes = RankPasses(ds)
             evals, plain = [], []
             for k in range(7):

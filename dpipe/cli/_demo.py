@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ..engine._cluster_spec import ClusterSpec
 from ..exceptions import ParameterError
+from ..io._ingest_options import IngestOptions
 
 __all__ = ["DEMO_MODELS", "run_demo"]
 
@@ -31,7 +33,7 @@ DEMO_MODEL_SEED = 14
 MAX_FAIR_GROUPS = 6
 
 
-def _prepare_stores(a: argparse.Namespace, workdir: str, ingest_kwargs: dict[str, Any]) -> tuple[str, str, str]:
+def _prepare_stores(a: argparse.Namespace, workdir: str, options: IngestOptions) -> tuple[str, str, str]:
     from ..io import make_data, split_store
 
     train, test = os.path.join(workdir, "train.zarr"), os.path.join(workdir, "test.zarr")
@@ -43,28 +45,24 @@ def _prepare_stores(a: argparse.Namespace, workdir: str, ingest_kwargs: dict[str
         return train, test, "synthetic (dpipe make-data)"
     from ..io import ingest
 
+    untransformed = options.replace(log1p=None, scale="none")
     if a.test_data is not None:
-        ingest(a.data, train, overwrite=a.overwrite, **ingest_kwargs)
-        like = dict(ingest_kwargs, like=train, log1p=None, scale="none")  # the training store's transform is re-applied
-        ingest(a.test_data, test, overwrite=a.overwrite, **like)
+        ingest(a.data, train, overwrite=a.overwrite, **options.keywords("demo"))
+        # the training store's transform is re-applied
+        ingest(a.test_data, test, overwrite=a.overwrite, **untransformed.replace(like=train).keywords("demo"))
         return train, test, f"{a.data} / {a.test_data}"
     full = os.path.join(workdir, "full.zarr")
-    transform = {k: ingest_kwargs[k] for k in ("log1p", "scale") if k in ingest_kwargs}
-    ingest(a.data, full, overwrite=a.overwrite, **dict(ingest_kwargs, log1p=None, scale="none"))
-    split_store(full, train, test, train_fraction=0.75, seed=0, overwrite=a.overwrite, **transform)  # a transform is fitted on the training part
+    ingest(a.data, full, overwrite=a.overwrite, **untransformed.keywords("demo"))
+    # a transform is fitted on the training part
+    split_store(full, train, test, train_fraction=0.75, seed=0, overwrite=a.overwrite, **options.keywords("split"))
     return train, test, f"{a.data} (75/25 random split)"
 
 
-def _check_ingest_options(a: argparse.Namespace, ingest_kwargs: dict[str, Any]) -> None:
+def _check_ingest_options(a: argparse.Namespace, options: IngestOptions) -> None:
     """The ingest options apply to ``--data``: given without it, they are an error (generated data is not ingested)."""
     if a.data is not None:
         return
-    import inspect
-
-    from ..io import ingest
-
-    defaults = inspect.signature(ingest).parameters  # the CLI's defaults are ingest's
-    given = sorted(k for k, v in ingest_kwargs.items() if v != defaults[k].default)
+    given = sorted(options.given("demo"))
     if given:
         raise ParameterError(f"demo: {', '.join('--' + k.replace('_', '-') for k in given)} appl{'ies' if len(given) == 1 else 'y'} to --data; "
                              "the generated data is not ingested")
@@ -93,7 +91,7 @@ def _positive_share(train: dict[str, Any]) -> float | None:
     return float(train["recall"] * train["n_positive"] / train["precision"] / train["n"])
 
 
-def run_demo(a: argparse.Namespace, ingest_kwargs: dict[str, Any], cluster_kwargs: dict[str, Any]) -> dict[str, Any]:
+def run_demo(a: argparse.Namespace, ingest_options: IngestOptions, cluster: ClusterSpec) -> dict[str, Any]:
     """Train auc, error-moment and (with a group column) error-rate under the 80 % rule between groups at the auc model's
     coverage; evaluate them on held-out data; write ``report.json`` and ``roc.png`` (test ROC curves and each group's
     positive rate per model).
@@ -108,12 +106,12 @@ def run_demo(a: argparse.Namespace, ingest_kwargs: dict[str, Any], cluster_kwarg
         The report written to ``report.json``, with ``"workdir"`` and ``"report"`` (its path) added
         and each result's ``"model"`` (the model file).
     """
-    _check_ingest_options(a, ingest_kwargs)
+    _check_ingest_options(a, ingest_options)
     workdir = a.workdir or tempfile.mkdtemp(prefix="dpipe-demo-")
     os.makedirs(workdir, exist_ok=True)
     a.overwrite = bool(getattr(a, "overwrite", False))
     with _claim_outputs(a, workdir):
-        return _run(a, workdir, cluster_kwargs, ingest_kwargs)
+        return _run(a, workdir, cluster, ingest_options)
 
 
 @contextlib.contextmanager
@@ -134,18 +132,17 @@ def _claim_outputs(a: argparse.Namespace, workdir: str) -> Iterator[None]:
         yield
 
 
-def _run(a: argparse.Namespace, workdir: str, cluster_kwargs: dict[str, Any], ingest_kwargs: dict[str, Any]) -> dict[str, Any]:
+def _run(a: argparse.Namespace, workdir: str, cluster: ClusterSpec, ingest_options: IngestOptions) -> dict[str, Any]:
     from .._evaluate import evaluate
     from .._output import REPORT_FORMAT, write_error
-    from ..engine import cluster_client, describe_client, open_dataset, rank_summary
+    from ..engine import client_for, describe_client, open_dataset, rank_summary
     from ..fit import train
     from ..io import open_store
     from ..io._manifest import write_json_atomic
     from ..plotting import plot_demo
 
-    train_path, test_path, described = _prepare_stores(a, workdir, ingest_kwargs)
-    engine = cluster_kwargs.pop("engine")
-    cache = cluster_kwargs.pop("cache")
+    train_path, test_path, described = _prepare_stores(a, workdir, ingest_options)
+    engine, cache = cluster.engine, cluster.cache
     constraints, why_not = _fair_constraints(open_store(train_path).manifest.groups)
     models = [(name, objective, {}) for name, objective in DEMO_MODELS]
     if constraints is not None:
@@ -154,7 +151,7 @@ def _run(a: argparse.Namespace, workdir: str, cluster_kwargs: dict[str, Any], in
         print(f"no model with the 80 % rule: {why_not}", flush=True)
     rows, curves, rates = [], {}, {}
     coverage = None
-    client_ctx = cluster_client(scheduler=cluster_kwargs["scheduler"], workers=cluster_kwargs["workers"], memory_limit=cluster_kwargs["memory_limit"]) if engine == "dask" else None
+    client_ctx = client_for(cluster) if engine == "dask" else None
     with client_ctx if client_ctx is not None else contextlib.nullcontext() as client:
         if client is not None:
             print(f"cluster: {describe_client(client)}", flush=True)
@@ -167,7 +164,7 @@ def _run(a: argparse.Namespace, workdir: str, cluster_kwargs: dict[str, Any], in
             model = train(train_path, objective, engine=engine, client=client, cache=cache, out=path, overwrite=a.overwrite, **params)
             seconds = time.perf_counter() - t0
             metrics = evaluate(model, test_store, by_group=test_store.manifest.groups is not None, engine=engine, client=client, cache="stream")
-            with open_dataset(test_store, engine=engine, client=client, cache="stream") as ds:
+            with open_dataset(test_store, ClusterSpec(engine=engine, client=client, cache="stream")) as ds:
                 summary = rank_summary(ds, model.coef, model.intercept)
             fpr, tpr = summary.roc_curve()
             tp, fp, fn, tn = summary.confusion(0.0)

@@ -35,76 +35,11 @@ __all__ = ["main", "build_parser"]
 log = logging.getLogger("dpipe.cli")
 
 
-def _csv_list(value: str) -> list[str]:
-    return [v for v in value.split(",") if v != ""]
+def _cluster_keywords(a: argparse.Namespace) -> dict[str, Any]:
+    """The cluster keywords of ``dpipe.train`` / ``evaluate`` / ``predict`` the command's flags set."""
+    from ..engine._cluster_spec import ClusterSpec
 
-
-def _tristate(value: str) -> bool | str:
-    v = value.lower()
-    if v in ("auto",):
-        return "auto"
-    if v in ("yes", "true", "1"):
-        return True
-    if v in ("no", "false", "0"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected auto, yes or no; got {value!r}")
-
-
-def _column(value: str) -> str | int:
-    return int(value) if value.isdigit() else value
-
-
-def _add_cluster(p: argparse.ArgumentParser, cache_default: str | None = None, engine_default: str = "auto") -> None:
-    g = p.add_argument_group("cluster")
-    g.add_argument("--scheduler", help="scheduler address (tcp://host:port) or scheduler file; default: $DPIPE_SCHEDULER, dask config dpipe.scheduler, else an embedded local cluster")
-    g.add_argument("--scheduler-file", dest="scheduler_file", help="scheduler file written by 'dask scheduler --scheduler-file'")
-    g.add_argument("--workers", type=int, help="worker processes of the embedded local cluster (default 2); with --cluster slurm: Slurm jobs (default 1)")
-    g.add_argument("--memory-limit", dest="memory_limit", help="memory limit per embedded worker, e.g. 4GiB (default auto); with --cluster slurm: memory per job")
-    g.add_argument("--cluster", choices=("local", "slurm"), help="where the cluster dpipe starts runs: 'local' worker processes on this machine, 'slurm' Slurm batch jobs "
-                   "(needs dpipe[slurm]; jobs configured by the dask config jobqueue.slurm; deploy/README.md) (default: dask config dpipe.cluster, local)")
-    g.add_argument("--cache", choices=("auto", "memory", "stream"), default=cache_default, help="keep shards in worker memory or stream them on every pass (default auto: persist when they fit)")
-    g.add_argument("--engine", choices=("auto", "dask", "local"), default=engine_default,
-                   help=f"'local' runs every pass in this process (no cluster); 'auto' does so for stores up to dpipe.local-max-bytes (1 GB) when no scheduler is named (default {engine_default})")
-
-
-def _cluster_kwargs(a: argparse.Namespace) -> dict[str, Any]:
-    return dict(scheduler=a.scheduler_file or a.scheduler, workers=a.workers, memory_limit=a.memory_limit, cache=a.cache, engine=a.engine)
-
-
-def _add_ingest_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--source-format", choices=("svmlight", "csv", "parquet"), help="format of the source (default: from its name and first line)")
-    p.add_argument("--label", type=_column, help="label column (name, or 0-based index for CSV without header)")
-    p.add_argument("--positive", type=_csv_list, help="comma-separated label values that are the positive class (all others negative)")
-    p.add_argument("--negative", type=_csv_list, help="comma-separated label values that are the negative class (all others positive)")
-    p.add_argument("--n-features", dest="n_features", type=int, help="svmlight: number of features (an index beyond it is an error)")
-    p.add_argument("--zero-based", dest="zero_based", type=_tristate, default="auto", help="svmlight: indices start at 0 (yes), 1 (no) or auto (default)")
-    p.add_argument("--header", type=_tristate, default="auto", help="CSV: first row is a header: yes, no or auto (default)")
-    p.add_argument("--skip-rows", dest="skip_rows", type=int, default=0, help="CSV: leading lines to skip")
-    p.add_argument("--group-col", dest="group_col", type=_column, help="column whose values define groups (kept as a feature too)")
-    p.add_argument("--weight-col", dest="weight_col", type=_column, help="column of non-negative sample weights")
-    p.add_argument("--like", help="reuse this store's encoding (vocabularies, columns, label rule) so columns line up")
-    p.add_argument("--unseen", choices=("error", "ignore"), default="error", help="with --like: a category absent from the training store is an error (default) or encodes as all zeros")
-    p.add_argument("--unlabeled", action="store_true", help="the source has no labels (no label column; svmlight label tokens dropped): "
-                   "a pool to score or to name in churn / coverage constraints")
-    _add_transform_options(p)
-
-
-def _add_transform_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--log1p", metavar="COLS|auto|all",
-                   help="store log1p(x) for these comma-separated features, every numeric feature (all), or the heavy-tailed ones "
-                        "(auto: never negative, max >= ~128 x median on 1 + x; reported per feature); one-hot indicators never")
-    p.add_argument("--scale", choices=("none", "minmax", "standard", "maxabs"), default="none",
-                   help="scale every numeric feature (after --log1p) to [0, 1] (minmax), to zero mean, unit variance (standard) or by its "
-                        "largest |value| (maxabs: keeps zeros, the scale of sparse stores), fitted on the training rows and kept in the "
-                        "manifest; --like stores and models re-apply it (default none)")
-
-
-def _ingest_kwargs(a: argparse.Namespace) -> dict[str, Any]:
-    return dict(
-        source_format=a.source_format, label=a.label, positive=a.positive, negative=a.negative, n_features=a.n_features,
-        zero_based=a.zero_based, header=a.header, skip_rows=a.skip_rows, group_col=a.group_col, weight_col=a.weight_col,
-        like=a.like, unseen=a.unseen, unlabeled=a.unlabeled, log1p=a.log1p, scale=a.scale,
-    )
+    return ClusterSpec.from_arguments(a).keywords()
 
 
 def _add_global_options(p: argparse.ArgumentParser) -> None:
@@ -162,8 +97,10 @@ _JSON_HELP = {
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``dpipe`` command."""
     from .. import __version__
+    from ..engine._cluster_spec import add_cluster_arguments
     from ..fit._params import add_arguments
     from ..fit._registry import DEFAULT_OBJECTIVE, OBJECTIVES
+    from ..io._ingest_options import add_ingest_arguments
 
     parser = _Parser(prog="dpipe", description="Train linear classifiers that optimize the measure you care about, on sharded data, with dask.")
     parser.add_argument("--version", action="version", version=f"dpipe {__version__}")
@@ -173,15 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="write a source file (svmlight, CSV, Parquet) into a sharded store")
     p.add_argument("src", help="source file (plain, .gz or .bz2) or Parquet file/folder")
     p.add_argument("dest", help="store to create")
-    p.add_argument("--format", choices=("zarr", "parquet"), default="zarr", help="store format (default zarr)")
-    p.add_argument("--shard-rows", dest="shard_rows", type=int, help="rows per shard (default: about 64 MB of features)")
-    p.add_argument("--layout", choices=("auto", "dense", "sparse"), default="auto",
-                   help="features stored dense or sparse (CSR); auto: svmlight sources with at most 10%% non-zeros sparse (default auto)")
-    p.add_argument("--hash-features", dest="hash_features", metavar="N|2^K",
-                   help="CSV / Parquet: hash every feature column (numeric 'c' with its value, categorical 'c=v' with 1) into N signed "
-                        "slots, as scikit-learn's FeatureHasher does, instead of one-hot encoding; sparse; models score raw records alike")
     p.add_argument("--overwrite", action="store_true", help="replace an existing DEST (only a dpipe store is ever replaced)")
-    _add_ingest_options(p)
+    add_ingest_arguments(p, "ingest")
 
     p = sub.add_parser("split", help="split a store into a training and a test store (optionally with a transform fitted on the training part)")
     p.add_argument("store")
@@ -193,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="permutation (default): rows RandomState(seed).permutation(n)[:int(fraction n)] train; bernoulli: each row "
                         "independently, O(shard) memory")
     p.add_argument("--overwrite", action="store_true", help="replace existing stores (only dpipe stores are ever replaced)")
-    _add_transform_options(p)
+    add_ingest_arguments(p, "split")
 
     p = sub.add_parser("info", help="print a store's manifest summary")
     p.add_argument("store")
@@ -208,9 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-seed", dest="model_seed", type=int, default=0, help="seed of the true model (same value: train and test share it)")
     p.add_argument("--label-noise", dest="label_noise", type=float, default=0.02)
     p.add_argument("--groups", dest="n_groups", type=int, default=2)
-    p.add_argument("--shard-rows", dest="shard_rows", type=int)
-    p.add_argument("--format", choices=("zarr", "parquet"), default="zarr")
     p.add_argument("--overwrite", action="store_true")
+    add_ingest_arguments(p, "make-data")
 
     p = sub.add_parser("train", help="train a model on a store")
     p.add_argument("store")
@@ -228,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "for a --dataset's); the direction is fitted on the training stores; repeatable (see --validation-fraction)")
     add_arguments(p.add_argument_group("hyper-parameters (each names the objectives it applies to; any other is an error)"))
     p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="do not keep training metrics in the model")
-    _add_cluster(p)
+    add_cluster_arguments(p, "train")
 
     p = sub.add_parser("evaluate", help="exact ROC-AUC, PRBEP, accuracy, precision, recall, F1, Prec@k, Rec@k of a model on a store")
     p.add_argument("model")
@@ -244,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--constraint", dest="constraints", action="append", metavar="CONSTRAINT",
                    help="also evaluate this rate constraint with the model's predictions and say whether it holds; repeatable")
     p.add_argument("--dataset", dest="datasets", action="append", metavar="ALIAS=STORE", help="another store the constraints name (on=ALIAS); repeatable")
-    _add_cluster(p, cache_default="stream")
+    add_cluster_arguments(p, "evaluate")
 
     p = sub.add_parser("predict", help="score every row of a store into a Parquet file (row, score, label, y)")
     p.add_argument("model")
@@ -253,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, default=0.0)
     p.add_argument("--seed", type=int, help="a randomized model's labels are drawn from this seed (threshold_rule randomized)")
     p.add_argument("--overwrite", action="store_true")
-    _add_cluster(p, cache_default="stream")
+    add_cluster_arguments(p, "predict")
 
     p = sub.add_parser("demo", help="generate data (or use --data), train auc, error-moment and error-rate under the 80 %% rule between groups, "
                                     "evaluate, write a report and a plot")
@@ -263,8 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="your own training file instead of generated data")
     p.add_argument("--test-data", dest="test_data", help="test file for --data (default: a random 25%% split of --data)")
     p.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier demo in --workdir (only files dpipe wrote)")
-    _add_ingest_options(p)
-    _add_cluster(p, engine_default="dask")
+    add_ingest_arguments(p, "demo")
+    add_cluster_arguments(p, "demo")
     p = sub.add_parser("verify", help="read every shard of a store and check it against the checksums in its manifest (exit 0 ok, 1 damaged)")
     p.add_argument("store")
     p.add_argument("--record", action="store_true", help="compute and record checksums for a store written without them (dpipe <= 0.1)")
@@ -458,7 +387,7 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
         given["constraints"] = [*given.get("constraints", []), *_read_constraints_file(a.constraints_file)]
     with locked_output(out, overwrite=a.overwrite, what="model") if out else contextlib.nullcontext():  # one writer of --out, fit included
         model = train(a.store, a.objective, validation=a.validation, datasets=_parse_datasets(a.datasets), out=out, overwrite=a.overwrite,
-                      train_metrics=a.train_metrics, constraint_validation=_parse_validation(a.constraint_validation), **given, **_cluster_kwargs(a))
+                      train_metrics=a.train_metrics, constraint_validation=_parse_validation(a.constraint_validation), **given, **_cluster_keywords(a))
     fit = model.fit
     info = fit.get("info", {})
     if a.json:
@@ -546,7 +475,7 @@ def _cmd_evaluate(a: argparse.Namespace) -> None:
     # --out FILE: checked before the pass, one writer of it until the rename
     with locked_output(file, overwrite=a.overwrite, what="metrics") if file else contextlib.nullcontext():
         metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, by_group=a.by_group, constraints=a.constraints,
-                           datasets=_parse_datasets(a.datasets), **_cluster_kwargs(a))
+                           datasets=_parse_datasets(a.datasets), **_cluster_keywords(a))
         if file:
             write_metrics(file, metrics, overwrite=a.overwrite)
     if a.json or a.out == STDOUT:  # the document alone (a scheduler parses it); the table is left out
@@ -562,7 +491,7 @@ def _cmd_predict(a: argparse.Namespace) -> None:
     from ._json import STDOUT, check_binary_stdout, document, emit, emit_file
 
     _check_one_stdout_document(a, "predictions")
-    kwargs = dict(threshold=a.threshold, seed=a.seed, overwrite=a.overwrite, **_cluster_kwargs(a))
+    kwargs = dict(threshold=a.threshold, seed=a.seed, overwrite=a.overwrite, **_cluster_keywords(a))
     if a.out == STDOUT:  # written whole to a temporary folder, then copied to stdout: nothing half-written on a failure
         check_binary_stdout(a, "--out", "a Parquet file")
         with tempfile.TemporaryDirectory(prefix="dpipe-predict-") as tmp:
@@ -593,8 +522,9 @@ def _cmd_ingest(a: argparse.Namespace) -> None:
 
     _check_store_destination(a.dest, "DEST")
     check_output_path(a.dest, overwrite=True, what="store", directory=True)  # an existing DEST is the writer's to judge (--overwrite)
-    m = ingest(a.src, a.dest, format=a.format, shard_rows=a.shard_rows, overwrite=a.overwrite, layout=a.layout, hash_features=a.hash_features,
-               **_ingest_kwargs(a))
+    from ..io._ingest_options import IngestOptions
+
+    m = ingest(a.src, a.dest, overwrite=a.overwrite, **IngestOptions.from_arguments(a).keywords("ingest"))
     if a.json:
         emit(a, document("ingest", **store_summary(a.dest, m), source=os.path.abspath(a.src)))
         return
@@ -627,8 +557,10 @@ def _cmd_split(a: argparse.Namespace) -> None:
         _check_store_destination(dest, name)
     for dest in (a.train, a.test):
         check_output_path(dest, overwrite=True, what="store", directory=True)
-    tr, te = split_store(a.store, a.train, a.test, train_fraction=a.fraction, seed=a.seed, method=a.method, log1p=a.log1p, scale=a.scale,
-                         overwrite=a.overwrite)
+    from ..io._ingest_options import IngestOptions
+
+    tr, te = split_store(a.store, a.train, a.test, train_fraction=a.fraction, seed=a.seed, method=a.method, overwrite=a.overwrite,
+                         **IngestOptions.from_arguments(a).keywords("split"))
     if a.json:
         emit(a, document("split", source=os.path.abspath(a.store), train=store_summary(a.train, tr), test=store_summary(a.test, te)))
         return
@@ -660,7 +592,10 @@ def _cmd_demo(a: argparse.Namespace) -> None:
 
     if a.workdir is not None:
         _check_store_destination(a.workdir, "--workdir", "the demo's output")
-    report = run_demo(a, _ingest_kwargs(a), _cluster_kwargs(a))  # its progress lines: on stderr with --json (main points stdout there)
+    from ..engine._cluster_spec import ClusterSpec
+    from ..io._ingest_options import IngestOptions
+
+    report = run_demo(a, IngestOptions.from_arguments(a), ClusterSpec.from_arguments(a))  # its progress lines: on stderr with --json (main points stdout there)
     if a.json:
         models = [{"name": r["name"], "objective": r["objective"], "constraints": r["constraints"], "path": os.path.abspath(r["model"]),
                    "train_seconds": r["train_seconds"], "test": r["test"]} for r in report["results"]]

@@ -9,7 +9,9 @@ from .._lazy import attach
 
 #: exported name -> the private module that defines it
 _LAZY = {
+    "ClusterSpec": "._cluster_spec",
     "cluster_client": "._client",
+    "client_for": "._client",
     "describe_client": "._client",
     "explicit_scheduler": "._scheduler",
     "ShardedDataset": "._dataset",
@@ -17,9 +19,9 @@ _LAZY = {
     "HostsLost": "._hosts",
     "EXCHANGE_MODES": "._ranges",
     "RangeExchange": "._ranges",
-    "CACHE_MODES": "._dataset",
+    "CACHE_MODES": "._cluster_spec",
     "choose_cache": "._dataset",
-    "ENGINES": "._open",
+    "ENGINES": "._cluster_spec",
     "open_dataset": "._open",
     "resolve_engine": "._open",
     "MergedScores": "._passes",

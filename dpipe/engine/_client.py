@@ -56,12 +56,13 @@ from .._interrupts import deferred_interrupts
 from .._log import VERBOSE
 from .._validation import check_int
 from ..exceptions import ClusterError, ParameterError
+from ._cluster_spec import ClusterSpec
 from ._jobqueue import cluster_kind, slurm_client
 from ._memory import EMBEDDED_WORKER_MEMORY, worker_environ_config
 from ._scheduler import explicit_scheduler
 from ._waits import connect_timeout
 
-__all__ = ["cluster_client", "describe_client", "explicit_scheduler"]
+__all__ = ["cluster_client", "client_for", "describe_client", "explicit_scheduler"]
 
 log = logging.getLogger("dpipe.engine")
 
@@ -185,7 +186,6 @@ def _has_dashboard() -> bool:
     return importlib.util.find_spec("bokeh") is not None
 
 
-@contextlib.contextmanager
 def cluster_client(
     client: Client | None = None,
     scheduler: str | None = None,
@@ -193,8 +193,9 @@ def cluster_client(
     memory_limit: str | int | None = None,
     threads_per_worker: int | None = None,
     cluster: str | None = None,
-) -> Iterator[Client]:
-    """Yield a connected :class:`distributed.Client` (see the module docstring for the order).
+) -> contextlib.AbstractContextManager[Client]:
+    """Yield a connected :class:`distributed.Client` (see the module docstring for the order): :func:`client_for` of
+    the :class:`~dpipe.engine.ClusterSpec` of these options (their meaning is there).
 
     Parameters
     ----------
@@ -214,11 +215,24 @@ def cluster_client(
         ``dpipe.cluster``, "local"): worker processes on this machine, or Slurm jobs
         (``workers`` jobs of ``memory_limit`` each, see :mod:`dpipe.engine._jobqueue`).
     """
-    if client is not None:
-        yield client
+    spec = ClusterSpec(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, cluster=cluster)
+    return client_for(spec, threads_per_worker=threads_per_worker)
+
+
+@contextlib.contextmanager
+def client_for(spec: ClusterSpec | None = None, *, threads_per_worker: int | None = None) -> Iterator[Client]:
+    """Yield a connected :class:`distributed.Client` of the cluster ``spec`` names (default ``ClusterSpec()``:
+    ``dpipe.scheduler``, else an embedded one; its ``engine`` and ``cache`` are the dataset's); see the module docstring.
+
+    ``threads_per_worker``: threads per worker process of the embedded cluster (default 1).
+    """
+    spec = spec or ClusterSpec()
+    if spec.client is not None:
+        yield spec.client
         return
-    target = explicit_scheduler(scheduler)
-    if cluster_kind(cluster, target) == "slurm":
+    target = explicit_scheduler(spec.target)
+    workers, memory_limit = spec.workers, spec.memory_limit
+    if cluster_kind(spec.cluster, target) == "slurm":
         with slurm_client(workers, memory_limit, threads_per_worker) as c:
             yield c
         return

@@ -56,6 +56,7 @@ from .._validation import check_choice
 from ..exceptions import ClusterError
 from ..io import Shard, Store, open_store, read_shard
 from ._blas import ONE_BLAS_THREAD, single_blas_thread
+from ._cluster_spec import CACHE_MODES
 from ._hosts import HOST_CHECK_SECONDS, HostsLost, ShardHost, host_lost_errors
 from ._local import naming_store
 from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, shards_per_worker, short_workers
@@ -70,8 +71,6 @@ if TYPE_CHECKING:  # distributed is imported by the cluster's code paths only: L
 __all__ = ["ShardedDataset", "CACHE_MODES", "choose_cache"]
 
 log = logging.getLogger("dpipe.engine")
-
-CACHE_MODES = ("auto", "memory", "stream")
 
 
 def _apply_streamed(fn: Callable, shard_args: tuple, *args: Any) -> Any:

@@ -49,13 +49,11 @@ from .._config import get_setting, seconds_setting
 from .._interrupts import deferred_interrupts
 from .._validation import check_choice, check_int
 from ..exceptions import ClusterError, ParameterError
+from ._cluster_spec import CLUSTERS
 
 __all__ = ["CLUSTERS", "cluster_kind", "slurm_client", "slurm_start_timeout"]
 
 log = logging.getLogger("dpipe.engine")
-
-#: where cluster_client's own workers run: "local" processes (an embedded LocalCluster) or "slurm" jobs
-CLUSTERS = ("local", "slurm")
 
 #: squeue states of a job that may still start its worker
 _ALIVE = {"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT"}
@@ -204,8 +202,9 @@ def _wait_for_jobs(client: Client, cluster: Any, expected: int, timeout: float) 
 
 
 @contextlib.contextmanager
-def slurm_client(workers: int | None = None, memory_limit: str | int | None = None, threads_per_worker: int | None = None) -> Iterator[Client]:
-    """Yield a client of a scheduler in this process whose workers are Slurm jobs (see the module docstring).
+def slurm_client(workers: int | None, memory_limit: str | int | None, threads_per_worker: int | None) -> Iterator[Client]:
+    """Yield a client of a scheduler in this process whose workers are Slurm jobs (see the module docstring); the options
+    are a :class:`~dpipe.engine.ClusterSpec`'s (None: their dask config).
 
     Parameters
     ----------

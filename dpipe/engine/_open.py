@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._config import get_setting
 from .._validation import check_choice
 from ..exceptions import ParameterError
 from ..io import Store, open_store
+from ._cluster_spec import ENGINES, ClusterSpec
 from ._local import LocalDataset
 from ._scheduler import explicit_scheduler
 
@@ -21,31 +22,27 @@ __all__ = ["ENGINES", "open_dataset", "resolve_engine"]
 
 log = logging.getLogger("dpipe.engine")
 
-#: where the passes run: "auto" stays in this process for stores of at most
-#: ``dpipe.local-max-bytes`` bytes when no cluster was named
-ENGINES = ("auto", "dask", "local")
 
+def resolve_engine(cluster: ClusterSpec, store: Store, owner: str = "train") -> str:
+    """``"dask"`` or ``"local"`` for ``cluster.engine``; ``"auto"`` is local below ``dpipe.local-max-bytes``.
 
-def resolve_engine(
-    engine: str, store: Store, *, client: Any = None, scheduler: str | None = None, workers: int | None = None, memory_limit: Any = None,
-    owner: str = "train",
-) -> str:
-    """``"dask"`` or ``"local"`` for ``engine``; ``"auto"`` is local below ``dpipe.local-max-bytes``.
-
-    A named cluster (``client``, ``scheduler``, ``DPIPE_SCHEDULER`` or the
-    ``dpipe.scheduler`` key), ``dpipe.cluster: slurm`` or an embedded cluster's ``workers`` /
-    ``memory_limit`` always mean dask; with ``engine="local"`` they are an error. The choice is logged.
+    A named cluster (``client``, ``scheduler``, ``scheduler_file``, ``DPIPE_SCHEDULER`` or the
+    ``dpipe.scheduler`` key), ``cluster="slurm"`` (or the ``dpipe.cluster`` key) or an embedded cluster's
+    ``workers`` / ``memory_limit`` always mean dask; with ``engine="local"`` they are an error. The choice is logged.
     """
+    engine = cluster.engine
     check_choice(engine, "engine", owner, ENGINES)
-    cluster_options = [name for name, value in (("client", client), ("workers", workers), ("memory_limit", memory_limit)) if value is not None]
+    named = cluster.named_cluster()
     if engine == "local":
-        if cluster_options or scheduler:
-            named = cluster_options + (["scheduler"] if scheduler else [])
-            raise ParameterError(f"The {', '.join(map(repr, named))} parameter(s) of {owner} choose a dask cluster; engine='local' runs in this process. Drop one.")
+        if named:
+            names = f"{named[0]!r} parameter of {owner} chooses" if len(named) == 1 else \
+                f"{', '.join(map(repr, named[:-1]))} and {named[-1]!r} parameters of {owner} choose"
+            raise ParameterError(f"The {names} a dask cluster; engine='local' runs in this process. Drop {'it' if len(named) == 1 else 'them'} "
+                                 "or the engine.")
         return engine
     if engine == "dask":
         return engine
-    if cluster_options or explicit_scheduler(scheduler) or get_setting("cluster") != "local":  # dpipe.cluster slurm (--cluster slurm) names one too
+    if named or explicit_scheduler() or get_setting("cluster", cluster.cluster) != "local":  # slurm (--cluster slurm) names one too
         return "dask"
     limit = int(get_setting("local-max-bytes"))
     chosen = "local" if store.nbytes <= limit else "dask"
@@ -55,30 +52,21 @@ def resolve_engine(
 
 
 @contextlib.contextmanager
-def open_dataset(
-    store: str | Store,
-    *,
-    engine: str = "auto",
-    client: Any = None,
-    scheduler: str | None = None,
-    workers: int | None = None,
-    memory_limit: str | int | None = None,
-    cache: str | None = None,
-) -> Iterator[ShardedDataset | LocalDataset]:
-    """Open ``store`` on the resolved cluster (or in this process with ``engine="local"``).
-
-    ``engine="auto"`` is resolved by :func:`resolve_engine`.
-    """
+def open_dataset(store: str | Store, cluster: ClusterSpec | None = None, *, owner: str = "open_dataset") -> Iterator[ShardedDataset | LocalDataset]:
+    """Open ``store`` where ``cluster`` says (default :class:`ClusterSpec()`: ``engine="auto"``): on a dask cluster,
+    or in this process (``engine="local"``, or ``"auto"`` resolved so by :func:`resolve_engine`; its errors name
+    ``owner``'s parameters)."""
+    cluster = cluster or ClusterSpec()
     st = store if isinstance(store, Store) else open_store(store)
-    engine = resolve_engine(engine, st, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit, owner="open_dataset")
+    engine = resolve_engine(cluster, st, owner=owner)
     if engine == "local":
-        with LocalDataset(st, cache=cache) as ds:
+        with LocalDataset(st, cache=cluster.cache) as ds:
             yield ds
         return
     # here, not at the top: the local engine never imports distributed, nor the cluster's dataset
-    from ._client import cluster_client
+    from ._client import client_for
     from ._dataset import ShardedDataset
 
-    with cluster_client(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit) as c:
-        with ShardedDataset(st, c, cache=cache) as ds:
+    with client_for(cluster) as c:
+        with ShardedDataset(st, c, cache=cluster.cache) as ds:
             yield ds

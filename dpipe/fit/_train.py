@@ -17,6 +17,7 @@ import numpy as np
 from .._evaluate import evaluate_dataset
 from .._output import check_output_path, locked_output
 from ..engine import open_dataset, rank_summary, resolve_engine
+from ..engine._cluster_spec import ClusterSpec
 from ..engine._threshold import best_threshold_on_ranges
 from ..exceptions import ParameterError
 from ..io import Store
@@ -134,6 +135,7 @@ def train(
     **params: Any,
 ) -> LinearModel:
     """Train a linear model on a store for the given objective."""
+    cluster = ClusterSpec.from_keywords(locals())
     p = resolve(objective, params, "train")
     spec = OBJECTIVES[objective]
     if validation is not None and spec.family in ("moment", "rate"):
@@ -166,23 +168,24 @@ def train(
     st = as_store(store, verify, "train")
     st.require_labels("training")
     m = st.manifest
-    engine = resolve_engine(engine, st, client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit)
+    engine = resolve_engine(cluster, st)
     if engine != "local":  # here, not at the top: the local engine never imports distributed
-        from ..engine import cluster_client
+        from ..engine import client_for
     with contextlib.ExitStack() as stack:
-        c = None if engine == "local" else stack.enter_context(cluster_client(client=client, scheduler=scheduler, workers=workers, memory_limit=memory_limit))
-        ds = stack.enter_context(open_dataset(st, engine=engine, client=c, cache=cache))
+        c = None if engine == "local" else stack.enter_context(client_for(cluster))
+        opened = cluster.replace(engine=engine, client=c)  # every store of this fit on the one cluster
+        ds = stack.enter_context(open_dataset(st, opened))
         validate = validation_ds = None
         if validation is not None:
             vst = as_store(validation, verify, "train")
             vst.require_labels("validation")
             check_same_features(m.feature_names, m.encoding, vst, "training store")
-            validation_ds = stack.enter_context(open_dataset(vst, engine=engine, client=c, cache="stream"))
+            validation_ds = stack.enter_context(open_dataset(vst, opened.replace(cache="stream")))
             validate = make_validator(validation_ds, p)
         others = {alias: as_store(other, verify, "train") for alias, other in (datasets or {}).items()}
         for other in others.values():
             check_same_features(m.feature_names, m.encoding, other, "training store")
-        extra = {alias: stack.enter_context(open_dataset(other, engine=engine, client=c, cache=cache)) for alias, other in others.items()}
+        extra = {alias: stack.enter_context(open_dataset(other, opened)) for alias, other in others.items()}
         checked = {}
         for alias, path in (constraint_validation or {}).items():
             vst = as_store(path, verify, "train")
@@ -193,7 +196,7 @@ def train(
             if vst.manifest.groups != own.groups:  # the cells are the fitted store's: group codes must mean the same groups
                 raise ParameterError(f"The 'constraint_validation' store {vst.path} ({alias!r}) has groups {vst.manifest.groups}, the store it "
                                      f"validates {own.groups}; ingest it like= that store.")
-            checked[alias] = stack.enter_context(open_dataset(vst, engine=engine, client=c, cache=cache))
+            checked[alias] = stack.enter_context(open_dataset(vst, opened))
         log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
         outcome = fit_dataset(ds, p, validate, extra, checked)
         outcome.result.time_data += getattr(ds, "load_seconds", 0.0)

@@ -1,9 +1,10 @@
 """Ingest sources into sharded stores, and read stores shard by shard.
 
-Reading (:func:`open_store`, :func:`read_shard`) is imported at once; writing
-(ingest, make-data, split, verify) on first use. A dask worker only reads, and the
-writers' imports (pyarrow's CSV reader, which loads pandas; scipy.special) would add
-about 60 MB to every worker's footprint.
+Every name is imported from its module on first use: a dask worker only reads
+(:func:`open_store`, :func:`read_shard`), and the writers' imports (pyarrow's CSV reader,
+which loads pandas; scipy.special) would add about 60 MB to every worker's footprint; the
+``dpipe`` command's parser reads the ingest options' declaration (:class:`IngestOptions`)
+without loading the stores' readers (zarr, pyarrow).
 """
 
 from __future__ import annotations
@@ -11,20 +12,23 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._manifest import Manifest
-from ._store import Shard, Store, open_store, read_shard
-
 _LAZY = {
+    "Manifest": "._manifest",
+    "Shard": "._store",
+    "Store": "._store",
+    "open_store": "._store",
+    "read_shard": "._store",
+    "IngestOptions": "._ingest_options",
     "ingest": "._ingest",
     "split_store": "._split",
     "make_data": "._synthetic",
     "verify_store": "._verify",
     "record_checksums": "._verify",
     "ShardWriter": "._writer",
-    "STORE_FORMATS": "._writer",
+    "STORE_FORMATS": "._ingest_options",
 }
 
-__all__ = ["Manifest", "Shard", "Store", "open_store", "read_shard", *_LAZY]
+__all__ = [*_LAZY]
 
 
 def __getattr__(name: str) -> Any:

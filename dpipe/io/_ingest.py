@@ -79,6 +79,7 @@ from ..reduce._block import csr_block
 from ._csv_source import detect_header, read_csv_block, split_csv_line
 from ._fit_transform import check_log1p, ingest_transformed, stored_transform
 from ._hashing import COLLISION_WARNING, FeatureHashing, check_hash_features
+from ._ingest_options import INGEST_LAYOUTS, SOURCE_FORMATS, UNSEEN
 from ._labels import LabelCounter, LabelRule, Where, class_absent_message
 from ._manifest import Manifest
 from ._parquet_source import iter_parquet, parquet_columns, parquet_files
@@ -97,10 +98,7 @@ from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows
 
 __all__ = ["ingest", "SOURCE_FORMATS", "INGEST_LAYOUTS", "SPARSE_MAX_DENSITY", "detect_source_format"]
 
-SOURCE_FORMATS = ("svmlight", "csv", "parquet")
 OWNER = "ingest"
-#: the ``layout`` values of :func:`ingest`
-INGEST_LAYOUTS = ("auto", "dense", "sparse")
 #: ``layout="auto"`` stores an svmlight source as CSR up to this fraction of non-zero entries. Measured here
 #: (numba kernels, one thread, 200,000 rows of uniformly placed non-zeros): CSR's ``X w`` and ``X^T g`` take
 #: 0.4-0.6x the dense time at 5 %, 0.5-0.8x at 10 % and 1.1-1.5x at 20 %.
@@ -1021,7 +1019,7 @@ def ingest(
     check_choice(layout, "layout", OWNER, INGEST_LAYOUTS)
     if source_format is not None:
         check_choice(source_format, "source_format", OWNER, SOURCE_FORMATS)
-    check_choice(unseen, "unseen", OWNER, ("error", "ignore"))
+    check_choice(unseen, "unseen", OWNER, UNSEEN)
     zero_based = _check_tristate(zero_based, "zero_based")
     header = _check_tristate(header, "header")
     skip_rows = check_int(skip_rows, "skip_rows", OWNER, 0)

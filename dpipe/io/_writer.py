@@ -34,12 +34,12 @@ from .._output import check_not_inside, destination_lock, is_dpipe_store
 from ..exceptions import DPipeError, ParameterError, StoreError
 from ..reduce._block import LAYOUTS, block_nnz, concat_rows, is_csr, to_float32
 from ._checksum import CHECKSUM_ALGORITHM, shard_digests
+from ._ingest_options import STORE_FORMATS
 from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, stored_feature_names, write_manifest
 
 __all__ = ["ShardWriter", "STORE_FORMATS", "STORE_CODECS", "choose_codec", "default_shard_rows", "shard_rows_for", "prepare_destination",
            "store_lock"]
 
-STORE_FORMATS = ("zarr", "parquet")
 #: values per Zarr chunk of a CSR store's ``X/indices`` and ``X/data``: 4 MB of each, so that reading a shard decodes at most two
 #: chunks beyond its own values (a streamed worker's memory; a 32 MB chunk restarted workers capped at 500 MB)
 CSR_CHUNK_VALUES = 1 << 20

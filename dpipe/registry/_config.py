@@ -21,27 +21,30 @@ Example (paths are relative to the file's directory)::
     promote:
       metric: roc_auc                  # a metric of dpipe.evaluate, higher is better
       margin: 0.0                      # promote when the challenger beats the champion by more than this
-    cluster: {engine: auto}            # engine, cluster (local or slurm), scheduler, workers, memory-limit, cache
+    cluster: {engine: auto}            # the fields of dpipe.engine.ClusterSpec: engine, scheduler, scheduler-file, workers,
+                                       # memory-limit, cluster (local or slurm), cache
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 from typing import Any
 
 import msgspec
 
+from .._options import check_choices, config_struct
+from ..engine._cluster_spec import ClusterSpec
 from ..exceptions import ParameterError
+from ..io._ingest_options import RETRAIN_SETS, IngestOptions, ingest_defaults
 from ..io._manifest import _field_of, canonical_json
 
 __all__ = [
-    "RetrainConfig", "DataConfig", "ConstraintConfig", "PromoteConfig", "ClusterConfig", "load_config", "PROMOTE_METRICS", "resolved_ingest_options",
+    "RetrainConfig", "DataConfig", "ConstraintConfig", "PromoteConfig", "ClusterConfig", "IngestConfig", "load_config", "PROMOTE_METRICS", "resolved_ingest_options",
 ]
 
-#: ingest options a retrain sets itself: never in ``data.ingest``
-_RETRAIN_SETS = ("src", "dest", "unlabeled", "overwrite")
+#: ingest arguments a retrain sets itself: never in ``data.ingest``
+_RETRAIN_SETS = ("src", "dest", *RETRAIN_SETS)
 
 #: metrics of :func:`dpipe.evaluate` a promotion rule may compare (all: higher is better)
 PROMOTE_METRICS = ("roc_auc", "prbep", "accuracy", "precision", "recall", "f1", "prec_at_k", "rec_at_k")
@@ -76,19 +79,11 @@ class PromoteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, re
     margin: float = 0.0
 
 
-class ClusterConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="kebab"):
-    """Where the passes run (the keyword arguments of :func:`dpipe.train`)."""
-
-    engine: str = "auto"
-    cluster: str | None = None
-    scheduler: str | None = None
-    workers: int | None = None
-    memory_limit: str | None = None
-    cache: str | None = None
-
-    def kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of :func:`dpipe.train` / :func:`dpipe.evaluate`."""
-        return {"engine": self.engine, "scheduler": self.scheduler, "workers": self.workers, "memory_limit": self.memory_limit, "cache": self.cache}
+#: where the passes run: the fields of :class:`~dpipe.engine.ClusterSpec` a file may set (kebab-case names); ``options()`` is the spec
+ClusterConfig = config_struct(ClusterSpec, "ClusterConfig", doc="Where the passes run: the fields of dpipe.engine.ClusterSpec, kebab-case.")
+#: the ``data.ingest`` options, checked at load: the fields of :class:`~dpipe.io.IngestOptions` but those a retrain sets (Python names)
+IngestConfig = config_struct(IngestOptions, "IngestConfig", exclude=RETRAIN_SETS, rename=None,
+                             doc="The dpipe.io.ingest options of a retrain's sources (data.ingest), by their Python names.")
 
 
 class RetrainConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="kebab"):
@@ -109,18 +104,12 @@ class RetrainConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, re
         return canonical_json(d)
 
 
-def _ingest_parameters() -> dict[str, inspect.Parameter]:
-    from ..io._ingest import ingest
-
-    return {k: p for k, p in inspect.signature(ingest).parameters.items() if k not in _RETRAIN_SETS}
-
-
 def resolved_ingest_options(options: dict[str, Any], *, unlabeled: bool) -> dict[str, Any]:
     """Every option of :func:`dpipe.io.ingest` as a retrain's ingest of a source uses it (defaults filled in), ``like``
     replaced by its store's manifest digest: what the content of the ingested store depends on, for the data cache's key."""
     from ..io import open_store
 
-    resolved = {k: p.default for k, p in _ingest_parameters().items()}
+    resolved = {k: v for k, v in ingest_defaults().items() if k not in _RETRAIN_SETS}
     resolved.update(options, unlabeled=unlabeled)
     if resolved.get("like") is not None:
         resolved["like"] = {"manifest_sha256": open_store(resolved["like"], verify=False).manifest.digest()}
@@ -128,12 +117,19 @@ def resolved_ingest_options(options: dict[str, Any], *, unlabeled: bool) -> dict
 
 
 def _check(cfg: RetrainConfig, where: str) -> None:
-    known = _ingest_parameters()
+    known = msgspec.structs.fields(IngestConfig)
     for name in cfg.data.ingest:
         if name in _RETRAIN_SETS:
             raise ParameterError(f"{where}: data.ingest.{name}: set by the retrain itself; remove it")
-        if name not in known:
-            raise ParameterError(f"{where}: data.ingest.{name}: not an ingest option (options: {', '.join(sorted(known))})")
+        if name not in {f.name for f in known}:
+            raise ParameterError(f"{where}: data.ingest.{name}: not an ingest option (options: {', '.join(sorted(f.name for f in known))})")
+    try:
+        ingest = msgspec.convert(cfg.data.ingest, IngestConfig)
+    except msgspec.ValidationError as exc:
+        field, problem = _field_of(exc)
+        raise ParameterError(f"{where}: data.ingest.{field}: {problem}") from None
+    check_choices(IngestOptions, msgspec.structs.asdict(ingest), f"{where}: data.ingest", rename=str)
+    check_choices(ClusterSpec, msgspec.structs.asdict(cfg.cluster), f"{where}: cluster")
     churn = cfg.constraints.churn
     if churn is not None and not 0.0 <= churn < 1.0:
         raise ParameterError(f"{where}: constraints.churn must be in [0, 1) (a fraction of rows). Got {churn!r} instead.")
@@ -149,8 +145,6 @@ def _check(cfg: RetrainConfig, where: str) -> None:
     _check_training(cfg, where)
     if cfg.promote.metric not in PROMOTE_METRICS:
         raise ParameterError(f"{where}: promote.metric must be one of {', '.join(PROMOTE_METRICS)}. Got {cfg.promote.metric!r} instead.")
-    if cfg.cluster.cluster not in (None, "local", "slurm"):
-        raise ParameterError(f"{where}: cluster.cluster must be 'local' or 'slurm' (where the cluster dpipe starts runs). Got {cfg.cluster.cluster!r} instead.")
     if not cfg.promote.margin >= 0.0:
         raise ParameterError(f"{where}: promote.margin must be >= 0. Got {cfg.promote.margin!r} instead.")
 

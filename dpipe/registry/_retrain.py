@@ -43,6 +43,7 @@ from typing import Any
 import dask.config
 
 from .._faults import kill_point
+from ..engine._cluster_spec import ClusterSpec
 from ..exceptions import ConvergenceWarning, ParameterError, RegistryError
 from ..io._manifest import canonical_json
 from ..rates._report import reports_from_records
@@ -199,7 +200,7 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     from ..fit import train
 
     t0 = time.perf_counter()
-    where = cfg.cluster.kwargs() if client is None else {"client": client}
+    where = (cfg.cluster.options() if client is None else ClusterSpec(client=client)).keywords()
     log.info("retrain: data")
     stores = {"train": _as_store(cfg.data.train, reg, cfg.data.ingest, True), "holdout": _as_store(cfg.data.holdout, reg, cfg.data.ingest, True)}
     if cfg.data.pool is not None:
@@ -216,7 +217,7 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     champion_recall = None
     if champion_path:  # on the rows the challenger's recall is held on: the held-out part under the validation rule
         champion_recall = (evaluate(champion_path, stores["train"], **where) if split is None
-                           else evaluate_part(champion_path, stores["train"], split, "validation", **where))["recall"]
+                           else evaluate_part(champion_path, stores["train"], split, "validation", cluster=ClusterSpec(cache="stream").replace(**where)))["recall"]
     pool = "pool" if "pool" in stores else "train"
     constraints = _constraints(cfg, champion_path, champion_recall, pool)
     log.info("retrain: training the challenger (%s%s)", cfg.objective, f" s.t. {'; '.join(constraints)}" if constraints else "")

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from dpipe.cli.main import main
-from dpipe.engine import cluster_client, resolve_engine
+from dpipe.engine import ClusterSpec, cluster_client, resolve_engine
 from dpipe.exceptions import ClusterError, ParameterError
 from dpipe.io import open_store
 from dpipe.testing import classification_data, write_store
@@ -90,10 +90,10 @@ def test_start_timeout_must_be_a_positive_time():
 
 def test_slurm_setting_means_a_dask_engine(store):
     st = open_store(store)
-    assert resolve_engine("auto", st) == "local"  # 20,000 rows: below dpipe.local-max-bytes
+    assert resolve_engine(ClusterSpec(engine="auto"), st) == "local"  # 20,000 rows: below dpipe.local-max-bytes
     with dask.config.set({"dpipe.cluster": "slurm"}):
-        assert resolve_engine("auto", st) == "dask"
-        assert resolve_engine("local", st) == "local"
+        assert resolve_engine(ClusterSpec(engine="auto"), st) == "dask"
+        assert resolve_engine(ClusterSpec(engine="local"), st) == "local"
 
 
 def test_cli_cluster_option_is_scoped_to_the_command(store, tmp_path, capsys):

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from dpipe.engine import LocalDataset, ShardedDataset, choose_cache, cluster_client
+from dpipe.engine import ClusterSpec, LocalDataset, ShardedDataset, choose_cache, cluster_client
 from dpipe.exceptions import ParameterError, StoreError
 from dpipe.reduce import class_moments_of_shard, merge_moments
 from dpipe.testing import classification_data, write_store
@@ -183,19 +183,19 @@ def test_engine_auto_stays_local_for_small_stores_unless_a_cluster_is_named(tmp_
     X, y = classification_data(500, 4, seed=1)
     st = open_store(write_store(tmp_path / "s.zarr", X, y, [500]))
     with caplog.at_level(logging.INFO, logger="dpipe.engine"):
-        assert resolve_engine("auto", st) == "local"
+        assert resolve_engine(ClusterSpec(engine="auto"), st) == "local"
     assert "engine auto: this process" in caplog.text
     with dask.config.set({"dpipe.local-max-bytes": st.nbytes - 1}):
-        assert resolve_engine("auto", st) == "dask"
-    assert resolve_engine("auto", st, workers=2) == "dask"
-    assert resolve_engine("auto", st, memory_limit="1GiB") == "dask"
-    assert resolve_engine("auto", st, scheduler="tcp://127.0.0.1:1") == "dask"
+        assert resolve_engine(ClusterSpec(engine="auto"), st) == "dask"
+    assert resolve_engine(ClusterSpec(engine="auto", workers=2), st) == "dask"
+    assert resolve_engine(ClusterSpec(engine="auto", memory_limit="1GiB"), st) == "dask"
+    assert resolve_engine(ClusterSpec(engine="auto", scheduler="tcp://127.0.0.1:1"), st) == "dask"
     with dask.config.set({"dpipe.scheduler": "tcp://127.0.0.1:1"}):
-        assert resolve_engine("auto", st) == "dask"
-    with pytest.raises(ParameterError, match="'workers' parameter\\(s\\) of train choose a dask cluster; engine='local'"):
-        resolve_engine("local", st, workers=2)
+        assert resolve_engine(ClusterSpec(engine="auto"), st) == "dask"
+    with pytest.raises(ParameterError, match="^The 'workers' parameter of train chooses a dask cluster; engine='local' runs in this process. Drop it or the engine.$"):
+        resolve_engine(ClusterSpec(engine="local", workers=2), st)
     with pytest.raises(ParameterError, match="'engine' parameter of train must be one of 'auto', 'dask', 'local'"):
-        resolve_engine("gpu", st)
+        resolve_engine(ClusterSpec(engine="gpu"), st)
 
 
 @pytest.mark.parametrize("cache", ["memory", "stream"])

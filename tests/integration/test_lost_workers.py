@@ -128,7 +128,7 @@ def test_all_workers_lost_for_good_is_one_line_within_the_timeout(store, externa
 
 def test_the_timeout_bounds_a_pass_in_process(store, external_cluster):
     worker = external_cluster.start_worker()
-    with dask.config.set({"dpipe.timeout": "3s"}), dpipe.engine.open_dataset(store, client=external_cluster.client, cache="stream") as ds:
+    with dask.config.set({"dpipe.timeout": "3s"}), dpipe.engine.open_dataset(store, dpipe.engine.ClusterSpec(client=external_cluster.client, cache="stream")) as ds:
         assert ds.map_gather(_n_rows) == [5000] * 4
         worker.kill()
         worker.wait()
@@ -138,6 +138,6 @@ def test_the_timeout_bounds_a_pass_in_process(store, external_cluster):
 
 def test_a_bad_timeout_setting_is_named(store, external_cluster):
     external_cluster.start_worker()
-    with dask.config.set({"dpipe.timeout": "soon"}), dpipe.engine.open_dataset(store, client=external_cluster.client, cache="stream") as ds:
+    with dask.config.set({"dpipe.timeout": "soon"}), dpipe.engine.open_dataset(store, dpipe.engine.ClusterSpec(client=external_cluster.client, cache="stream")) as ds:
         with pytest.raises(dpipe.exceptions.ParameterError, match="dpipe.timeout setting"):
             ds.map_gather(_n_rows)
