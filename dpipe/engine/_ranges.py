@@ -60,7 +60,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
@@ -71,9 +71,14 @@ from ..exceptions import ParameterError
 from ..objectives._prbep_dual import DualScale, SortedClass
 from ..objectives._rank_kernels import sorted_auc
 from ..reduce import weighted_row_sum
-from ..reduce._ranges import PackedRanges, SortedShard, assemble, class_slices, cut, pack_ranges, shard_weights, sketch, sort_shard, split_back, unpack_ranges
+from ..reduce._ranges import PackedRanges, Piece, SortedShard, assemble, class_slices, cut, pack_ranges, shard_weights, sketch, sort_shard, split_back, unpack_ranges
 from ._tree import pairwise
 from ._waits import pass_timeout
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
+    from ._protocols import Dataset, DualRisk, HostedDataset, RangeRisk
 
 __all__ = [
     "RangeHost", "RangeExchange", "StaleScores", "pairs_below", "RANGE_ROWS", "MAX_ROUNDS", "exchange_may_run", "RangeEvaluation", "GRID",
@@ -118,7 +123,7 @@ class RangeHost:
         self._peers, self._me = [None if i == int(me) else p for i, p in enumerate(peers)], int(me)
         self._state: _State | None = None
         self._results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._own_pos: tuple[str, np.ndarray, np.ndarray | None] | None = None  # (pass key, its range's positives sorted, their weights)
+        self._own_pos: tuple[str, list[tuple[np.ndarray, np.ndarray | None]]] | None = None  # (pass key, per range its positives sorted and their weights)
         return self._me
 
     def range_forget(self) -> bool:
@@ -168,7 +173,7 @@ class RangeHost:
         """This host's pieces of each of the ranges ``[bounds[i], bounds[i + 1])`` (for their host): per range, per shard, packed."""
         return pack_ranges(self._pieces(key, bounds, t))
 
-    def range_evaluate(self, key: str, bounds: np.ndarray, first: int, stop: int, risk: Any) -> dict[str, Any]:
+    def range_evaluate(self, key: str, bounds: np.ndarray, first: int, stop: int, risk: RangeRisk) -> dict[str, Any]:
         """Run ``risk`` on this host's ranges ``first .. stop - 1``; keep each piece's results; return each range's sums and what they cost.
 
         ``bounds`` holds every range (:func:`range_count` of them, a function of the rows
@@ -179,7 +184,8 @@ class RangeHost:
         """
         t0 = time.perf_counter()
         mine = np.asarray(bounds[first: stop + 1], dtype=np.float64)
-        by_host = [_unpacked(x) for x in self._from_peers("range_pieces", self._pieces, key, mine, float(risk.halo))]
+        by_host = cast(list[list[list[Piece]]],  # range_pieces packs Piece records
+                       [_unpacked(x) for x in self._from_peers("range_pieces", self._pieces, key, mine, float(risk.halo))])
         t1 = time.perf_counter()
         own = {ss.index for ss in self._sorted(key)}
         parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -198,7 +204,7 @@ class RangeHost:
                 parts.setdefault(p.shard, []).append(g)
             per_range.append((float(value), float(exact), float(g_pos.sum() + g_neg.sum())))
             sums["rows"] += float(g_pos.size + g_neg.size)
-            sums["bytes"] += float(sum(p.sp.nbytes + p.sn.nbytes + (0 if p.vp is None else p.vp.nbytes + p.vn.nbytes) for p in pieces if p.shard not in own))
+            sums["bytes"] += float(sum(p.sp.nbytes + p.sn.nbytes + (0 if p.vp is None or p.vn is None else p.vp.nbytes + p.vn.nbytes) for p in pieces if p.shard not in own))
             sums["seconds_merge"] += tb - ta
             sums["seconds_kernel"] += tc - tb
         self._results = {shard: (np.concatenate([g[0] for g in gs]), np.concatenate([g[1] for g in gs])) for shard, gs in parts.items()}
@@ -270,7 +276,7 @@ class RangeHost:
         return [(SortedClass(ss.pos, ss.pos_cum_weight, ss.pos_cum_sum), SortedClass(ss.neg, ss.neg_cum_weight, ss.neg_cum_sum))
                 for ss in self._sorted(key)]
 
-    def dual_round(self, key: str, risk: Any, k: DualScale, grids: dict[str, np.ndarray], brackets: dict[str, tuple[float, float]],
+    def dual_round(self, key: str, risk: DualRisk, k: DualScale, grids: dict[str, np.ndarray], brackets: dict[str, tuple[float, float]],
                    limit: int) -> dict[str, Any]:
         """Every shard's sums of the risk's scalar functions at the grids, and the breakpoints strictly inside the brackets.
 
@@ -287,10 +293,11 @@ class RangeHost:
             out[name] = (indices, tuple(np.stack([p[i] for p in parts]) for i in range(len(parts[0]))))
         for name, (a, b) in brackets.items():
             found = [risk.scalar_breakpoints(name, pos, neg, k, a, b, limit) for pos, neg in classes]
-            out[name + " breakpoints"] = None if any(f is None for f in found) else np.unique(np.concatenate(found or [np.zeros(0)]))
+            listed = [f for f in found if f is not None]
+            out[name + " breakpoints"] = None if len(listed) < len(found) else np.unique(np.concatenate(listed or [np.zeros(0)]))
         return out
 
-    def dual_gradient(self, key: str, risk: Any, k: DualScale, theta: float) -> list[tuple[int, float, np.ndarray, float]]:
+    def dual_gradient(self, key: str, risk: DualRisk, k: DualScale, theta: float) -> list[tuple[int, float, np.ndarray, float]]:
         """Per shard ``(index, the risk's share of its rows at the scalar theta, X^T g, the sum of g)`` (no other host involved;
         the driver adds the shards in shard order)."""
         out = []
@@ -378,7 +385,7 @@ def in_shard_order(parts: Sequence[tuple[int, np.ndarray]]) -> np.ndarray:
     return pairwise([g for _, g in sorted(parts, key=itemgetter(0))], np.add)
 
 
-def supports_ranges(risk: Any) -> bool:
+def supports_ranges(risk: object) -> bool:
     """Whether the workers can evaluate ``risk`` without the driver merging the scores.
 
     Either a range kernel (``at_range(RangeInput) -> (value share, exact share, own
@@ -391,13 +398,18 @@ def supports_ranges(risk: Any) -> bool:
     return callable(getattr(risk, "at_range", None)) and bool(getattr(risk, "ranged", True))
 
 
+def _is_dual(risk: object) -> TypeIs[DualRisk]:
+    """Whether the workers evaluate ``risk`` through its scalar dual (:class:`~dpipe.engine._protocols.DualRisk`)."""
+    return callable(getattr(risk, "scalar_sums", None))
+
+
 def exchange_may_run(n_rows: int) -> bool:
     """Whether a fit on persisted shards of a store of ``n_rows`` rows may evaluate on the workers (for the memory model)."""
     mode = check_choice(get_setting("rank-exchange"), "rank-exchange", "the dpipe settings", EXCHANGE_MODES)
     return mode == "workers" or (mode == "auto" and n_rows >= EXCHANGE_AUTO_ROWS)
 
 
-def resolve_exchange(dataset: Any, risk: Any, mode: str | None = None) -> str:
+def resolve_exchange(dataset: Dataset, risk: object, mode: str | None = None) -> str:
     """``"driver"`` or ``"workers"``: where an evaluation of ``risk`` merges and weighs the scores.
 
     ``dpipe.rank-exchange``: ``"workers"`` needs shard hosts (a dask cluster with the
@@ -440,7 +452,7 @@ def resolve_exchange(dataset: Any, risk: Any, mode: str | None = None) -> str:
             raise ParameterError("dpipe.rank-exchange='workers' needs a dask cluster with the shards persisted (cache='memory'); "
                                  "this dataset runs in this process or streams its shards: use 'auto' or 'driver'")
         return mode
-    rows = int(getattr(dataset, "n_rows", 0) or 0)
+    rows = int(dataset.n_rows)
     return "workers" if hosts and ranged and exchange_may_run(rows) else "driver"
 
 
@@ -494,6 +506,8 @@ class _ScalarSearch:
     def take_sums(self, sums: tuple) -> None:
         """The hosts' sums at :attr:`grid`: ``(value, below, at_or_below)`` or ``(value, slope, below, at_or_below)``."""
         grid, self.grid = self.grid, None
+        if grid is None:
+            raise RuntimeError("take_sums needs a grid")
         before, self.inside = self.inside, None
         value = sums[0]
         sign = value if self.kind == "root" else -sums[1]  # the root: f > 0 before; the min: slope < 0 before
@@ -518,6 +532,8 @@ class _ScalarSearch:
 
     def take_breakpoints(self, points: np.ndarray | None) -> None:
         """The breakpoints strictly inside :attr:`bracket` (None: too many on some shard, narrow with a grid)."""
+        if self.bracket is None:
+            raise RuntimeError("take_breakpoints needs the bracket of take_sums")
         a, b = self.bracket
         self.bracket = None
         if points is not None and points.size == 0:  # the counts saw a breakpoint the listing puts on an end (rounding): linear inside
@@ -549,7 +565,7 @@ class RangeExchange:
         With shard hosts (:meth:`ShardedDataset.has_hosts`).
     """
 
-    def __init__(self, dataset: Any) -> None:
+    def __init__(self, dataset: HostedDataset) -> None:
         self.ds = dataset
         self._token = uuid.uuid4().hex
         self._calls = 0
@@ -584,14 +600,15 @@ class RangeExchange:
         sketches = sum(sum(a.nbytes for a in sk) + 16 for sk in scored.sketches)
         return float(8 * d * len(scored.host_seconds) * calls + sketches + 8 * d * len(scored.sketches))
 
-    def evaluate(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
-        """The risk's value, exact value and ``X^T dR/ds`` at ``w`` (:class:`._dataset.HostsLost` if a host goes)."""
+    def evaluate(self, w: np.ndarray, risk: object) -> RangeEvaluation:
+        """The risk's value, exact value and ``X^T dR/ds`` at ``w`` (:class:`._dataset.HostsLost` if a host goes); ``risk``
+        is one :func:`supports_ranges` accepts."""
         w = np.array(w, dtype=np.float64)  # a copy: train_auc may score these weights again
-        if callable(getattr(risk, "scalar_sums", None)):
+        if _is_dual(risk):
             return self._evaluate_dual(w, risk)
-        return self._evaluate_ranges(w, risk)
+        return self._evaluate_ranges(w, cast("RangeRisk", risk))  # supports_ranges: a range kernel where there is no scalar dual
 
-    def _evaluate_ranges(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
+    def _evaluate_ranges(self, w: np.ndarray, risk: RangeRisk) -> RangeEvaluation:
         """Score, range kernels, gradient: three host calls."""
         t0 = time.perf_counter()
         hosts = self.ds.host_count()
@@ -619,7 +636,7 @@ class RangeExchange:
         }
         return RangeEvaluation(value, exact, grad, (wp, wn), scale * math.fsum(s for _, _, s in per_range))
 
-    def _evaluate_dual(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
+    def _evaluate_dual(self, w: np.ndarray, risk: DualRisk) -> RangeEvaluation:
         """Score, a few rounds of scalar searches (the smoothed risk's root, the exact risk's minimum), gradient."""
         t0 = time.perf_counter()
         hosts = self.ds.host_count()
@@ -670,6 +687,7 @@ class RangeExchange:
         try:
             counts = self._range_counts()
         except StaleScores:  # another evaluation on this store since: score the same weights again
+            assert self._w is not None  # set with _key
             scored = self._score(self._w)
             self._finish(scored.key, self._w, scored.bounds, scored.class_weights)
             counts = self._range_counts()

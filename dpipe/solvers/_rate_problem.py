@@ -124,7 +124,7 @@ class RateProblem:
         results = self.passes(theta, anchor, v_full)
         value = 0.5 * self.lam * float(theta @ theta) + sum(r.value for r in results.values())
         value += float(v_full @ (self.rows.constant + sum(np.minimum(self.rows.coef[a], 0.0) @ r.sums[WEIGHT] for a, r in results.items())))
-        grad = sum(r.grad for r in results.values())
+        grad = np.asarray(sum(r.grad for r in results.values()))  # a new array (0 + the first): no copy here
         ranking_risk = 0.0
         if self.ranking is not None:
             auc_value, auc_grad = self.ranking.value_and_grad(self.weights(theta))

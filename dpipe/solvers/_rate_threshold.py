@@ -31,18 +31,21 @@ def exact_bias(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any,
     disjoint cells (:mod:`dpipe.rates._intervals`): ``se^2 = sum_cells C_c^2 p_c (1 - p_c)
     sum_{rows in c} v^2``, ``p_c`` the cell's share of weight predicted positive there.
     """
-    runs, weights, gains, cell_ids = [], [], [], []
+    runs: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    gain_parts: list[np.ndarray] = []
+    cell_ids: list[np.ndarray] = []
     offset = 0
     for alias, ds in datasets.items():
         n_cells = plans[alias].layout.n_cells
         for s_run, cells, v in ds.map_gather(sorted_scores_cells, w, plans[alias].layout):
             runs.append(s_run)
             weights.append(v)
-            gains.append(rows.coef[alias][:, cells] * v)  # (rows, n): what each row adds when predicted positive
+            gain_parts.append(rows.coef[alias][:, cells] * v)  # (rows, n): what each row adds when predicted positive
             cell_ids.append(cells.astype(np.int64) + offset)
         offset += n_cells
     s, order, _ = merge_runs(runs)  # one merge of every shard's sorted run, over all datasets
-    gains = np.concatenate(gains, axis=1)[:, order] if gains else np.zeros((rows.constant.size, 0))
+    gains = np.concatenate(gain_parts, axis=1)[:, order] if gain_parts else np.zeros((rows.constant.size, 0))
     v_all = np.concatenate(weights)[order] if weights else np.zeros(0)
     keep = v_all > 0  # a row of weight 0 must not place the threshold
     s, gains = s[keep][::-1], gains[:, keep][:, ::-1]  # descending: lowering b switches rows on in this order
