@@ -432,7 +432,7 @@ def numpydoc() -> str:
     return "\n".join(lines)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse._ActionsContainer) -> None:
     """``--name`` options of every parameter, defaulting to None (not given)."""
     types: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "choice": str, "constraints": str}
     for p in PARAMS.values():

@@ -17,7 +17,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,10 @@ from ..solvers._rate_threshold import exact_bias
 from ._outcome import FitOutcome
 from ._params import PARAMS
 from ._registry import OBJECTIVES
+
+if TYPE_CHECKING:
+    from ._newton import PairwiseNewtonObjective
+    from ._smooth import SmoothedObjective
 
 #: rate objective name (the registry's) -> the rates it minimizes on the training store (None: the ROC-AUC surrogate alone)
 RATE_OBJECTIVES = {"error-rate": error_rate, "false-negative-rate": false_negative_rate, "false-positive-rate": false_positive_rate,
@@ -233,7 +237,7 @@ def fit_rates(
     lam = 1.0 / max(n, 1.0) if lam is None else float(lam)
     scale = column_scales(datasets["train"])
     newton = inner_solver == "newton"
-    ranking_term = None
+    ranking_term: PairwiseNewtonObjective | SmoothedObjective | None = None
     if ranking:  # the ROC-AUC surrogate on the training store: convex already (no majorization), its own two passes
         if newton:
             from ._newton import PairwiseNewtonObjective

@@ -22,6 +22,7 @@ from ..exceptions import ParameterError
 from ..io import Store
 from ..io._fit_transform import check_same_features
 from ..io._store import as_store
+from ..metrics import RankSummary
 from ..model import LinearModel
 from ..model._probability import ProbabilityCalibration
 from ._calibrate import calibrate
@@ -90,6 +91,7 @@ def finish_fit(ds: Any, outcome: FitOutcome, params: Any, train_metrics: bool = 
         cal = calibrate(outcome, lambda w, b: best_threshold_on_ranges(ds, w, b) if ranged else rank_summary(ds, w, b))
         outcome.result.info.update(calibration=cal.table, time_calibration=time.perf_counter() - t0)
         if train_metrics:
+            assert isinstance(cal.summary, RankSummary)  # training metrics: every score (rank_summary, not ranged)
             metrics["train"] = cal.summary.metrics(threshold=cal.threshold)
         return cal.coef, cal.intercept, metrics
     if train_metrics:  # a randomized rate model: the expected threshold metrics
