@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..reduce._rates import BOUND_NEGATIVE, BOUND_POSITIVE, SMOOTH_NEGATIVE, SMOOTH_POSITIVE, WEIGHT, RatePass, rate_hessian_pass, rate_pass
+
+if TYPE_CHECKING:
+    from ..engine._protocols import Dataset
 
 __all__ = ["RateProblem", "InnerObjective"]
 
@@ -59,7 +62,7 @@ class RateProblem:
         Every rate pass keeps its point's curvature rows on the workers (for Newton).
     """
 
-    def __init__(self, datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, lam: float, smoothing: float,
+    def __init__(self, datasets: Mapping[str, Dataset], plans: Mapping[str, Any], rows: Any, lam: float, smoothing: float,
                  ranking: Any = None, scale: np.ndarray | None = None, curvature: bool = False) -> None:
         self.datasets, self.plans, self.rows, self.lam, self.smoothing = datasets, plans, rows, float(lam), float(smoothing)
         self.split = {a: (np.maximum(c, 0.0), np.maximum(-c, 0.0)) for a, c in rows.coef.items()}

@@ -5,17 +5,20 @@ to the driver; O(n log n) there)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._runs import merge_runs
 from ..reduce._rates import sorted_scores_cells
 
+if TYPE_CHECKING:
+    from ..engine._protocols import Dataset
+
 __all__ = ["exact_bias"]
 
 
-def exact_bias(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, w: np.ndarray, bias: float, feasibility_tol: float,
+def exact_bias(datasets: Mapping[str, Dataset], plans: Mapping[str, Any], rows: Any, w: np.ndarray, bias: float, feasibility_tol: float,
                margin: float = 0.0, z: float = 0.0) -> tuple[float, bool]:
     """The bias along ``w`` with the best exact objective among those meeting every exact constraint with ``margin`` to
     spare (``value <= -margin``), and with ``z`` standard errors to spare (``value + z se <= -margin``), on ``datasets``
@@ -74,7 +77,7 @@ def exact_bias(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any,
     return float(at[np.argmin(violation)]), False
 
 
-def _standard_errors(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, cells: np.ndarray, v: np.ndarray,
+def _standard_errors(datasets: Mapping[str, Dataset], plans: Mapping[str, Any], rows: Any, cells: np.ndarray, v: np.ndarray,
                      candidates: np.ndarray, n_cells: int) -> np.ndarray:
     """Every constraint's standard error at every candidate: shape ``(m, candidates)`` (rows in the walk's order)."""
     coef = np.concatenate([rows.coef[a] for a in datasets], axis=1)[1:]  # (m, all cells), in the cell ids' order
