@@ -135,6 +135,9 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         (``fit_result_.info["early_stopping"]["metric"]``).
     """
 
+    #: set by fit (scikit-learn's validate_data, or the table's column names); read where it exists
+    feature_names_in_: np.ndarray
+
     def __init__(self, objective: str = DEFAULT_OBJECTIVE, unseen: str = "error", **params: Any) -> None:
         self.objective = objective
         self.unseen = unseen
@@ -472,7 +475,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             if _is_dask(s):
                 return s.map_blocks(lambda b: self.classes_[(b > 0).astype(int)], dtype=self.classes_.dtype)
             return self.classes_[(np.asarray(s) > 0).astype(int)]
-        entropy = np.random.SeedSequence(random_state).entropy
+        entropy: Any = np.random.SeedSequence(random_state).entropy  # an int here (random_state is an int or None); typed int | Sequence | None
 
         def draw(b: np.ndarray, block: int = 0) -> np.ndarray:
             u = np.random.default_rng([entropy, block]).random(b.shape)
@@ -495,11 +498,12 @@ def _finish_class() -> None:
     sig = inspect.signature(init)
     fixed = [q for q in sig.parameters.values() if q.kind is not inspect.Parameter.VAR_KEYWORD]
     init.__signature__ = sig.replace(parameters=fixed + signature_parameters())  # type: ignore[attr-defined]
-    DPipeClassifier.__doc__ = DPipeClassifier.__doc__.replace(
-        "        What to optimize: one of :data:`dpipe.fit.OBJECTIVES`.\n",
-        "        What to optimize: one of :data:`dpipe.fit.OBJECTIVES` (" + ", ".join(OBJECTIVES) + ").\n"
-        + "".join("    " + line + "\n" for line in numpydoc().splitlines()),
-    )
+    if DPipeClassifier.__doc__ is not None:  # None under python -OO
+        DPipeClassifier.__doc__ = DPipeClassifier.__doc__.replace(
+            "        What to optimize: one of :data:`dpipe.fit.OBJECTIVES`.\n",
+            "        What to optimize: one of :data:`dpipe.fit.OBJECTIVES` (" + ", ".join(OBJECTIVES) + ").\n"
+            + "".join("    " + line + "\n" for line in numpydoc().splitlines()),
+        )
 
 
 _finish_class()

@@ -23,7 +23,7 @@ import argparse
 import dataclasses
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["Option", "option", "options_of", "add_arguments", "config_struct", "check_choices", "keyword_defaults", "flag_of"]
 
@@ -117,7 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls
         parser.add_argument(flag_of(name, opt), **kw)
 
 
-def config_struct(cls: type, name: str, *, exclude: tuple[str, ...] = (), rename: str | None = "kebab", doc: str = "") -> type:
+def config_struct(cls: type, name: str, *, exclude: tuple[str, ...] = (), rename: Literal["kebab"] | None = "kebab", doc: str = "") -> type:
     """A msgspec Struct of the options of ``cls`` a configuration file may set (``config`` and not in ``exclude``):
     their types and defaults, unknown fields refused, names in ``rename`` case. Its ``options()`` is the ``cls`` instance
     of its values."""

@@ -130,6 +130,7 @@ def merge_class_runs(pos: Sequence[np.ndarray], neg: Sequence[np.ndarray], pos_w
     sn, on, ln = merge_runs(neg)
     vp = vn = None
     if pos_weight is not None:
+        assert neg_weight is not None  # both classes' weights or neither
         vp = np.concatenate(pos_weight)[op] if len(pos_weight) else np.zeros(0)
         vn = np.concatenate(neg_weight)[on] if len(neg_weight) else np.zeros(0)
     return MergedScores(sp, sn, vp, vn), (op, lp), (on, ln)
@@ -169,6 +170,7 @@ class MergedScores:
         """``(W+, W-)``: total weight of the positives and of the negatives (counts without weights)."""
         if self.pos_weight is None:
             return float(self.pos.size), float(self.neg.size)
+        assert self.neg_weight is not None  # both classes' weights or neither
         return float(self.pos_weight.sum()), float(self.neg_weight.sum())
 
     def scaled(self, alpha: float, shift: float = 0.0) -> MergedScores:

@@ -144,12 +144,13 @@ def _run(a: argparse.Namespace, workdir: str, cluster: ClusterSpec, ingest_optio
     train_path, test_path, described = _prepare_stores(a, workdir, ingest_options)
     engine, cache = cluster.engine, cluster.cache
     constraints, why_not = _fair_constraints(open_store(train_path).manifest.groups)
-    models = [(name, objective, {}) for name, objective in DEMO_MODELS]
+    models: list[tuple[str, str, dict[str, Any]]] = [(name, objective, {}) for name, objective in DEMO_MODELS]
     if constraints is not None:
         models.append((*FAIR_MODEL, {"constraints": constraints}))
     else:
         print(f"no model with the 80 % rule: {why_not}", flush=True)
-    rows, curves, rates = [], {}, {}
+    rows: list[dict[str, Any]] = []
+    curves, rates = {}, {}
     coverage = None
     client_ctx = client_for(cluster) if engine == "dask" else None
     with client_ctx if client_ctx is not None else contextlib.nullcontext() as client:

@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import sys
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .._jsonable import jsonable
 
@@ -42,7 +42,7 @@ def document(kind: str, **fields: Any) -> dict[str, Any]:
     return {"format": f"dpipe-{kind}", "format_version": DOCUMENT_VERSION, **fields}
 
 
-def real_stdout(a: argparse.Namespace) -> IO[str]:
+def real_stdout(a: argparse.Namespace) -> TextIO:
     """The real stdout of the command (``main`` hands it over as ``a.stdout``; ``sys.stdout`` when run without ``main``)."""
     return getattr(a, "stdout", None) or sys.stdout
 

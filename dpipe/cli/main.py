@@ -28,6 +28,7 @@ from ._registry_commands import add_parsers as _add_registry_parsers
 from ._vocabulary import cli_flags, in_cli_terms
 
 if TYPE_CHECKING:
+    from ..io import Store
     from ..rates import ConstraintReport
 
 __all__ = ["main", "build_parser"]
@@ -66,11 +67,13 @@ class _Parser(argparse.ArgumentParser):
     (their defaults would overwrite what was given before the command).
     """
 
-    def parse_known_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
-        namespace, extras = super().parse_known_args(args, namespace)
+    def parse_known_args(  # type: ignore[override]  # argparse's overloads (a namespace of any class) narrowed to Namespace
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
         if extras:
-            namespace, extras = _global_options_parser().parse_known_args(extras, namespace)
-        return namespace, extras
+            parsed, extras = _global_options_parser().parse_known_args(extras, parsed)
+        return parsed, extras
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None) -> argparse.Namespace:  # type: ignore[override]
         """As argparse's, with a hint for ``evaluate --json FILE``: ``--json`` is a flag now, the metrics file is ``--out FILE``."""
@@ -391,6 +394,7 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
     fit = model.fit
     info = fit.get("info", {})
     if a.json:
+        assert out is not None  # --json with --out - was refused above
         emit(a, train_summary(model, out))
     else:
         if out is None:
@@ -437,9 +441,10 @@ def _parse_aliases(items: list[str] | None, flag: str, bare: str | None = None) 
     return out
 
 
-def _parse_datasets(items: list[str] | None) -> dict[str, str] | None:
+def _parse_datasets(items: list[str] | None) -> dict[str, str | os.PathLike | Store] | None:
     """``--dataset`` values: ``ALIAS=STORE``, as a dict by alias."""
-    return _parse_aliases(items, "--dataset")
+    aliases = _parse_aliases(items, "--dataset")
+    return None if aliases is None else dict(aliases)  # typed as the library's datasets= (whose values may be stores too)
 
 
 def _parse_validation(items: list[str] | None) -> dict[str, str] | None:
@@ -629,7 +634,8 @@ def _one_line(exc: BaseException) -> str:
 def _command_parser(parser: argparse.ArgumentParser, a: argparse.Namespace) -> argparse.ArgumentParser:
     """The parser of the command (and verb, as ``registry plot``) that parsed ``a``."""
     while parser._subparsers is not None:
-        chosen = next((sub.choices.get(getattr(a, sub.dest, None) or "") for sub in parser._subparsers._group_actions), None)
+        chosen = next((sub.choices.get(getattr(a, sub.dest, None) or "") for sub in parser._subparsers._group_actions
+                       if isinstance(sub, argparse._SubParsersAction)), None)
         if chosen is None:
             break
         parser = chosen

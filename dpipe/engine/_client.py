@@ -238,6 +238,7 @@ def client_for(spec: ClusterSpec | None = None, *, threads_per_worker: int | Non
         return
     if target:
         c = _connect(str(target))
+        assert c.scheduler is not None  # a connected client
         address, bound = c.scheduler.address, connect_timeout()
         log.info("connected to scheduler %s (%d workers)", address, len(c.scheduler_info().get("workers", {})))
         mute = _ReconnectFailure()
@@ -263,7 +264,7 @@ def client_for(spec: ClusterSpec | None = None, *, threads_per_worker: int | Non
         # a cluster or client interrupted in its constructor would never be closed (dpipe._interrupts); the nannies
         # keep this config for every (re)start of their worker; the preload shows a dpipe error once (dpipe._worker_logs)
         with deferred_interrupts(), dask.config.set({**EMBEDDED_WORKER_MEMORY, **worker_environ_config(), "distributed.worker.preload": ["dpipe._worker_logs"]}):
-            cluster = LocalCluster(
+            local = LocalCluster(  # not 'cluster': that is the cluster kind asked for
                 n_workers=n,
                 threads_per_worker=threads,
                 processes=True,
@@ -274,17 +275,17 @@ def client_for(spec: ClusterSpec | None = None, *, threads_per_worker: int | Non
                 protocol="tls://",
                 security=security,
             )
-            stack.callback(cluster.close)
+            stack.callback(local.close)
         # direct_to_workers: results and actor calls go straight between the driver and the
         # workers (all on this host) instead of through the scheduler, which would relay -
         # and so send twice - the O(n) scores of every evaluation.
         with deferred_interrupts():
-            c = Client(cluster, security=security, set_as_default=False, direct_to_workers=True)
+            c = Client(local, security=security, set_as_default=False, direct_to_workers=True)
             stack.callback(c.close)
         stack.callback(_quiet_shutdown, c)  # first of the three at the end
         log.info("started local cluster: %d worker processes x %d thread(s), memory limit %s", n, threads, mem)
         if dashboard is not None and _has_dashboard():
-            log.log(VERBOSE, "dashboard: %s", cluster.dashboard_link)
+            log.log(VERBOSE, "dashboard: %s", local.dashboard_link)
         yield c
 
 

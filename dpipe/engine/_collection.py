@@ -138,7 +138,7 @@ class CollectionDataset(ShardedDataset):
                  schema: list[dict[str, Any]] | None = None) -> None:
         import dask
 
-        self.store = None
+        self.store = None  # no store: shards built from blocks, always in memory (the methods that read the store stream)
         self.name = name
         self.group_names = None
         self.client = client

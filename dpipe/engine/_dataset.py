@@ -260,7 +260,7 @@ class ShardedDataset:
                 hosts.append((positions, result_bounded(fut, self._what("starting a shard host"), self.client, alive=alive), fut))
         except ClusterError:
             raise
-        except (*host_lost_errors(), RuntimeError) as error:  # its worker left meanwhile ("Worker holding Actor was lost"): tasks for now, hosts again later
+        except host_lost_errors() + (RuntimeError,) as error:  # its worker left meanwhile ("Worker holding Actor was lost"): tasks for now, hosts again later
             self._rehost = True
             log.warning("a shard host could not start (%s: %s); continuing with one task per shard", type(error).__name__, error)
             hosts = []
@@ -274,7 +274,7 @@ class ShardedDataset:
                 calls = [host.range_peers(actors, i) for i, host in enumerate(actors)]
             for call in calls:
                 result_bounded(call, self._what("introducing the shard hosts"), self.client, alive=self._hosts_finished)
-        except (*host_lost_errors(), RuntimeError) as error:
+        except host_lost_errors() + (RuntimeError,) as error:
             self._rehost = True
             log.warning("the shard hosts could not be introduced to each other (%s: %s); continuing with one task per shard", type(error).__name__, error)
             for _, _, fut in started:
@@ -293,7 +293,7 @@ class ShardedDataset:
                     call.result(timeout=10 * HOST_CHECK_SECONDS)
                 except Exception as error:  # noqa: BLE001 - best effort: a lost host holds nothing anyway
                     log.debug("a shard host did not drop its peers: %s", error)
-        except (*host_lost_errors(), RuntimeError) as error:
+        except host_lost_errors() + (RuntimeError,) as error:
             log.debug("the shard hosts could not be asked to drop their peers: %s", error)
 
     def _drop_hosts(self, error: BaseException) -> None:
@@ -374,7 +374,7 @@ class ShardedDataset:
                 with self.client.as_current():
                     calls = [getattr(host, method)(*args) for (_, host, _), args in zip(self._hosts, per_host)]
                 return [result_bounded(call, self._what(method), self.client, alive=self._hosts_finished) for call in calls]
-            except (*host_lost_errors(), RuntimeError) as error:
+            except host_lost_errors() + (RuntimeError,) as error:
                 if isinstance(error, StaleScores):
                     raise
                 if isinstance(error, RuntimeError) and not isinstance(error, host_lost_errors()):
@@ -471,7 +471,7 @@ class ShardedDataset:
         if futures:
             try:
                 self.client.cancel(futures)
-            except (*host_lost_errors(), RuntimeError) as error:  # the cluster may already be gone; nothing left to free then
+            except host_lost_errors() + (RuntimeError,) as error:  # the cluster may already be gone; nothing left to free then
                 log.debug("cancelling the dataset's futures: %s", error)
             for f in futures:
                 f.release()

@@ -111,6 +111,7 @@ class LocalDataset:
     def _shard(self, i: int) -> Shard:
         if self._shards:
             return self._shards[i]
+        assert self.store is not None  # in-memory shards are never dropped before close
         return self.store.read_shard(i, mmap=self.cache == "stream")  # memory-mapped when streamed (read_shard)
 
     def _each(self, call: Callable[[Shard, int], Any]) -> list:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from ..reduce import (
 )
 from ..reduce._sorted import direction_pass, gradient_squares_pass, product_pass
 from ._ranges import RangeExchange, resolve_exchange
+
+if TYPE_CHECKING:
+    from ._protocols import Dataset, HostedDataset
 
 __all__ = ["MergedScores", "RankPasses", "ClassTotals", "class_moments", "class_totals", "column_moments", "column_scales", "rank_summary"]
 
@@ -64,8 +67,8 @@ class RankPasses:
 
     Parameters
     ----------
-    dataset : LocalDataset or ShardedDataset
-        The training data.
+    dataset : Dataset
+        The training data (:class:`~dpipe.engine._protocols.Dataset`).
 
     Attributes
     ----------
@@ -73,7 +76,7 @@ class RankPasses:
         Seconds of the last score pass, merge and gradient pass, and the bytes moved.
     """
 
-    def __init__(self, dataset: Any) -> None:
+    def __init__(self, dataset: Dataset) -> None:
         self.ds = dataset
         self.n_features = int(dataset.n_features)
         self.passes = 0
@@ -82,9 +85,11 @@ class RankPasses:
         self._pending: _Scatter | None = None
         self._w: np.ndarray | None = None
 
-    def range_exchange(self, risk: Any) -> RangeExchange | None:
+    def range_exchange(self, risk: object) -> RangeExchange | None:
         """Evaluations of ``risk`` range by range on the workers (:mod:`._ranges`), or None where the driver merges (``dpipe.rank-exchange``)."""
-        return RangeExchange(self.ds) if resolve_exchange(self.ds, risk) == "workers" else None
+        if resolve_exchange(self.ds, risk) != "workers":
+            return None
+        return RangeExchange(cast("HostedDataset", self.ds))  # "workers": the dataset has shard hosts
 
     def scores(self, w: np.ndarray, *, remember: bool = True) -> MergedScores:
         """Merged sorted scores ``X w`` of every row (one pass).
@@ -132,6 +137,7 @@ class RankPasses:
             raise RuntimeError("RankPasses.gradient_and_squares needs a preceding scores(w, remember=True)")
         t0 = time.perf_counter()
         pend, w = self._pending, self._w
+        assert w is not None  # set with _pending
         f64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
         per_shard = list(zip(scatter_runs(f64(g_pos), *pend.pos), scatter_runs(f64(g_neg), *pend.neg),
                              scatter_runs(f64(c_pos), *pend.pos), scatter_runs(f64(c_neg), *pend.neg)))
@@ -142,6 +148,7 @@ class RankPasses:
 
     def _row_sum(self, g_pos: np.ndarray, g_neg: np.ndarray, keep: bool) -> np.ndarray:
         pend, w = self._pending, self._w
+        assert pend is not None and w is not None  # the callers check _pending; _w is set with it
         per_shard = list(zip(scatter_runs(np.asarray(g_pos, dtype=np.float64), *pend.pos), scatter_runs(np.asarray(g_neg, dtype=np.float64), *pend.neg)))
         grad = np.asarray(self.ds.map_reduce_each(product_pass if keep else gradient_pass, np.add, per_shard, w, pend.key), dtype=np.float64)
         self.last["bytes_moved"] = self.last.get("bytes_moved", 0) + 8 * (g_pos.size + g_neg.size) + 16 * w.size * len(per_shard)  # w out, a d-vector back per shard
@@ -173,7 +180,7 @@ class RankPasses:
         return self._row_sum(m_pos, m_neg, True)
 
 
-def class_moments(dataset: Any) -> ClassMoments:
+def class_moments(dataset: Dataset) -> ClassMoments:
     """Per-class (weighted) count, mean and centred second moment of every row (one pass)."""
     return dataset.map_reduce(class_moments_of_shard, merge_moments)
 
@@ -187,7 +194,7 @@ class ClassTotals(NamedTuple):
     integral: bool
 
 
-def class_totals(dataset: Any) -> ClassTotals:
+def class_totals(dataset: Dataset) -> ClassTotals:
     """Total sample weight per class: from the manifest's counts when the store has no weight column, else one pass."""
     if not dataset.weighted and dataset.store is not None:
         return ClassTotals(float(dataset.store.manifest.n_positive), float(dataset.store.manifest.n_negative), True)
@@ -195,17 +202,17 @@ def class_totals(dataset: Any) -> ClassTotals:
     return ClassTotals(float(pos), float(neg), fractional == 0)
 
 
-def column_moments(dataset: Any) -> ColumnMoments:
+def column_moments(dataset: Dataset) -> ColumnMoments:
     """Per-feature weight, mean and centred sum of squares of every row (weighted), one pass."""
     return dataset.map_reduce(column_moments_of_shard, merge_column_moments)
 
 
-def column_scales(dataset: Any) -> np.ndarray:
+def column_scales(dataset: Dataset) -> np.ndarray:
     """Per-feature scales of every row (weighted; :func:`dpipe.reduce.unit_scales`), one pass."""
     return column_moments(dataset).scales()
 
 
-def rank_summary(dataset: Any, coef: np.ndarray, intercept: float) -> RankSummary:
+def rank_summary(dataset: Dataset, coef: np.ndarray, intercept: float) -> RankSummary:
     """Scores of every row, sorted on the workers, merged on the driver into a :class:`RankSummary`.
 
     Moves 9 bytes per row (17 with a weight column).

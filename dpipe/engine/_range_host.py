@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
@@ -20,8 +20,11 @@ from .._runs import merge_runs
 from ..objectives._prbep_dual import DualScale, SortedClass
 from ..objectives._rank_kernels import sorted_auc
 from ..reduce import weighted_row_sum
-from ..reduce._ranges import PackedRanges, SortedShard, assemble, class_slices, cut, pack_ranges, shard_weights, sketch, sort_shard, split_back, unpack_ranges
+from ..reduce._ranges import PackedRanges, Piece, SortedShard, assemble, class_slices, cut, pack_ranges, shard_weights, sketch, sort_shard, split_back, unpack_ranges
 from ._waits import pass_timeout
+
+if TYPE_CHECKING:
+    from ._protocols import DualRisk, RangeRisk
 
 __all__ = ["RangeHost", "StaleScores", "pairs_below"]
 
@@ -51,7 +54,7 @@ class RangeHost:
         self._peers, self._me = [None if i == int(me) else p for i, p in enumerate(peers)], int(me)
         self._state: _State | None = None
         self._results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._own_pos: tuple[str, np.ndarray, np.ndarray | None] | None = None  # (pass key, its range's positives sorted, their weights)
+        self._own_pos: tuple[str, list[tuple[np.ndarray, np.ndarray | None]]] | None = None  # (pass key, per range its positives sorted and their weights)
         return self._me
 
     def range_forget(self) -> bool:
@@ -101,7 +104,7 @@ class RangeHost:
         """This host's pieces of each of the ranges ``[bounds[i], bounds[i + 1])`` (for their host): per range, per shard, packed."""
         return pack_ranges(self._pieces(key, bounds, t))
 
-    def range_evaluate(self, key: str, bounds: np.ndarray, first: int, stop: int, risk: Any) -> dict[str, Any]:
+    def range_evaluate(self, key: str, bounds: np.ndarray, first: int, stop: int, risk: RangeRisk) -> dict[str, Any]:
         """Run ``risk`` on this host's ranges ``first .. stop - 1``; keep each piece's results; return each range's sums and what they cost.
 
         ``bounds`` holds every range (:func:`range_count` of them, a function of the rows
@@ -112,7 +115,8 @@ class RangeHost:
         """
         t0 = time.perf_counter()
         mine = np.asarray(bounds[first: stop + 1], dtype=np.float64)
-        by_host = [_unpacked(x) for x in self._from_peers("range_pieces", self._pieces, key, mine, float(risk.halo))]
+        by_host = cast(list[list[list[Piece]]],  # range_pieces packs Piece records
+                       [_unpacked(x) for x in self._from_peers("range_pieces", self._pieces, key, mine, float(risk.halo))])
         t1 = time.perf_counter()
         own = {ss.index for ss in self._sorted(key)}
         parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -131,7 +135,7 @@ class RangeHost:
                 parts.setdefault(p.shard, []).append(g)
             per_range.append((float(value), float(exact), float(g_pos.sum() + g_neg.sum())))
             sums["rows"] += float(g_pos.size + g_neg.size)
-            sums["bytes"] += float(sum(p.sp.nbytes + p.sn.nbytes + (0 if p.vp is None else p.vp.nbytes + p.vn.nbytes) for p in pieces if p.shard not in own))
+            sums["bytes"] += float(sum(p.sp.nbytes + p.sn.nbytes + (0 if p.vp is None or p.vn is None else p.vp.nbytes + p.vn.nbytes) for p in pieces if p.shard not in own))
             sums["seconds_merge"] += tb - ta
             sums["seconds_kernel"] += tc - tb
         self._results = {shard: (np.concatenate([g[0] for g in gs]), np.concatenate([g[1] for g in gs])) for shard, gs in parts.items()}
@@ -203,7 +207,7 @@ class RangeHost:
         return [(SortedClass(ss.pos, ss.pos_cum_weight, ss.pos_cum_sum), SortedClass(ss.neg, ss.neg_cum_weight, ss.neg_cum_sum))
                 for ss in self._sorted(key)]
 
-    def dual_round(self, key: str, risk: Any, k: DualScale, grids: dict[str, np.ndarray], brackets: dict[str, tuple[float, float]],
+    def dual_round(self, key: str, risk: DualRisk, k: DualScale, grids: dict[str, np.ndarray], brackets: dict[str, tuple[float, float]],
                    limit: int) -> dict[str, Any]:
         """Every shard's sums of the risk's scalar functions at the grids, and the breakpoints strictly inside the brackets.
 
@@ -220,10 +224,11 @@ class RangeHost:
             out[name] = (indices, tuple(np.stack([p[i] for p in parts]) for i in range(len(parts[0]))))
         for name, (a, b) in brackets.items():
             found = [risk.scalar_breakpoints(name, pos, neg, k, a, b, limit) for pos, neg in classes]
-            out[name + " breakpoints"] = None if any(f is None for f in found) else np.unique(np.concatenate(found or [np.zeros(0)]))
+            listed = [f for f in found if f is not None]
+            out[name + " breakpoints"] = None if len(listed) < len(found) else np.unique(np.concatenate(listed or [np.zeros(0)]))
         return out
 
-    def dual_gradient(self, key: str, risk: Any, k: DualScale, theta: float) -> list[tuple[int, float, np.ndarray, float]]:
+    def dual_gradient(self, key: str, risk: DualRisk, k: DualScale, theta: float) -> list[tuple[int, float, np.ndarray, float]]:
         """Per shard ``(index, the risk's share of its rows at the scalar theta, X^T g, the sum of g)`` (no other host involved;
         the driver adds the shards in shard order)."""
         out = []

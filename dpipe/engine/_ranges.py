@@ -60,7 +60,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 
@@ -69,6 +69,11 @@ from .._validation import check_choice
 from ..exceptions import ParameterError
 from ._range_host import StaleScores
 from ._tree import pairwise
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
+    from ._protocols import Dataset, DualRisk, HostedDataset, RangeRisk
 
 __all__ = [
     "RangeExchange", "RANGE_ROWS", "MAX_ROUNDS", "exchange_may_run", "RangeEvaluation", "GRID",
@@ -136,7 +141,7 @@ def in_shard_order(parts: Sequence[tuple[int, np.ndarray]]) -> np.ndarray:
     return pairwise([g for _, g in sorted(parts, key=itemgetter(0))], np.add)
 
 
-def supports_ranges(risk: Any) -> bool:
+def supports_ranges(risk: object) -> bool:
     """Whether the workers can evaluate ``risk`` without the driver merging the scores.
 
     Either a range kernel (``at_range(RangeInput) -> (value share, exact share, own
@@ -149,13 +154,18 @@ def supports_ranges(risk: Any) -> bool:
     return callable(getattr(risk, "at_range", None)) and bool(getattr(risk, "ranged", True))
 
 
+def _is_dual(risk: object) -> TypeIs[DualRisk]:
+    """Whether the workers evaluate ``risk`` through its scalar dual (:class:`~dpipe.engine._protocols.DualRisk`)."""
+    return callable(getattr(risk, "scalar_sums", None))
+
+
 def exchange_may_run(n_rows: int) -> bool:
     """Whether a fit on persisted shards of a store of ``n_rows`` rows may evaluate on the workers (for the memory model)."""
     mode = check_choice(get_setting("rank-exchange"), "rank-exchange", "the dpipe settings", EXCHANGE_MODES)
     return mode == "workers" or (mode == "auto" and n_rows >= EXCHANGE_AUTO_ROWS)
 
 
-def resolve_exchange(dataset: Any, risk: Any, mode: str | None = None) -> str:
+def resolve_exchange(dataset: Dataset, risk: object, mode: str | None = None) -> str:
     """``"driver"`` or ``"workers"``: where an evaluation of ``risk`` merges and weighs the scores.
 
     ``dpipe.rank-exchange``: ``"workers"`` needs shard hosts (a dask cluster with the
@@ -198,7 +208,7 @@ def resolve_exchange(dataset: Any, risk: Any, mode: str | None = None) -> str:
             raise ParameterError("dpipe.rank-exchange='workers' needs a dask cluster with the shards persisted (cache='memory'); "
                                  "this dataset runs in this process or streams its shards: use 'auto' or 'driver'")
         return mode
-    rows = int(getattr(dataset, "n_rows", 0) or 0)
+    rows = int(dataset.n_rows)
     return "workers" if hosts and ranged and exchange_may_run(rows) else "driver"
 
 
@@ -252,6 +262,8 @@ class _ScalarSearch:
     def take_sums(self, sums: tuple) -> None:
         """The hosts' sums at :attr:`grid`: ``(value, below, at_or_below)`` or ``(value, slope, below, at_or_below)``."""
         grid, self.grid = self.grid, None
+        if grid is None:
+            raise RuntimeError("take_sums needs a grid")
         before, self.inside = self.inside, None
         value = sums[0]
         sign = value if self.kind == "root" else -sums[1]  # the root: f > 0 before; the min: slope < 0 before
@@ -276,6 +288,8 @@ class _ScalarSearch:
 
     def take_breakpoints(self, points: np.ndarray | None) -> None:
         """The breakpoints strictly inside :attr:`bracket` (None: too many on some shard, narrow with a grid)."""
+        if self.bracket is None:
+            raise RuntimeError("take_breakpoints needs the bracket of take_sums")
         a, b = self.bracket
         self.bracket = None
         if points is not None and points.size == 0:  # the counts saw a breakpoint the listing puts on an end (rounding): linear inside
@@ -307,7 +321,7 @@ class RangeExchange:
         With shard hosts (:meth:`ShardedDataset.has_hosts`).
     """
 
-    def __init__(self, dataset: Any) -> None:
+    def __init__(self, dataset: HostedDataset) -> None:
         self.ds = dataset
         self._token = uuid.uuid4().hex
         self._calls = 0
@@ -342,14 +356,15 @@ class RangeExchange:
         sketches = sum(sum(a.nbytes for a in sk) + 16 for sk in scored.sketches)
         return float(8 * d * len(scored.host_seconds) * calls + sketches + 8 * d * len(scored.sketches))
 
-    def evaluate(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
-        """The risk's value, exact value and ``X^T dR/ds`` at ``w`` (:class:`._dataset.HostsLost` if a host goes)."""
+    def evaluate(self, w: np.ndarray, risk: object) -> RangeEvaluation:
+        """The risk's value, exact value and ``X^T dR/ds`` at ``w`` (:class:`._dataset.HostsLost` if a host goes); ``risk``
+        is one :func:`supports_ranges` accepts."""
         w = np.array(w, dtype=np.float64)  # a copy: train_auc may score these weights again
-        if callable(getattr(risk, "scalar_sums", None)):
+        if _is_dual(risk):
             return self._evaluate_dual(w, risk)
-        return self._evaluate_ranges(w, risk)
+        return self._evaluate_ranges(w, cast("RangeRisk", risk))  # supports_ranges: a range kernel where there is no scalar dual
 
-    def _evaluate_ranges(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
+    def _evaluate_ranges(self, w: np.ndarray, risk: RangeRisk) -> RangeEvaluation:
         """Score, range kernels, gradient: three host calls."""
         t0 = time.perf_counter()
         hosts = self.ds.host_count()
@@ -377,7 +392,7 @@ class RangeExchange:
         }
         return RangeEvaluation(value, exact, grad, (wp, wn), scale * math.fsum(s for _, _, s in per_range))
 
-    def _evaluate_dual(self, w: np.ndarray, risk: Any) -> RangeEvaluation:
+    def _evaluate_dual(self, w: np.ndarray, risk: DualRisk) -> RangeEvaluation:
         """Score, a few rounds of scalar searches (the smoothed risk's root, the exact risk's minimum), gradient."""
         t0 = time.perf_counter()
         hosts = self.ds.host_count()
@@ -428,6 +443,7 @@ class RangeExchange:
         try:
             counts = self._range_counts()
         except StaleScores:  # another evaluation on this store since: score the same weights again
+            assert self._w is not None  # set with _key
             scored = self._score(self._w)
             self._finish(scored.key, self._w, scored.bounds, scored.class_weights)
             counts = self._range_counts()

@@ -14,9 +14,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ._protocols import Dataset
 
 __all__ = ["RowSplit", "DatasetPart"]
 
@@ -58,11 +61,11 @@ class DatasetPart:
     route reads the shards' own weights).
     """
 
-    def __init__(self, dataset: Any, split: RowSplit, part: str) -> None:
+    def __init__(self, dataset: Dataset, split: RowSplit, part: str) -> None:
         if part not in ("fit", "validation"):
             raise ValueError(f"DatasetPart: part must be 'fit' or 'validation', not {part!r}")
         self.dataset, self.split, self.part = dataset, split, part
-        self.store = getattr(dataset, "store", None)
+        self.store = dataset.store
         self.group_names = getattr(dataset, "group_names", None)
 
     def __repr__(self) -> str:
@@ -76,7 +79,7 @@ class DatasetPart:
     @property
     def n_rows(self) -> int:
         """Rows of the dataset (both parts: a pass reads them all)."""
-        return int(getattr(self.dataset, "n_rows", 0) or 0)
+        return int(self.dataset.n_rows)
 
     @property
     def n_shards(self) -> int:

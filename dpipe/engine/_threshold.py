@@ -29,11 +29,14 @@ order, equal to rounding.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from ..reduce._scores import shard_scores
+
+if TYPE_CHECKING:
+    from ._protocols import Dataset
 
 __all__ = ["MAX_GATHER", "MAX_LEVELS", "MAX_RANGES", "MAX_SAMPLE", "SAMPLE_SIZE", "ThresholdSearch", "best_threshold_on_ranges"]
 
@@ -163,7 +166,7 @@ def _cuts_for(intervals: list[_Interval], samples: np.ndarray) -> np.ndarray:
     return np.unique(np.concatenate(cuts))
 
 
-def best_threshold_on_ranges(dataset: Any, coef: np.ndarray, intercept: float) -> ThresholdSearch:
+def best_threshold_on_ranges(dataset: Dataset, coef: np.ndarray, intercept: float) -> ThresholdSearch:
     """The cut with the fewest (weighted) training errors of ``dataset``'s scores under ``(coef, intercept)`` (see the module docstring)."""
     coef = np.asarray(coef, dtype=np.float64)
     intercept = float(intercept)
@@ -194,7 +197,7 @@ def best_threshold_on_ranges(dataset: Any, coef: np.ndarray, intercept: float) -
                 t = _cut(lo[k - 1] if k else iv.upper, hi[k] if k < K else iv.lower)
                 best = min(best, (float(boundary[k]), -t, t))
             bound = np.maximum(boundary[:-1] - Wp, boundary[1:] - Wn)
-            for k in np.flatnonzero((bound <= best[0]) & (lo < hi)):  # one distinct score: no cut inside
+            for k in np.flatnonzero((bound <= best[0]) & (lo < hi)).tolist():  # one distinct score: no cut inside
                 following.append(_Interval(float(lo[k]), float(hi[k]), float(iv.fp_above + Wn[:k].sum()), float(iv.fn_below + Wp[k + 1:].sum()),
                                            float(lo[k - 1]) if k else iv.upper, float(hi[k + 1]) if k + 1 < K else iv.lower, float(n[k])))
         intervals = sorted((iv for iv in following if min(iv.fp_above, iv.fn_below) <= best[0]), key=lambda iv: iv.lo)  # _inside bisects them

@@ -133,7 +133,8 @@ def killed_workers_as_cluster_errors(what: str) -> Iterator[None]:
     try:
         yield
     except _killed_worker() as error:
+        killed: Any = error  # a distributed KilledWorker (its class is looked up at run time)
         raise ClusterError(
-            f"{what}: a task killed every worker that ran it ({error.task}, last on {error.last_worker.address if error.last_worker else '?'}); "
+            f"{what}: a task killed every worker that ran it ({killed.task}, last on {killed.last_worker.address if killed.last_worker else '?'}); "
             "the usual cause is a worker memory limit too small for a shard: raise 'memory_limit' or write smaller shards (ingest's shard_rows)"
         ) from None

@@ -5,14 +5,25 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
-from ..metrics import RankSummary
+import numpy as np
+
 from ..solvers import Candidate
 from ._outcome import FitOutcome
 
 __all__ = ["Calibrated", "calibrate"]
 
 log = logging.getLogger("dpipe.fit")
+
+
+class ThresholdSummary(Protocol):
+    """What calibration reads of a summary of the training scores: a :class:`~dpipe.metrics.RankSummary`, or a
+    :class:`~dpipe.engine._threshold.ThresholdSearch` (the threshold without the scores)."""
+
+    def best_threshold(self) -> tuple[float, float] | tuple[float, int]: ...
+
+    def class_masses(self) -> tuple[float, float] | tuple[int, int]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,14 +44,14 @@ class Calibrated:
         candidate's own intercept) and the intercept it ends with.
     """
 
-    coef: object
+    coef: np.ndarray
     intercept: float
-    summary: RankSummary
+    summary: ThresholdSummary
     threshold: float
     table: list[dict]
 
 
-def calibrate(outcome: FitOutcome, summarise: Callable[[object, float], RankSummary]) -> Calibrated:
+def calibrate(outcome: FitOutcome, summarise: Callable[[np.ndarray, float], ThresholdSummary]) -> Calibrated:
     """Choose among the fit's candidates by exact training error, each at its best threshold.
 
     The moment objectives model the score distributions as normal; the threshold that

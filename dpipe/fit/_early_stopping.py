@@ -21,6 +21,7 @@ from ..engine import rank_summary
 from ..exceptions import ParameterError
 
 if TYPE_CHECKING:
+    from ..engine._protocols import Dataset
     from ..solvers import FitResult
 
 __all__ = ["EarlyStopping", "METRICS", "stopping_metric", "make_validator", "early_stopping"]
@@ -46,7 +47,7 @@ def stopping_metric(objective: str) -> str:
     return _OWN_METRIC.get(objective, "roc_auc")
 
 
-def make_validator(vds: Any, p: Any) -> Callable[[np.ndarray, float], dict[str, float]]:
+def make_validator(vds: Dataset, p: Any) -> Callable[[np.ndarray, float], dict[str, float]]:
     """``(coef, intercept) -> {history key: value}``: the exact validation AUC and PRBEP of an iterate on the opened dataset
     ``vds`` (one pass), and for error, f1, prec@k and rec@k also the metric of their loss (same pass): accuracy and F1 at
     the fit's own threshold, Prec@k and Rec@k at the fit's ``k_fraction`` of the validation positives (or its count ``k``).

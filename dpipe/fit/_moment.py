@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine import class_moments
 from ..reduce import ClassMoments
 from ..solvers import fit_auc_moment, fit_error_moment
 from ._outcome import FitOutcome
+
+if TYPE_CHECKING:
+    from ..engine._protocols import Dataset
 
 __all__ = ["fit_moment", "fit_moments"]
 
@@ -34,7 +37,7 @@ def fit_moments(moments: ClassMoments, p: Any) -> FitOutcome:
     return FitOutcome(coef, intercept, result, tuple(candidates))
 
 
-def fit_moment(ds: Any, p: Any, validate: Any = None) -> FitOutcome:
+def fit_moment(ds: Dataset, p: Any, validate: Any = None) -> FitOutcome:
     """One moments pass over ``ds``, then :func:`fit_moments`."""
     t0 = time.perf_counter()
     moments = class_moments(ds)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,10 @@ from ..solvers import minimize_tron
 from ._early_stopping import early_stopping
 from ._outcome import FitOutcome
 from ._params import auc_lam
+
+if TYPE_CHECKING:
+    from ..engine._protocols import CurvedRisk, Dataset
+    from ..objectives import Curvature, RiskAt
 
 __all__ = ["PairwiseNewtonObjective", "fit_newton", "auc_risk", "NEWTON_RISKS", "AUTO_STANDARDIZE_RMS", "JACOBI_MIX"]
 
@@ -64,8 +68,8 @@ class PairwiseNewtonObjective:
     ----------
     passes : RankPasses
         The dataset's passes.
-    risk : object
-        ``at(MergedScores) -> RiskAt`` and ``curvature(MergedScores) -> Curvature``.
+    risk : CurvedRisk
+        ``at(MergedScores) -> RiskAt`` and ``curvature(MergedScores) -> Curvature`` (:class:`~dpipe.engine._protocols.CurvedRisk`).
     lam : float
         Weight of the ridge.
     scale : ndarray, optional
@@ -79,7 +83,7 @@ class PairwiseNewtonObjective:
         The last evaluation's exact risk, passes' timings and bytes; counts of passes.
     """
 
-    def __init__(self, passes: RankPasses, risk: Any, lam: float, scale: np.ndarray | None = None, *, jacobi: bool = False) -> None:
+    def __init__(self, passes: RankPasses, risk: CurvedRisk, lam: float, scale: np.ndarray | None = None, *, jacobi: bool = False) -> None:
         self.passes = passes
         self.jacobi = bool(jacobi)
         self._diagonal: np.ndarray | None = None
@@ -88,12 +92,12 @@ class PairwiseNewtonObjective:
         self.lam = float(lam)
         self.last: dict[str, Any] = {}
         self.hess_products = 0
-        self._trial: tuple[np.ndarray, MergedScores, Any] | None = None  # the last scored w, its scores and risk
+        self._trial: tuple[np.ndarray, MergedScores, RiskAt] | None = None  # the last scored w, its scores and risk
         self._point: np.ndarray | None = None  # where the Hessian is taken
         self._scores: MergedScores | None = None
-        self._curvature: Any = None
+        self._curvature: Curvature | None = None
 
-    def _evaluate(self, w: np.ndarray) -> tuple[MergedScores, Any]:
+    def _evaluate(self, w: np.ndarray) -> tuple[MergedScores, RiskAt]:
         if self._trial is not None and np.array_equal(self._trial[0], w):
             return self._trial[1], self._trial[2]
         s = self.passes.scores(w)
@@ -126,6 +130,7 @@ class PairwiseNewtonObjective:
             self._diagonal = self.lam + self.to_raw(self.to_raw(squares))
         else:
             grad = self.passes.gradient(at.g_pos, at.g_neg, keep=True)
+        assert self._trial is not None  # set by _evaluate
         self._point, self._scores, self._curvature = self._trial[0], s, curvature
         return at.value + 0.5 * self.lam * float(u @ u), self.to_raw(grad) + self.lam * u  # the chain rule through w = u / scale
 
@@ -140,6 +145,8 @@ class PairwiseNewtonObjective:
         if not self.jacobi:
             return None
         D = self._diagonal
+        if D is None:
+            raise RuntimeError("PairwiseNewtonObjective.preconditioner needs a preceding value_and_grad")
         return (1.0 - JACOBI_MIX) * float(D.mean()) + JACOBI_MIX * D
 
     def hess_vec(self, d: np.ndarray) -> np.ndarray:
@@ -151,6 +158,7 @@ class PairwiseNewtonObjective:
             self.passes.scores(self._point)
             self._trial = None
         u_pos, u_neg = self.passes.direction(self.to_raw(d))
+        assert self._curvature is not None  # set with _point
         m_pos, m_neg = self._curvature.apply(u_pos, u_neg)
         self.hess_products += 1
         return self.to_raw(self.passes.product(m_pos, m_neg)) + self.lam * np.asarray(d, dtype=np.float64)
@@ -160,7 +168,7 @@ class PairwiseNewtonObjective:
         return merged_auc(self._scores)
 
 
-def fit_newton(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+def fit_newton(ds: Dataset, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
     """Fit ``lam/2 ||u||^2 + R(X w)`` by trust-region Newton-CG (:func:`~dpipe.solvers.minimize_tron`) from ``w = 0``.
 
     ``u = w`` on raw features, ``w * scale`` standardized (``standardize``; auto: when some

@@ -323,7 +323,7 @@ def applicable(objective: Objective, solver: str) -> list[Param]:
 def _record(family: str) -> type:
     names = [p.name for p in PARAMS.values() if p.name != "C" and (family in p.scope or any(OBJECTIVES[o].family == family for o in p.scope if o in OBJECTIVES))]
     types = {"float": "float | None", "int": "int | None", "bool": "bool", "choice": "str", "constraints": "tuple"}
-    fields = [("objective", str), ("solver", str)] + [(n, types[PARAMS[n].kind]) for n in names if n != "solver"]
+    fields: list[tuple[str, Any]] = [("objective", str), ("solver", str)] + [(n, types[PARAMS[n].kind]) for n in names if n != "solver"]
     fields += [("given", tuple), ("owner", str)]  # the options the user set, and who resolved them (for messages)
     record = dataclasses.make_dataclass(f"{family.capitalize()}Params", fields, frozen=True)
     record.__doc__ = (f"The resolved hyper-parameters of a {family} fit (generated from dpipe.fit._params.PARAMS); ``given`` names "
@@ -432,7 +432,7 @@ def numpydoc() -> str:
     return "\n".join(lines)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse._ActionsContainer) -> None:
     """``--name`` options of every parameter, defaulting to None (not given)."""
     types: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "choice": str, "constraints": str}
     for p in PARAMS.values():

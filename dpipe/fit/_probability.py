@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from ..engine._split import DatasetPart, RowSplit
 from ..exceptions import ParameterError
 from ..model._probability import ProbabilityCalibration, fit_probability_calibration
 from ..reduce._scores import shard_scores
+
+if TYPE_CHECKING:
+    from ..engine._protocols import Dataset
 
 __all__ = ["DEFAULT_PROBABILITY_FOLDS", "PROBABILITY_SEED", "calibrate_probability", "held_out_scores"]
 
@@ -42,13 +45,13 @@ def held_out_scores(shard: Any, coef: np.ndarray, intercept: float) -> tuple[np.
     return s[keep], np.asarray(shard.y)[keep], w[keep]
 
 
-def _gather(ds: Any, coef: np.ndarray, intercept: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _gather(ds: Dataset, coef: np.ndarray, intercept: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     parts = ds.map_gather(held_out_scores, np.asarray(coef, dtype=np.float64), float(intercept))
     return tuple(np.concatenate([p[i] for p in parts]) if parts else np.zeros(0) for i in range(3))  # type: ignore[return-value]
 
 
-def calibrate_probability(ds: Any, params: Any, coef: np.ndarray, intercept: float, refit: Callable[[Any, Any], tuple[np.ndarray, float]],
-                          validation: Any = None) -> ProbabilityCalibration:
+def calibrate_probability(ds: Dataset, params: Any, coef: np.ndarray, intercept: float, refit: Callable[[Dataset, Any], tuple[np.ndarray, float]],
+                          validation: Dataset | None = None) -> ProbabilityCalibration:
     """Fit ``params.probability`` on held-out scores: ``validation``'s under the final model, else the folds'.
 
     Parameters
@@ -79,6 +82,8 @@ def calibrate_probability(ds: Any, params: Any, coef: np.ndarray, intercept: flo
         fit_part, held = DatasetPart(ds, split, "fit"), DatasetPart(ds, split, "validation")
         c, b = refit(fit_part, inner)
         s, y, w = _gather(held, c, b)
-        scores.append(s), labels.append(y), weights.append(w)
+        scores.append(s)
+        labels.append(y)
+        weights.append(w)
         log.info("probability: fold %d of %d fitted (%d held-out rows)", j + 1, folds, s.size)
     return fit_probability_calibration(method, np.concatenate(scores), np.concatenate(labels), np.concatenate(weights), f"folds={folds}")

@@ -17,7 +17,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,11 @@ from ..solvers._rate_threshold import exact_bias
 from ._outcome import FitOutcome
 from ._params import PARAMS
 from ._registry import OBJECTIVES
+
+if TYPE_CHECKING:
+    from ..engine._protocols import Dataset
+    from ._newton import PairwiseNewtonObjective
+    from ._smooth import SmoothedObjective
 
 #: rate objective name (the registry's) -> the rates it minimizes on the training store (None: the ROC-AUC surrogate alone)
 RATE_OBJECTIVES = {"error-rate": error_rate, "false-negative-rate": false_negative_rate, "false-positive-rate": false_positive_rate,
@@ -117,7 +122,7 @@ def _default(name: str) -> Any:
 
 
 def fit_rates(
-    datasets: Mapping[str, Any],
+    datasets: Mapping[str, Dataset],
     objective: RateExpression | None,
     constraints: Sequence[Constraint],
     *,
@@ -234,7 +239,7 @@ def fit_rates(
     lam = 1.0 / max(n, 1.0) if lam is None else float(lam)
     scale = column_scales(datasets["train"])
     newton = inner_solver == "newton"
-    ranking_term = None
+    ranking_term: PairwiseNewtonObjective | SmoothedObjective | None = None
     if ranking:  # the ROC-AUC surrogate on the training store: convex already (no majorization), its own two passes
         if newton:
             from ._newton import PairwiseNewtonObjective
@@ -283,7 +288,7 @@ def fit_rates(
                    time.perf_counter() - t0, solution.settled, problem.hess_products, solution.inner_at_limit, intervals, validated, lam)
 
 
-def _measured(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, constraints: Sequence[Constraint], coef: np.ndarray,
+def _measured(datasets: Mapping[str, Dataset], plans: Mapping[str, Any], rows: Any, constraints: Sequence[Constraint], coef: np.ndarray,
               intercept: float, randomized: bool, tolerance: float) -> list[ConstraintReport]:
     """Every constraint of the model ``(coef, intercept)`` on ``datasets``, with its interval and verdict (one pass each);
     each holds up to the fit's feasibility ``tolerance``."""
@@ -293,15 +298,15 @@ def _measured(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, 
     return [dataclasses.replace(c, tolerance=tolerance) for c in constraint_report(constraints, rows, plans, sums)]
 
 
-def _confidence(params: Any, validation: Mapping[str, Any]) -> float:
+def _confidence(params: Any, validation: Mapping[str, Dataset]) -> float:
     """``confidence`` as given, else :data:`VALIDATION_CONFIDENCE` under the validation rule and 0.5 (the point value) without."""
     if params.confidence is not None:
         return float(params.confidence)
     return VALIDATION_CONFIDENCE if validation else 0.5
 
 
-def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = None,
-                    constraint_validation: Mapping[str, Any] | None = None) -> FitOutcome:
+def fit_rate_family(datasets: Mapping[str, Dataset], params: Any, validate: Any = None,
+                    constraint_validation: Mapping[str, Dataset] | None = None) -> FitOutcome:
     """The rate family's fit for ``train``: ``datasets`` maps aliases (``"train"`` first) to opened datasets;
     ``constraint_validation`` maps some of them to opened validation stores (the validation rule, with
     ``params.validation_fraction`` holding out a seeded share of the others)."""
@@ -328,9 +333,9 @@ def fit_rate_family(datasets: Mapping[str, Any], params: Any, validate: Any = No
     held = not unmet
     info = {"objective_ramp": fit.reports[0].ramp_value, "lam": fit.lam,
             "slack": params.slack, "cuts": fit.cuts, "mm_settled": fit.settled, "inner_at_max_iter": fit.inner_at_limit, "standardized": bool(params.standardize),
-            "datasets": {a: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>" for a, ds in datasets.items()}}
+            "datasets": {a: ds.store.path if ds.store is not None else "<in memory>" for a, ds in datasets.items()}}
     if fit.validation is not None:
-        where_is = lambda ds: ds.store.path if getattr(ds, "store", None) is not None else "<in memory>"  # noqa: E731
+        where_is = lambda ds: ds.store.path if ds.store is not None else "<in memory>"  # noqa: E731
         info["validation"] = {a: (f"{params.validation_fraction:g} of {where_is(ds)} (seed {params.validation_seed})" if isinstance(ds, DatasetPart)
                                   else where_is(ds)) for a, ds in validation.items()}
     result = FitResult(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from ._early_stopping import early_stopping
 from ._newton import auc_risk
 from ._outcome import FitOutcome
 from ._params import auc_lam
+
+if TYPE_CHECKING:
+    from ..engine._protocols import Dataset, ScoreRisk
 
 __all__ = ["fit_smoothed", "default_smoothing", "SmoothedObjective", "smoothed_objective", "RISKS"]
 
@@ -53,7 +56,7 @@ class SmoothedObjective:
         A pure function of the merged scores.
     """
 
-    def __init__(self, passes: RankPasses, risk: Any) -> None:
+    def __init__(self, passes: RankPasses, risk: ScoreRisk) -> None:
         self.passes = passes
         self.risk = risk
         self.last: dict[str, Any] = {}
@@ -101,7 +104,7 @@ class SmoothedObjective:
 
 
 def smoothed_objective(
-    passes: RankPasses, objective: str, smoothing: float, lam: float, transform: np.ndarray | None = None, penalty: np.ndarray | None = None
+    passes: RankPasses, objective: str, smoothing: float | None, lam: float, transform: np.ndarray | None = None, penalty: np.ndarray | None = None
 ) -> PreconditionedObjective:
     """``u -> R_mu(T u) + lam/2 sum_j p_j (T u)_j^2`` with value and gradient through the engine's two passes.
 
@@ -155,7 +158,7 @@ def _resolve_auto(p: Any, d: int) -> tuple[str, str]:
     return precondition, init
 
 
-def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+def fit_smoothed(ds: Dataset, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
     """Fit a smoothed rank objective on an opened dataset (two passes per evaluation).
 
     The objective is ``R_mu(w) + lam/2 sum_j p_j w_j^2`` with ``p = 1`` (SVM-perf's) or,
@@ -232,7 +235,7 @@ def fit_smoothed(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[s
     if setup_passes:
         log.info("%s before L-BFGS: %.3f s", ", ".join(setup_passes), t_setup)
 
-    def make(width: float) -> PreconditionedObjective:
+    def make(width: float | None) -> PreconditionedObjective:
         return smoothed_objective(passes, p.objective, width, lam, transform, penalty)
 
     coordinates = make(width)  # the change of variables does not depend on the width

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from ..objectives import StructuralLoss
 from ..solvers import fit_cutting_plane
 from ._early_stopping import early_stopping
 from ._outcome import FitOutcome
+
+if TYPE_CHECKING:
+    from ..engine._protocols import Dataset
 
 __all__ = ["fit_structural", "StructuralRisk"]
 
@@ -89,7 +92,7 @@ class StructuralRisk:
         return pl.value, pl.loss, a
 
 
-def fit_structural(ds: Any, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+def fit_structural(ds: Dataset, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
     """Fit an SVM-perf loss by 1-slack cutting planes on an opened dataset (two passes per iteration).
 
     The bias feature (``p.bias``, SVM-perf's ``--b``) is used by the losses that set a

@@ -10,7 +10,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from ..exceptions import ParameterError
 from ..io import Store
 from ..io._fit_transform import check_same_features
 from ..io._store import as_store
+from ..metrics import RankSummary
 from ..model import LinearModel
 from ..model._probability import ProbabilityCalibration
 from ._calibrate import calibrate
@@ -31,6 +32,9 @@ from ._outcome import FitOutcome
 from ._params import numpydoc, resolve, signature_parameters
 from ._probability import calibrate_probability
 from ._registry import DEFAULT_OBJECTIVE, OBJECTIVES
+
+if TYPE_CHECKING:
+    from ..engine._protocols import Dataset
 
 __all__ = ["train", "fit_dataset", "finish_fit", "fit_probability", "model_params"]
 
@@ -59,7 +63,7 @@ def model_params(params: Any) -> dict[str, Any]:
     return out
 
 
-def fit_dataset(ds: Any, params: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None,
+def fit_dataset(ds: Dataset, params: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None,
                 extra: dict[str, Any] | None = None, constraint_validation: dict[str, Any] | None = None) -> FitOutcome:
     """Fit the resolved ``params`` (a family record from :func:`dpipe.fit.resolve`) on an opened dataset.
 
@@ -77,7 +81,7 @@ def fit_dataset(ds: Any, params: Any, validate: Callable[[np.ndarray, float], di
     return _fit_function(SOLVER_FITS.get(params.solver, FAMILY_FITS[family]))(ds, params, validate)
 
 
-def finish_fit(ds: Any, outcome: FitOutcome, params: Any, train_metrics: bool = True) -> tuple[np.ndarray, float, dict[str, Any]]:
+def finish_fit(ds: Dataset, outcome: FitOutcome, params: Any, train_metrics: bool = True) -> tuple[np.ndarray, float, dict[str, Any]]:
     """Calibrate the threshold (when ``params.calibrate``) and measure the training metrics.
 
     Returns the final ``coef``, ``intercept`` and ``{"train": metrics}`` (empty without
@@ -91,6 +95,7 @@ def finish_fit(ds: Any, outcome: FitOutcome, params: Any, train_metrics: bool = 
         cal = calibrate(outcome, lambda w, b: best_threshold_on_ranges(ds, w, b) if ranged else rank_summary(ds, w, b))
         outcome.result.info.update(calibration=cal.table, time_calibration=time.perf_counter() - t0)
         if train_metrics:
+            assert isinstance(cal.summary, RankSummary)  # training metrics: every score (rank_summary, not ranged)
             metrics["train"] = cal.summary.metrics(threshold=cal.threshold)
         return cal.coef, cal.intercept, metrics
     if train_metrics:  # a randomized rate model: the expected threshold metrics
@@ -104,7 +109,7 @@ def _refit(part: Any, params: Any) -> tuple[np.ndarray, float]:
     return coef, intercept
 
 
-def fit_probability(ds: Any, params: Any, coef: np.ndarray, intercept: float, validation: Any = None) -> ProbabilityCalibration | None:
+def fit_probability(ds: Dataset, params: Any, coef: np.ndarray, intercept: float, validation: Any = None) -> ProbabilityCalibration | None:
     """The probability calibration ``params.probability`` asks for (None without it), on ``validation`` or cross-fitted folds of ``ds``."""
     if getattr(params, "probability", None) is None:
         return None

@@ -224,6 +224,8 @@ class FeatureStats:
 
     def median_octave(self) -> np.ndarray:
         """Per feature, floor(log2(1 + lower median)): the first octave holding half the weight (rank ceil(n / 2) for counts)."""
+        if self.hist is None:
+            raise RuntimeError("median_octave needs the histograms (FeatureStats(..., histograms=True))")
         return np.argmax(np.cumsum(self.hist, axis=1) >= 0.5 * self.n, axis=1)
 
     def max_octave(self) -> np.ndarray:
@@ -298,7 +300,7 @@ def fit_transform(
         med, top = stats.median_octave(), stats.max_octave()
         logged = []
         features = {}
-        for j in np.flatnonzero(numeric):
+        for j in np.flatnonzero(numeric).tolist():
             nonneg = stats.min[j] >= 0
             take = bool(nonneg and top[j] - med[j] >= AUTO_LOG1P_OCTAVES)
             features[names[j]] = {"min": float(stats.min[j]), "max": float(stats.max[j]), "median_octave": int(med[j]),
@@ -429,6 +431,7 @@ def transform_store(
     with store_lock(dest):  # one writer of dest, from the check before the fitting pass to the rename
         prepare_destination(dest, overwrite)
         if like is not None:
+            assert t is not None  # the like= store's, checked above
             record = dict(lm.encoding["transform"])
         else:
             fitted_on = {"path": st.path, "manifest_sha256": m.digest()} if _fitted_on is None else {"path": _fitted_on}

@@ -63,7 +63,7 @@ import threading
 import warnings
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -245,7 +245,7 @@ def _iter_blocks(stream, path: str, max_lines: int, max_bytes: int, skip: int = 
             return
 
 
-def _prefetch(items: Iterable[Any], depth: int = 1) -> Iterator[Any]:
+def _prefetch(items: Iterable[Any], depth: int = 1) -> Generator[Any, None, None]:
     """Iterate ``items`` in a helper thread, ``depth`` items ahead of the consumer."""
     q: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
@@ -581,6 +581,7 @@ class _SvmlightJob:
 
 class _TabularJob:
     kind = "tabular"
+    header: bool | None  # whether the CSV files have a header line (None: Parquet)
 
     def __init__(
         self,
@@ -649,6 +650,7 @@ class _TabularJob:
             if names is None:
                 names, ref = these, f
                 continue
+            assert ref is not None  # set with names
             if len(these) != len(names):
                 raise InputError(f"{len(these)} columns, but {ref.path} has {len(names)}", path=f.path, line=lines[0][0])
             if has_header and ref.header and these != names:
@@ -661,6 +663,7 @@ class _TabularJob:
                 if f.header and names != like_names:
                     raise InputError(f"header {names} differs from the columns of the like= store {like_names}", path=f.path, line=max(1, f.skip))
             if len(names) != len(like_names):
+                assert ref is not None  # names came from a file
                 raise InputError(f"{len(names)} columns, but the like= store was ingested from {len(like_names)}", path=ref.path, line=ref.skip + 1)
             names = like_names
         self.header = bool(self.files[0].header)
@@ -668,6 +671,7 @@ class _TabularJob:
 
     def _like_columns(self) -> list[Column]:
         """The like= store's source columns; without its label column when this source is unlabelled."""
+        assert self.like is not None  # called only with a like= store
         cols = TabularSchema.from_list(self.like.encoding["columns"]).columns
         return [c for c in cols if c.role != "label"] if self.unlabeled else cols
 
@@ -839,6 +843,7 @@ class _TabularJob:
         """The hashing with the slots pass 2 filled (after :meth:`csr_pieces`), or None."""
         if self.hashing is None:
             return None
+        assert self._occupied is not None  # made with the hashing
         return FeatureHashing(self.hashing.n_features, int(np.count_nonzero(self._occupied)))
 
 
@@ -1046,6 +1051,7 @@ def ingest(
     hash_features = check_hash_features(hash_features, OWNER)
     if hash_features is not None:
         if like_manifest is not None:
+            assert like is not None  # like_manifest is like's manifest
             raise ParameterError(f"The 'hash_features' parameter of {OWNER} hashes a training source; a like= store reuses its store's hashing "
                                  f"({os.fspath(like)}): drop hash_features.")
         if layout == "dense":
@@ -1057,10 +1063,12 @@ def ingest(
     transform = None
     if like_manifest is not None and (log1p is not None or scale != "none"):
         has = like_manifest.encoding.get("transform") is not None
+        assert like is not None
         raise ParameterError(f"The 'log1p' and 'scale' parameters of {OWNER} fit a transform on this source, but like= stores must share the "
                              f"training store's features: {os.fspath(like)} {'has a transform, which is re-applied' if has else 'has none'}; "
                              "drop log1p= and scale= (a transform is fitted on the training store and re-applied by like=).")
     if like_manifest is not None and like_manifest.encoding.get("transform") is not None:
+        assert like is not None
         transform = stored_transform(like_manifest, os.fspath(like))
     shifting = scale in ("minmax", "standard") or (transform is not None and not transform.keeps_zeros)
     if layout == "sparse" and shifting:
@@ -1071,7 +1079,7 @@ def ingest(
     with store_lock(dest):  # one writer of dest from the check to the rename (the ShardWriter re-enters it)
         prepare_destination(dest, overwrite)
         if log1p is not None or scale != "none":
-            raw_args = dict(format=format, source_format=source_format, label=label, positive=positive, negative=negative, n_features=n_features,
+            raw_args: dict[str, Any] = dict(format=format, source_format=source_format, label=label, positive=positive, negative=negative, n_features=n_features,
                             zero_based=zero_based, header=header, skip_rows=skip_rows, group_col=group_col, weight_col=weight_col, like=like,
                             unseen=unseen, unlabeled=unlabeled, shard_rows=shard_rows, read_rows=read_rows, layout=layout,
                             hash_features=hash_features)
@@ -1165,7 +1173,10 @@ def ingest(
                     written = _write_shards(job, writer, rows_per_shard, d, transform, ", ".join(paths))
             if written != job.n_rows:
                 raise InputError(f"pass 2 read {written} rows, pass 1 counted {job.n_rows} (did the file change?)", path=files[0].path)
-            encoding = job.encoding if transform is None else {**job.encoding, "transform": like_manifest.encoding["transform"]}
+            encoding = job.encoding
+            if transform is not None:
+                assert like_manifest is not None  # a transform here is the like= store's
+                encoding = {**job.encoding, "transform": like_manifest.encoding["transform"]}
             hashing = job.hashing_used()
             if hashing is not None:
                 encoding = {**encoding, "hashing": hashing.to_dict()}

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from ..exceptions import InputError, ParameterError
 
@@ -142,6 +142,15 @@ class LabelRule:
             raise ParameterError(f"a {self.kind!r} label rule needs at least one value")
 
     # -- construction ------------------------------------------------------------
+    @overload
+    @classmethod
+    def from_args(cls, positive: Sequence[str] | str, negative: None, owner: str = ...) -> LabelRule: ...
+    @overload
+    @classmethod
+    def from_args(cls, positive: None, negative: Sequence[str] | str, owner: str = ...) -> LabelRule: ...
+    @overload
+    @classmethod
+    def from_args(cls, positive: Sequence[str] | str | None, negative: Sequence[str] | str | None, owner: str = ...) -> LabelRule | None: ...
     @classmethod
     def from_args(cls, positive: Sequence[str] | str | None, negative: Sequence[str] | str | None, owner: str = "ingest") -> LabelRule | None:
         """Rule from the ``positive=`` / ``negative=`` arguments; None when neither is given.
@@ -250,7 +259,7 @@ class LabelCounter:
         self.counts: dict[Any, int] = {}
         self.first: dict[Any, Where] = {}
 
-    def add(self, values: Sequence[Any], counts: Sequence[int], wheres: Sequence[Where]) -> None:
+    def add(self, values: Sequence[Any], counts: Iterable[int], wheres: Sequence[Where]) -> None:
         """Record distinct ``values`` of one piece, with their counts and first places."""
         for v, c, w in zip(values, counts, wheres):
             if v in self.counts:

@@ -19,7 +19,7 @@ __all__ = ["parquet_files", "parquet_columns", "iter_parquet"]
 def parquet_files(path: str) -> list[str]:
     """The Parquet file ``path``, or the ``*.parquet`` files under directory ``path`` (sorted)."""
     if os.path.isdir(path):
-        out = []
+        out: list[str] = []
         for dirpath, dirnames, filenames in os.walk(path):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
             out.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".parquet") and not f.startswith((".", "_")))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -121,7 +122,7 @@ def split_store(
                                              fitted_on={"path": os.path.abspath(os.fspath(train_dest)), "split_of": st.path})
             encoding = {**m.encoding, "transform": record}
 
-        kw = dict(n_features=m.n_features, feature_names=m.feature_names, format=m.format, with_group=m.groups is not None,
+        kw: dict[str, Any] = dict(n_features=m.n_features, feature_names=m.feature_names, format=m.format, with_group=m.groups is not None,
                   with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled, layout=m.layout)
         balance = method == "permutation"  # exact part sizes: equal shards
         per_row = m.nnz / max(1, m.n_rows) if m.layout == "csr" else None

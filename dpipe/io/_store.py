@@ -154,6 +154,7 @@ class ShardCheck(NamedTuple):
     Attributes
     ----------
     class_counts : (n_negative, n_positive)
+        The manifest's two counts.
     digests : dict or None
         Recorded content hashes (schema 2), compared in verify mode.
     has_group, has_weight : bool
@@ -166,7 +167,7 @@ class ShardCheck(NamedTuple):
         CSR stores: the shard's stored values (None: a dense store).
     """
 
-    class_counts: tuple[int, int]
+    class_counts: tuple[int, ...]
     digests: dict[str, str] | None
     has_group: bool
     has_weight: bool
@@ -413,6 +414,13 @@ def _check_contents(X, y, group, weight, check: ShardCheck, index: int, start: i
                                  "(values changed, or chunks / parts swapped, copied or lost since)")
 
 
+def _array_shape(node: zarr.Array | zarr.Group) -> tuple[int, ...]:
+    """The shape of a Zarr array; a group where an array belongs is a damaged store (a TypeError, reported as unreadable)."""
+    if not isinstance(node, zarr.Array):
+        raise TypeError(f"{node.path!r} is a group, not an array")
+    return tuple(node.shape)
+
+
 def _zarr_attrs_manifest(path: str, root: Any) -> Any:
     attrs = dict(root.attrs)
     if ZARR_MANIFEST_KEY not in attrs:
@@ -484,11 +492,12 @@ class Store:
         if m.format == "zarr":
             try:
                 root = zarr.open_group(self.path, mode="r")
-                arrays = {name: tuple(root[name].shape) for name in ("y", "group", "weight") if name in root}
+                arrays = {name: _array_shape(root[name]) for name in ("y", "group", "weight") if name in root}
                 x = root["X"] if "X" in root else None
                 if isinstance(x, zarr.Group):
-                    arrays["X"] = tuple(x.attrs.get("shape", ()))
-                    arrays.update({f"X/{k}": tuple(x[k].shape) for k in _CSR_ARRAYS if k in x})
+                    shape: Any = x.attrs.get("shape", ())  # JSON as written: compared below
+                    arrays["X"] = tuple(shape)
+                    arrays.update({f"X/{k}": _array_shape(x[k]) for k in _CSR_ARRAYS if k in x})
                 elif x is not None:
                     arrays["X"] = tuple(x.shape)
             except Exception as exc:
@@ -503,8 +512,8 @@ class Store:
                 for name, want in (("X/indptr", (m.n_rows + 1,)), ("X/indices", (m.nnz,)), ("X/data", (m.nnz,))):
                     if arrays.get(name) != want:
                         raise StoreError(f"{self.path}: {name} has shape {arrays.get(name)}, the manifest says {want}")
-            for name, want in (("y", True), ("group", m.group_counts is not None), ("weight", m.has_weight)):
-                if want and arrays.get(name) != (m.n_rows,):
+            for name, needed in (("y", True), ("group", m.group_counts is not None), ("weight", m.has_weight)):
+                if needed and arrays.get(name) != (m.n_rows,):
                     raise StoreError(f"{self.path}: {name} has shape {arrays.get(name)}, manifest says ({m.n_rows},)")
         elif m.format == "parquet":
             for i in range(m.n_shards):

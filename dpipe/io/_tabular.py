@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -94,14 +94,15 @@ class Column:
     ----------
     name : str
     role : {"feature", "label", "group", "weight"}
-    type : {"numeric", "categorical"}
+    type : {"numeric", "categorical", "tokens", "map"} or None
+        None until the reader has seen the column's values (a CSV column), and for the label and weight columns.
     categories : list of str or None
         Sorted vocabulary of a categorical feature column.
     """
 
     name: str
     role: str
-    type: str = "numeric"
+    type: str | None = "numeric"
     categories: list[str] | None = None
 
     @property
@@ -189,6 +190,12 @@ class TabularSchema:
         return cls([Column.from_dict(d) for d in items], hashing)
 
 
+@overload
+def resolve_column(spec: None, names: Sequence[str], param: str, path: str, owner: str = ...) -> None: ...
+@overload
+def resolve_column(spec: str | int, names: Sequence[str], param: str, path: str, owner: str = ...) -> int: ...
+@overload
+def resolve_column(spec: str | int | None, names: Sequence[str], param: str, path: str, owner: str = ...) -> int | None: ...
 def resolve_column(spec: str | int | None, names: Sequence[str], param: str, path: str, owner: str = "ingest") -> int | None:
     """Position of the column named or numbered by ``spec`` (negative ints count from the end)."""
     if spec is None:
@@ -473,8 +480,9 @@ class TabularScanner:
                 col.type = "categorical"
         if col.type == "numeric":
             why = ""
-            if self._numeric_since[j] is not None:
-                w, v0 = self._numeric_since[j]
+            since = self._numeric_since[j]
+            if since is not None:
+                w, v0 = since
                 why = f" (the column is numeric: its first value {v0!r}, {w.describe()}, is a number)"
             to_float(arr, col.name, rows, why)
             return
@@ -597,6 +605,7 @@ class TabularEncoder:
             values = to_float(arr, col.name, rows)
             if self.hashing is None:
                 return np.full(rows.n, self.offsets[j], dtype=np.int64), values
+            assert self._name_slots is not None  # made with the hashing
             slot, sign = self._name_slots[col.name]
             return np.full(rows.n, slot, dtype=np.int64), values * float(sign)
         strings = as_strings(arr)
@@ -649,6 +658,7 @@ class TabularEncoder:
         else:
             keys, weights = arr.values.take(take), np.ones(len(take))
         encoded = pc.dictionary_encode(pc.utf8_trim_whitespace(as_strings(keys)))
+        assert self.hashing is not None  # token and map columns are read only with hashing (ingest refuses them without)
         slot, sign = self.hashing.slots(f"{col.name}={v}" for v in encoded.dictionary.to_pylist())
         codes = encoded.indices.to_numpy(zero_copy_only=False)
         return row, slot[codes].astype(np.int64), weights * sign[codes]

@@ -22,12 +22,13 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import zarr
+from zarr.codecs import ZstdCodec
 
 from .._config import get_setting
 from .._output import check_not_inside, destination_lock, is_dpipe_store
@@ -36,6 +37,9 @@ from ..reduce._block import LAYOUTS, block_nnz, concat_rows, is_csr, to_float32
 from ._checksum import CHECKSUM_ALGORITHM, shard_digests
 from ._ingest_options import STORE_FORMATS
 from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, stored_feature_names, write_manifest
+
+if TYPE_CHECKING:
+    from zarr.core.array_spec import ArrayConfigParams
 
 __all__ = ["ShardWriter", "STORE_FORMATS", "STORE_CODECS", "choose_codec", "default_shard_rows", "shard_rows_for", "prepare_destination",
            "store_lock"]
@@ -196,17 +200,18 @@ class ShardWriter:
             self._lock.enter_context(store_lock(self.dest))  # free when the caller holds it already
             prepare_destination(self.dest, overwrite)
             self.overwrite = overwrite
-            self.format = format
+            self.format = cast(Literal["zarr", "parquet"], format)  # checked against STORE_FORMATS above
             self.n_features = int(n_features)
             self.feature_names = list(feature_names)
             self.shard_rows = int(shard_rows)
             self.with_group = with_group
             self.with_weight = with_weight
             self.labelled = bool(labelled)
-            self.layout = layout
+            self.layout = cast(Literal["dense", "csr"], layout)  # checked against LAYOUTS above
             parent = os.path.dirname(self.dest)
             with self._writing():
-                self.tmp = tempfile.mkdtemp(prefix="." + os.path.basename(self.dest) + ".tmp-", dir=parent)
+                self.tmp = self._tmp = tempfile.mkdtemp(  # _tmp: the same path, typed str for the writing methods
+                    prefix="." + os.path.basename(self.dest) + ".tmp-", dir=parent)
                 self._start(format, with_group, with_weight)
         except BaseException:  # an interruption before the ``with`` block: nothing left behind
             self.abort()
@@ -223,11 +228,11 @@ class ShardWriter:
         self.shard_nnz: list[int] = []
         self.nnz = 0
         if format == "zarr":
-            root = zarr.open_group(self.tmp, mode="w")
+            root = zarr.open_group(self._tmp, mode="w")
             chunks = (self.shard_rows, max(1, self.n_features))
-            cfg = {"write_empty_chunks": True}  # every chunk gets a file: a missing one is damage
-            self._x = None  # created at the first shard, whose features choose the codec (:func:`choose_codec`)
-            self._x_args = dict(name="X", shape=(0, self.n_features), chunks=chunks, dtype="float32", config=cfg)
+            cfg: ArrayConfigParams = {"write_empty_chunks": True}  # every chunk gets a file: a missing one is damage
+            self._x: zarr.Array | None = None  # created at the first shard, whose features choose the codec (:func:`choose_codec`)
+            self._x_args: dict[str, Any] = dict(name="X", shape=(0, self.n_features), chunks=chunks, dtype="float32", config=cfg)
             self._y = root.create_array("y", shape=(0,), chunks=(self.shard_rows,), dtype="int8", config=cfg)
             self._g = root.create_array("group", shape=(0,), chunks=(self.shard_rows,), dtype="int16", config=cfg) if with_group else None
             self._w = root.create_array("weight", shape=(0,), chunks=(self.shard_rows,), dtype="float32", config=cfg) if with_weight else None
@@ -235,11 +240,11 @@ class ShardWriter:
             if self.layout == "csr":
                 self._create_csr(root, cfg)
 
-    def _create_csr(self, root: Any, cfg: dict[str, Any]) -> None:
+    def _create_csr(self, root: Any, cfg: ArrayConfigParams) -> None:
         """The ``X`` group of a CSR store (AnnData's csr_matrix encoding); values and indices zstd-compressed unless
         ``dpipe.store-codec`` is ``none``."""
         self.codec = "none" if str(get_setting("store-codec")) == "none" else "zstd"
-        compressors = [zarr.codecs.ZstdCodec(level=0)] if self.codec == "zstd" else None
+        compressors = [ZstdCodec(level=0)] if self.codec == "zstd" else None
         x = root.create_group("X")
         x.attrs.update({"encoding-type": "csr_matrix", "encoding-version": "0.1.0", "shape": [0, self.n_features]})
         chunk = min(CSR_CHUNK_VALUES, max(1 << 16, int(get_setting("shard-bytes")) // 8))
@@ -283,12 +288,13 @@ class ShardWriter:
             self.abort()
             raise StoreError(f"{self.dest}: cannot write the store: {exc.strerror or exc or type(exc).__name__}") from exc
 
-    def _create_x(self, X: np.ndarray) -> None:
+    def _create_x(self, X: np.ndarray) -> zarr.Array:
         """Create the zarr ``X`` array with the codec the first non-empty shard's features choose (at commit: no rows)."""
         if self._x is not None:
-            return
+            return self._x
         self.codec = choose_codec(X, str(get_setting("store-codec")))
-        self._x = self._root.create_array(**self._x_args, compressors=[zarr.codecs.ZstdCodec(level=0)] if self.codec == "zstd" else None)
+        self._x = self._root.create_array(**self._x_args, compressors=[ZstdCodec(level=0)] if self.codec == "zstd" else None)
+        return self._x
 
     # -- writing -----------------------------------------------------------------
     def _as_layout(self, X: Any) -> Any:
@@ -357,18 +363,20 @@ class ShardWriter:
             if self.layout == "csr":
                 self._write_csr_zarr(X, start, stop)
             elif self._x is not None or stop > start:  # the first rows choose the codec; an empty shard before them changes nothing
-                self._create_x(X)
-                self._x.resize((stop, self.n_features))
+                x = self._create_x(X)
+                x.resize((stop, self.n_features))
                 if stop > start:
-                    self._x[start:stop] = X
+                    x[start:stop] = X
             self._y.resize((stop,))
             if stop > start:
                 self._y[start:stop] = y
             if self._g is not None:
+                assert group is not None  # with_group: the column was created and every shard has one
                 self._g.resize((stop,))
                 if stop > start:
                     self._g[start:stop] = group
             if self._w is not None:
+                assert weight is not None  # with_weight, likewise
                 self._w.resize((stop,))
                 if stop > start:
                     self._w[start:stop] = weight
@@ -386,7 +394,7 @@ class ShardWriter:
                 cols["weight"] = pa.array(np.asarray(weight, dtype=np.float32), type=pa.float32())
             position = json.dumps({"index": index, "start": start, "stop": stop})
             table = pa.table(cols).replace_schema_metadata({"dpipe.shard": position})
-            pq.write_table(table, os.path.join(self.tmp, f"part-{index:05d}.parquet"))
+            pq.write_table(table, os.path.join(self._tmp, f"part-{index:05d}.parquet"))
         counts = [int((y == -1).sum()), int((y == 1).sum())]
         self.shard_bounds.append([start, stop])
         self.class_counts.append(counts)
@@ -455,10 +463,10 @@ class ShardWriter:
         )
         if self.format == "zarr":
             self._root.attrs["dpipe_manifest"] = manifest.to_dict()
-        write_manifest(self.tmp, manifest)
+        write_manifest(self._tmp, manifest)
         from .._modes import set_default_mode
 
-        set_default_mode(self.tmp)  # mkdtemp / mkstemp made it 0700 / 0600: give it the user's umask
+        set_default_mode(self._tmp)  # mkdtemp / mkstemp made it 0700 / 0600: give it the user's umask
         self._replace_destination()
         return manifest
 
@@ -472,9 +480,9 @@ class ShardWriter:
                     raise StoreError(f"{self.dest}: destination appeared while writing; pass overwrite=True to replace it")
                 if not is_dpipe_store(self.dest):
                     raise StoreError(f"{self.dest}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with overwrite=True")
-                old = os.path.join(os.path.dirname(self.dest), "." + os.path.basename(self.dest) + ".old-" + self.tmp[-8:])
+                old = os.path.join(os.path.dirname(self.dest), "." + os.path.basename(self.dest) + ".old-" + self._tmp[-8:])
                 os.rename(self.dest, old)
-            os.rename(self.tmp, self.dest)
+            os.rename(self._tmp, self.dest)
             self._done = True
         except BaseException:
             if old is not None and not os.path.lexists(self.dest) and os.path.lexists(old):

@@ -435,13 +435,15 @@ class LinearModel:
             raise ValueError(f"{where}: encoding gives {X.shape[1]} features; the model has {self.n_features}")
         return self.transform_rows(X).astype(np.float64)
 
-    def _sparse_records(self, records: Iterable[Mapping[str, Any]]) -> Any:
+    def _sparse_records(self, records: Iterable[object]) -> Any:
         """CSR rows of sparse records ``{feature name: value}`` (svmlight training data); an unknown name is an error."""
         from ..reduce._block import csr_block
 
         if self._name_index is None:
             self._name_index = {name: j for j, name in enumerate(self.feature_names)}
-        indptr, indices, values = [0], [], []
+        indptr: list[int] = [0]
+        indices: list[int] = []
+        values: list[float] = []
         for i, rec in enumerate(records):
             if not isinstance(rec, Mapping):
                 raise ValueError(f"LinearModel: record {i} is a {type(rec).__name__}; svmlight-trained models score mappings of feature name -> value")
@@ -454,6 +456,7 @@ class LinearModel:
         return X if self.transform is None else self.transform.apply(X, where="LinearModel")
 
     def _feature_index(self, name: Any, record: int) -> int:
+        assert self._name_index is not None  # made by _sparse_records
         try:
             return self._name_index[name]
         except KeyError:

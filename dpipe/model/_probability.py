@@ -88,7 +88,8 @@ class ProbabilityCalibration:
             raise bad(f"must be a mapping whose method is one of {', '.join(PROBABILITY_METHODS)}")
         base = {"method": d["method"], "held_out": str(d.get("held_out", "")), "n_rows": int(d.get("n_rows", 0))}
         if d["method"] == "sigmoid":
-            a, b = d.get("a"), d.get("b")
+            a: Any = d.get("a")  # JSON as read: checked next
+            b: Any = d.get("b")
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (a, b)):
                 raise bad("needs finite numbers a and b (sigmoid)")
             return cls(**base, a=float(a), b=float(b))

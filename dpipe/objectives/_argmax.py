@@ -800,7 +800,7 @@ def _f1_argmax_w(sp, sn, vp, vn):
     w_pos = pc[n_pos]
     n = float(w_pos + nc[n_neg])
     best = -np.inf
-    best_b = 0
+    best_b = np.int64(0)  # the type of b below (numba unifies them to int64 either way)
     best_c = w_pos
     best_loss = 1.0
     for r in range(n_pos, -1, -1):  # a increasing

@@ -28,7 +28,7 @@ float64 rounding.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -61,7 +61,7 @@ class DualScale(NamedTuple):
     Wp: float
 
 
-def _between(c: SortedClass, lo: np.ndarray, hi: np.ndarray, lo_side: str, hi_side: str) -> tuple[np.ndarray, np.ndarray]:
+def _between(c: SortedClass, lo: np.ndarray, hi: np.ndarray, lo_side: Literal["left", "right"], hi_side: Literal["left", "right"]) -> tuple[np.ndarray, np.ndarray]:
     """Weight and weighted score sum of the rows with ``lo < s < hi`` (sides as in searchsorted)."""
     i = np.searchsorted(c.s, lo, side=lo_side)
     j = np.maximum(np.searchsorted(c.s, hi, side=hi_side), i)

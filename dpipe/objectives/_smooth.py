@@ -93,6 +93,7 @@ class SmoothedAUCRisk:
         out = auc_gamma_range(r, self.t)
         gp, gn = out.gamma_pos, out.gamma_neg
         if r.vp is not None:
+            assert r.vn is not None  # weights come for both classes
             gp, gn = gp * r.vp[r.own_pos_start:], gn * r.vn[: r.own_neg_stop]
         return RiskAt(out.value, out.hinge, -gp, gn)
 

@@ -13,7 +13,8 @@ constant. A *row* of the compiled problem (the objective, then each constraint) 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -56,6 +57,14 @@ def _all_terms(objective: RateExpression | None, constraints: Sequence[Constrain
     return out
 
 
+class _Opened(Protocol):
+    """What :meth:`DataInfo.of` reads of an opened dataset (an engine dataset; optional ``store`` and ``group_names``
+    are read with ``getattr``)."""
+
+    @property
+    def n_features(self) -> int: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class DataInfo:
     """What a rate fit needs to know of a dataset before any pass: where it is, its width, its group names and
@@ -67,7 +76,7 @@ class DataInfo:
     labelled: bool = True
 
     @classmethod
-    def of(cls, dataset: object) -> DataInfo:
+    def of(cls, dataset: _Opened) -> DataInfo:
         """From an opened dataset: its store's manifest, or (in-memory shards) its ``group_names``."""
         store = getattr(dataset, "store", None)
         if store is not None:
@@ -78,7 +87,7 @@ class DataInfo:
 
 
 def plan_stores(objective: RateExpression | None, constraints: Sequence[Constraint], stores: Mapping[str, DataInfo],
-                load_model: object) -> dict[str, StorePlan]:
+                load_model: Callable[[str], tuple[np.ndarray, float]]) -> dict[str, StorePlan]:
     """The cell layout of every dataset the expressions use.
 
     Parameters

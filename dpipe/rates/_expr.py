@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+from collections.abc import Callable
 from typing import Literal
 
 from ..exceptions import ParameterError
@@ -133,10 +134,10 @@ class RateExpression:
             raise TypeError("rates can be divided by non-zero numbers only (a ratio of rates is written multiplied out)")
         return self * (1.0 / float(divisor))
 
-    def __le__(self, other: object) -> Constraint:  # type: ignore[override]
+    def __le__(self, other: object) -> Constraint:
         return Constraint(self - _as_expression(other))
 
-    def __ge__(self, other: object) -> Constraint:  # type: ignore[override]
+    def __ge__(self, other: object) -> Constraint:
         return Constraint(_as_expression(other) - self)
 
     @property
@@ -242,7 +243,7 @@ def f1_at_least(target: float, *, on: str = "train", group: str | None = None) -
 
 
 #: the rates a constraint string may name, with the keyword arguments each takes
-RATES = {
+RATES: dict[str, Callable[..., RateExpression]] = {
     "positive_rate": positive_rate, "coverage": coverage, "negative_rate": negative_rate,
     "true_positive_rate": true_positive_rate, "recall": recall, "false_positive_rate": false_positive_rate,
     "false_negative_rate": false_negative_rate, "true_negative_rate": true_negative_rate,

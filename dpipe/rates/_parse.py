@@ -98,7 +98,7 @@ def _expression(node: ast.expr) -> RateExpression | float:
                 return left - right
             if isinstance(node.op, ast.Mult):
                 return left * right
-            return left / right
+            return left / right  # type: ignore[operator]  # a number / a rate raises the TypeError reported below
         except (TypeError, ZeroDivisionError) as error:
             raise _Bad(str(error)) from None
     raise _Bad(f"{ast.unparse(node)!r} is not a rate, a number or a sum / multiple of them")
@@ -123,11 +123,12 @@ def parse_constraint(text: str) -> Constraint:
         if isinstance(left, ast.Name) and left.id in _RATIOS:
             left = ast.Call(func=left, args=[], keywords=[])
         if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id in _RATIOS:
-            if not isinstance(op, ast.GtE) or not isinstance(_expression(right), float):
+            bound = _expression(right)
+            if not isinstance(op, ast.GtE) or not isinstance(bound, float):
                 raise _Bad(f"{left.func.id}(...) is bounded below by a number: {left.func.id}(...) >= 0.8")
             _, kwargs = _call_kwargs(left, left.func.id)
             kwargs.pop("label", None)
-            target = float(_expression(right))
+            target = float(bound)
             if not 0.0 < target < 1.0:
                 raise _Bad(f"{left.func.id} target must be in (0, 1), got {target:g}")
             return _RATIOS[left.func.id](target, **kwargs).named(text.strip())
@@ -135,6 +136,7 @@ def parse_constraint(text: str) -> Constraint:
         if not isinstance(lhs, RateExpression) and not isinstance(rhs, RateExpression):
             raise _Bad("neither side names a rate")
         constraint = (lhs <= rhs) if isinstance(op, ast.LtE) else (lhs >= rhs)  # a number on the left: Python reflects it
+        assert isinstance(constraint, Constraint)  # a rate on one side at least (checked above): never a bool
         return constraint.named(text.strip())
     except _Bad as error:
         raise ParameterError(f"constraint {text.strip()!r}: {error}") from None

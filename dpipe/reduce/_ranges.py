@@ -25,7 +25,7 @@ merged kernel up to float64 summation order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -40,7 +40,7 @@ __all__ = ["SortedShard", "Piece", "sort_shard", "sketch", "cut", "assemble", "s
 class SortedShard(NamedTuple):
     """One shard's scores sorted per class, kept by its host between the passes of an evaluation."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the shard's number: a field that shadows tuple.index(), which nothing calls on it
     pos: np.ndarray
     neg: np.ndarray
     pos_rows: np.ndarray
@@ -171,8 +171,8 @@ def assemble(pieces: Sequence[Piece]) -> tuple[RangeInput, Assembly]:
     keeps each part together.
     """
     weighted = bool(pieces) and pieces[0].vp is not None
-    merged, pos, neg = merge_class_runs([p.sp for p in pieces], [p.sn for p in pieces], [p.vp for p in pieces] if weighted else None,
-                                        [p.vn for p in pieces] if weighted else None)
+    vp, vn = cast(list[np.ndarray], [p.vp for p in pieces]), cast(list[np.ndarray], [p.vn for p in pieces])  # weighted: every piece has weights
+    merged, pos, neg = merge_class_runs([p.sp for p in pieces], [p.sn for p in pieces], vp if weighted else None, vn if weighted else None)
     p_own = sum(p.own_pos_start for p in pieces)
     n_own = sum(p.own_neg_stop for p in pieces)
     r = RangeInput(

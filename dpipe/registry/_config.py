@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import msgspec
 
@@ -79,11 +79,16 @@ class PromoteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, re
     margin: float = 0.0
 
 
-#: where the passes run: the fields of :class:`~dpipe.engine.ClusterSpec` a file may set (kebab-case names); ``options()`` is the spec
-ClusterConfig = config_struct(ClusterSpec, "ClusterConfig", doc="Where the passes run: the fields of dpipe.engine.ClusterSpec, kebab-case.")
-#: the ``data.ingest`` options, checked at load: the fields of :class:`~dpipe.io.IngestOptions` but those a retrain sets (Python names)
-IngestConfig = config_struct(IngestOptions, "IngestConfig", exclude=RETRAIN_SETS, rename=None,
-                             doc="The dpipe.io.ingest options of a retrain's sources (data.ingest), by their Python names.")
+#: ``ClusterConfig``: where the passes run, the fields of :class:`~dpipe.engine.ClusterSpec` a file may set (kebab-case names),
+#: ``options()`` the spec; ``IngestConfig``: the ``data.ingest`` options, checked at load, the fields of
+#: :class:`~dpipe.io.IngestOptions` but those a retrain sets (Python names)
+if TYPE_CHECKING:  # made at run time from the declarations, so the type checker sees them as Any
+    ClusterConfig: TypeAlias = Any
+    IngestConfig: TypeAlias = Any
+else:
+    ClusterConfig = config_struct(ClusterSpec, "ClusterConfig", doc="Where the passes run: the fields of dpipe.engine.ClusterSpec, kebab-case.")
+    IngestConfig = config_struct(IngestOptions, "IngestConfig", exclude=RETRAIN_SETS, rename=None,
+                                 doc="The dpipe.io.ingest options of a retrain's sources (data.ingest), by their Python names.")
 
 
 class RetrainConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="kebab"):

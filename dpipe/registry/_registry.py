@@ -139,7 +139,8 @@ class Registry:
 
     def champion(self) -> str | None:
         """The champion's version (None: no decision made one yet), from the decision records."""
-        return (self.champion_stack() or [None])[-1]
+        stack = self.champion_stack()
+        return stack[-1] if stack else None
 
     def champion_stack(self) -> list[str]:
         """Champions in promotion order, rolled-back ones removed: the last is the champion."""
@@ -273,6 +274,8 @@ class Registry:
             self.checked_model_path(stack[-2])
             record["version"], record["champion_after"] = stack[-1], stack[-2]
         elif action == "promote":
+            if version is None:
+                raise ValueError("commit('promote'): the version to make champion goes with it")
             self.checked_model_path(version)
             record["champion_after"] = version
         if model is not None:

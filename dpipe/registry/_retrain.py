@@ -242,10 +242,11 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     checks = _constraints(cfg, champion_path, champion_holdout["recall"] if champion_holdout else None, None)
     challenger_holdout = evaluate(model, stores["holdout"], constraints=checks or None, **where)
     action, reasons = _decide(cfg, metric, challenger_holdout, champion_holdout)
-    at_fit = {"training": {c.text: c.value for c in training}, "validation": {c.text: c.value for c in validated or []} or None}
+    at_training = {c.text: c.value for c in training}
+    at_fit = {"training": at_training, "validation": {c.text: c.value for c in validated or []} or None}
     for c in validated or []:
         reasons.append(f"{c.text} on the held-out validation rows that set the threshold: lhs - rhs {c.value:+.4g} "
-                       f"(training rows {at_fit['training'].get(c.text, float('nan')):+.4g})")
+                       f"(training rows {at_training.get(c.text, float('nan')):+.4g})")
     kill_point("evaluate")
 
     entry = {"training": model.training, "objective": cfg.objective, "params": cfg.params, "constraints": constraints,

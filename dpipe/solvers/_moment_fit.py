@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -25,7 +26,7 @@ def paper_start(moments: ClassMoments, augment: bool) -> tuple[np.ndarray, float
         mp, mn = np.append(mp, 1.0), np.append(mn, 1.0)
     nn = float(mn @ mn)
     w = mp - (float(mn @ mp) / nn) * mn if nn > 0 else mp.copy()
-    if not np.linalg.norm(w) > 1e-12 * max(1.0, np.linalg.norm(mp)):
+    if not np.linalg.norm(w) > 1e-12 * max(1.0, float(np.linalg.norm(mp))):
         w = mp - mn
     if augment:
         return w[:-1], float(w[-1])
@@ -147,13 +148,15 @@ def fit_error_moment(
         res.info["start"] = label
         err = obj.error(res.x)
         tried[label] = {"error": err, "fun": res.fun, "nit": res.nit, "status": res.status, "start_error": obj.error(v0)}
-        candidates.append(Candidate(f"lbfgs from the {label} start", *std.to_raw(res.x[:-1], float(res.x[-1])), modelled_error=err))
+        coef_c, intercept_c = std.to_raw(res.x[:-1], float(res.x[-1]))
+        candidates.append(Candidate(f"lbfgs from the {label} start", coef_c, intercept_c, modelled_error=err))
         if best is None or err < obj.error(best.x):
             best = res
     assert best is not None
     v_auc = starts["auc-moment"]
-    candidates.append(Candidate("auc-moment direction", *std.to_raw(v_auc[:-1], float(v_auc[-1])), modelled_error=obj.error(v_auc)))
-    candidates.sort(key=lambda c: c.modelled_error)
+    coef_c, intercept_c = std.to_raw(v_auc[:-1], float(v_auc[-1]))
+    candidates.append(Candidate("auc-moment direction", coef_c, intercept_c, modelled_error=obj.error(v_auc)))
+    candidates.sort(key=lambda c: math.inf if c.modelled_error is None else c.modelled_error)  # every one here has its error
     coef, intercept = std.to_raw(best.x[:-1], float(best.x[-1]))
     best.time_solve = time.perf_counter() - t0
     best.info.update(error=obj.error(best.x), starts=tried)

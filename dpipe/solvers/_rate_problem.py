@@ -24,13 +24,16 @@ per shard for the rates.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..engine._rate_passes import RatePasses
 from ..objectives._rate_lagrangian import RateLagrangian
 from ..reduce._rates import RatePass
+
+if TYPE_CHECKING:
+    from ..engine._protocols import Dataset
 
 __all__ = ["RateProblem", "InnerObjective"]
 
@@ -62,7 +65,7 @@ class RateProblem:
         Every rate pass keeps its point's curvature rows on the workers (for Newton).
     """
 
-    def __init__(self, datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, lam: float, smoothing: float,
+    def __init__(self, datasets: Mapping[str, Dataset], plans: Mapping[str, Any], rows: Any, lam: float, smoothing: float,
                  ranking: Any = None, scale: np.ndarray | None = None, curvature: bool = False) -> None:
         self.lagrangian = RateLagrangian(rows, lam)
         self.data = RatePasses(datasets, plans, smoothing, curvature)
@@ -120,7 +123,7 @@ class RateProblem:
                 return out
         results = self.passes(theta, anchor, v_full)
         value = self.lagrangian.value(theta, results, v_full)
-        grad = sum(r.grad for r in results.values())
+        grad = np.asarray(sum(r.grad for r in results.values()))  # a new array (0 + the first): no copy here
         ranking_risk = 0.0
         if self.ranking is not None:
             auc_value, auc_grad = self.ranking.value_and_grad(self.weights(theta))

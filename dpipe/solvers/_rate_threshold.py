@@ -5,17 +5,20 @@ to the driver; O(n log n) there)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._runs import merge_runs
 from ..reduce._rates import sorted_scores_cells
 
+if TYPE_CHECKING:
+    from ..engine._protocols import Dataset
+
 __all__ = ["exact_bias"]
 
 
-def exact_bias(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, w: np.ndarray, bias: float, feasibility_tol: float,
+def exact_bias(datasets: Mapping[str, Dataset], plans: Mapping[str, Any], rows: Any, w: np.ndarray, bias: float, feasibility_tol: float,
                margin: float = 0.0, z: float = 0.0) -> tuple[float, bool]:
     """The bias along ``w`` with the best exact objective among those meeting every exact constraint with ``margin`` to
     spare (``value <= -margin``), and with ``z`` standard errors to spare (``value + z se <= -margin``), on ``datasets``
@@ -31,18 +34,21 @@ def exact_bias(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any,
     disjoint cells (:mod:`dpipe.rates._intervals`): ``se^2 = sum_cells C_c^2 p_c (1 - p_c)
     sum_{rows in c} v^2``, ``p_c`` the cell's share of weight predicted positive there.
     """
-    runs, weights, gains, cell_ids = [], [], [], []
+    runs: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    gain_parts: list[np.ndarray] = []
+    cell_ids: list[np.ndarray] = []
     offset = 0
     for alias, ds in datasets.items():
         n_cells = plans[alias].layout.n_cells
         for s_run, cells, v in ds.map_gather(sorted_scores_cells, w, plans[alias].layout):
             runs.append(s_run)
             weights.append(v)
-            gains.append(rows.coef[alias][:, cells] * v)  # (rows, n): what each row adds when predicted positive
+            gain_parts.append(rows.coef[alias][:, cells] * v)  # (rows, n): what each row adds when predicted positive
             cell_ids.append(cells.astype(np.int64) + offset)
         offset += n_cells
     s, order, _ = merge_runs(runs)  # one merge of every shard's sorted run, over all datasets
-    gains = np.concatenate(gains, axis=1)[:, order] if gains else np.zeros((rows.constant.size, 0))
+    gains = np.concatenate(gain_parts, axis=1)[:, order] if gain_parts else np.zeros((rows.constant.size, 0))
     v_all = np.concatenate(weights)[order] if weights else np.zeros(0)
     keep = v_all > 0  # a row of weight 0 must not place the threshold
     s, gains = s[keep][::-1], gains[:, keep][:, ::-1]  # descending: lowering b switches rows on in this order
@@ -71,7 +77,7 @@ def exact_bias(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any,
     return float(at[np.argmin(violation)]), False
 
 
-def _standard_errors(datasets: Mapping[str, Any], plans: Mapping[str, Any], rows: Any, cells: np.ndarray, v: np.ndarray,
+def _standard_errors(datasets: Mapping[str, Dataset], plans: Mapping[str, Any], rows: Any, cells: np.ndarray, v: np.ndarray,
                      candidates: np.ndarray, n_cells: int) -> np.ndarray:
     """Every constraint's standard error at every candidate: shape ``(m, candidates)`` (rows in the walk's order)."""
     coef = np.concatenate([rows.coef[a] for a in datasets], axis=1)[1:]  # (m, all cells), in the cell ids' order

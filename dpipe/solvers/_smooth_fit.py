@@ -18,9 +18,9 @@ CONTINUATION_START = 1000.0
 
 
 def fit_smooth(
-    make_objective: Callable[[float], Any],
+    make_objective: Callable[[float | None], Any],
     w0: np.ndarray,
-    smoothing: float,
+    smoothing: float | None,
     *,
     memory: int = 6,
     max_iter: int = 500,
@@ -41,8 +41,8 @@ def fit_smooth(
         ``smoothing -> objective`` (an object with ``value_and_grad`` and ``last``).
     w0 : ndarray
         Starting point.
-    smoothing : float
-        Target smoothing (Huber width t, or PRBEP's mu).
+    smoothing : float or None
+        Target smoothing (Huber width t, or PRBEP's mu); None for a risk without one (auc's squared hinge, no continuation).
     memory, max_iter
         L-BFGS settings (the paper keeps 6 correction pairs).
     tol : float
@@ -71,13 +71,14 @@ def fit_smooth(
         moved, the smoothing and the stage.
     """
     t0 = time.perf_counter()
-    widths = [smoothing]
+    widths: list[float | None] = [smoothing]
     if continuation:
+        assert smoothing is not None  # the params refuse continuation without a smoothing (squared losses)
         widths = []
-        width = smoothing * continuation_start
-        while width > smoothing * (1 + 1e-12):
-            widths.append(width)
-            width /= continuation_factor
+        wide = smoothing * continuation_start
+        while wide > smoothing * (1 + 1e-12):
+            widths.append(wide)
+            wide /= continuation_factor
         widths.append(smoothing)
     w = np.asarray(w0, dtype=float)
     history: list[dict[str, Any]] = []

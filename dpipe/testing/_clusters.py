@@ -81,7 +81,11 @@ def train_killing_workers(store: str, fit: dict[str, Any], *, kill: int | None =
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:
         pids = [pid for _, pid in sorted(client.run(os.getpid).items())][: n_workers if kill is None else kill]
-        killer = KillAtLog(lambda: [os.kill(pid, signal.SIGKILL) for pid in pids], at)
+        def kill_workers() -> None:
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+
+        killer = KillAtLog(kill_workers, at)
         loggers = [logging.getLogger(name) for name in PROGRESS_LOGGERS]
         levels = [lg.level for lg in loggers]
         for lg in loggers:

@@ -330,7 +330,7 @@ def _coef_from_table(n_pos: int, n_neg: int, b: int, c: int) -> tuple[np.ndarray
 # ---------------------------------------------------------------------------
 # Algorithm 2: the naive reference over all contingency tables
 # ---------------------------------------------------------------------------
-def _table_loss(loss: str, a: int, b: np.ndarray, n_pos: int, n_neg: int, k: int | None) -> np.ndarray:
+def _table_loss(loss: str, a: int, b: np.ndarray, n_pos: int, n_neg: int, k: float | None) -> np.ndarray:
     """Delta for the tables ``(a, b, n+ - a, n- - b)``; NaN where ``y'`` is not admissible."""
     c = n_pos - a
     n = n_pos + n_neg
@@ -343,6 +343,7 @@ def _table_loss(loss: str, a: int, b: np.ndarray, n_pos: int, n_neg: int, k: int
     if loss == "prbep":
         return np.where(a + b == n_pos, 1.0 - a / n_pos, np.nan)
     if loss == "prec@k":
+        assert k is not None  # the @k losses come with k
         return np.where(a + b == k, 1.0 - a / k, np.nan)
     if loss == "rec@k":
         return np.where(a + b == k, 1.0 - a / n_pos, np.nan)
