@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.repeats < 1:
         ap.error("--repeats must be at least 1")
     out = a.out or (HERE / "results" / "quick" if a.quick else HERE / "results")
+    out.mkdir(parents=True, exist_ok=True)  # before any suite: some draw their plots there before write_results
     cfg = Config(quick=a.quick, repeats=a.repeats, data_dir=a.data_dir, work=a.work, out_dir=out,
                  tasks=tuple(a.tasks.split(",")) if a.tasks else None, before=a.before)
     names = list(SUITES) if "all" in a.suites else list(dict.fromkeys(a.suites))
