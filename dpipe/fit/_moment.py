@@ -10,6 +10,7 @@ from ..engine import class_moments
 from ..reduce import ClassMoments
 from ..solvers import fit_auc_moment, fit_error_moment
 from ._outcome import FitOutcome
+from ._records import MomentParams
 
 if TYPE_CHECKING:
     from ..engine._protocols import Dataset
@@ -19,7 +20,7 @@ __all__ = ["fit_moment", "fit_moments"]
 log = logging.getLogger("dpipe.fit")
 
 
-def fit_moments(moments: ClassMoments, p: Any) -> FitOutcome:
+def fit_moments(moments: ClassMoments, p: MomentParams) -> FitOutcome:
     """Fit a moment objective from class moments (no data access).
 
     Parameters
@@ -37,7 +38,7 @@ def fit_moments(moments: ClassMoments, p: Any) -> FitOutcome:
     return FitOutcome(coef, intercept, result, tuple(candidates))
 
 
-def fit_moment(ds: Dataset, p: Any, validate: Any = None) -> FitOutcome:
+def fit_moment(ds: Dataset, p: MomentParams, validate: Any = None) -> FitOutcome:
     """One moments pass over ``ds``, then :func:`fit_moments`."""
     t0 = time.perf_counter()
     moments = class_moments(ds)

@@ -27,6 +27,7 @@ from ..solvers import minimize_tron
 from ._early_stopping import early_stopping
 from ._outcome import FitOutcome
 from ._params import auc_lam
+from ._records import SmoothParams
 
 if TYPE_CHECKING:
     from ..engine._protocols import CurvedRisk, Dataset
@@ -168,7 +169,7 @@ class PairwiseNewtonObjective:
         return merged_auc(self._scores)
 
 
-def fit_newton(ds: Dataset, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+def fit_newton(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
     """Fit ``lam/2 ||u||^2 + R(X w)`` by trust-region Newton-CG (:func:`~dpipe.solvers.minimize_tron`) from ``w = 0``.
 
     ``u = w`` on raw features, ``w * scale`` standardized (``standardize``; auto: when some

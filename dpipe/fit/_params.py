@@ -5,7 +5,7 @@ range or choices, documentation), which objectives and solvers it applies to, an
 default (one value, or one per family or objective). Everything else is built from it:
 
 * :func:`resolve` validates what a user gave for an objective and returns the family's
-  frozen record (:data:`RECORDS`) with the defaults filled in; an option that does not
+  frozen record (:data:`RECORDS`, generated into :mod:`._records` by :mod:`._codegen`) with the defaults filled in; an option that does not
   apply to the objective is a :class:`ParameterError` naming the option, the objective
   and what to use instead — never silently dropped;
 * ``dpipe.train``'s and ``DPipeClassifier``'s signatures and docstrings
@@ -26,6 +26,7 @@ from typing import Any
 
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import ParameterError
+from ._records import RECORDS
 from ._registry import FAMILIES, OBJECTIVES, Objective, get_objective
 
 __all__ = ["Param", "PARAMS", "RECORDS", "resolve", "signature_parameters", "numpydoc", "add_arguments", "applicable", "option_table", "auc_lam",
@@ -320,20 +321,11 @@ def applicable(objective: Objective, solver: str) -> list[Param]:
     return [p for p in PARAMS.values() if p.applies(objective, solver)]
 
 
-def _record(family: str) -> type:
+def record_fields(family: str) -> list[str]:
+    """The parameters a ``family`` fit's record holds after ``objective``: ``solver``, then every parameter in scope of
+    the family or one of its objectives, in declaration order (``C`` is ``lam``'s other name, resolved into it)."""
     names = [p.name for p in PARAMS.values() if p.name != "C" and (family in p.scope or any(OBJECTIVES[o].family == family for o in p.scope if o in OBJECTIVES))]
-    types = {"float": "float | None", "int": "int | None", "bool": "bool", "choice": "str", "constraints": "tuple"}
-    fields: list[tuple[str, Any]] = [("objective", str), ("solver", str)] + [(n, types[PARAMS[n].kind]) for n in names if n != "solver"]
-    fields += [("given", tuple), ("owner", str)]  # the options the user set, and who resolved them (for messages)
-    record = dataclasses.make_dataclass(f"{family.capitalize()}Params", fields, frozen=True)
-    record.__doc__ = (f"The resolved hyper-parameters of a {family} fit (generated from dpipe.fit._params.PARAMS); ``given`` names "
-                      "the options the user set, ``owner`` who resolved them.")
-    record.__module__ = __name__
-    return record
-
-
-#: family -> frozen record type of its resolved parameters (an option that does not apply to the objective is None)
-RECORDS: dict[str, type] = {family: _record(family) for family in FAMILIES}
+    return ["solver"] + [n for n in names if n != "solver"]
 
 
 def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:

@@ -34,6 +34,7 @@ from ..solvers import FitResult, RateProblem, solve_rates
 from ..solvers._rate_threshold import exact_bias
 from ._outcome import FitOutcome
 from ._params import PARAMS
+from ._records import RateParams
 from ._registry import OBJECTIVES
 
 if TYPE_CHECKING:
@@ -298,14 +299,14 @@ def _measured(datasets: Mapping[str, Dataset], plans: Mapping[str, Any], rows: A
     return [dataclasses.replace(c, tolerance=tolerance) for c in constraint_report(constraints, rows, plans, sums)]
 
 
-def _confidence(params: Any, validation: Mapping[str, Dataset]) -> float:
+def _confidence(params: RateParams, validation: Mapping[str, Dataset]) -> float:
     """``confidence`` as given, else :data:`VALIDATION_CONFIDENCE` under the validation rule and 0.5 (the point value) without."""
     if params.confidence is not None:
         return float(params.confidence)
     return VALIDATION_CONFIDENCE if validation else 0.5
 
 
-def fit_rate_family(datasets: Mapping[str, Dataset], params: Any, validate: Any = None,
+def fit_rate_family(datasets: Mapping[str, Dataset], params: RateParams, validate: Any = None,
                     constraint_validation: Mapping[str, Dataset] | None = None) -> FitOutcome:
     """The rate family's fit for ``train``: ``datasets`` maps aliases (``"train"`` first) to opened datasets;
     ``constraint_validation`` maps some of them to opened validation stores (the validation rule, with

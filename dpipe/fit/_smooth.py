@@ -19,6 +19,7 @@ from ._early_stopping import early_stopping
 from ._newton import auc_risk
 from ._outcome import FitOutcome
 from ._params import auc_lam
+from ._records import SmoothParams
 
 if TYPE_CHECKING:
     from ..engine._protocols import Dataset, ScoreRisk
@@ -137,7 +138,7 @@ def _moment_ray(moments: ClassMoments, passes: RankPasses, risk: Any, scale: np.
     return direction, ray, {"init_rank_loss": moment_fit.info["rank_loss"]}
 
 
-def _resolve_auto(p: Any, d: int) -> tuple[str, str]:
+def _resolve_auto(p: SmoothParams, d: int) -> tuple[str, str | None]:
     """``precondition`` and ``init`` with "auto" resolved for ``d`` features."""
     precondition = p.precondition
     if precondition == "auto":
@@ -158,7 +159,7 @@ def _resolve_auto(p: Any, d: int) -> tuple[str, str]:
     return precondition, init
 
 
-def fit_smoothed(ds: Dataset, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
     """Fit a smoothed rank objective on an opened dataset (two passes per evaluation).
 
     The objective is ``R_mu(w) + lam/2 sum_j p_j w_j^2`` with ``p = 1`` (SVM-perf's) or,
@@ -193,7 +194,10 @@ def fit_smoothed(ds: Dataset, p: Any, validate: Callable[[np.ndarray, float], di
         lam = auc_lam(total_weight, d)
         log.info("%s: lam=auto: %.3g (1e-4 x %d features / %.6g rows, at least 1e-6)", p.objective, lam, d, total_weight)
     smoothed = p.epsilon is not None or p.smoothing is not None  # auc: neither applies
-    width = p.smoothing if p.smoothing is not None else default_smoothing(p.objective, total_weight, p.epsilon, p.mu_scale) if smoothed else None
+    width = p.smoothing
+    if width is None and smoothed:
+        assert p.epsilon is not None and p.mu_scale is not None  # both apply where epsilon does (auc has neither)
+        width = default_smoothing(p.objective, total_weight, p.epsilon, p.mu_scale)
     make_risk = RISKS[p.objective]
     scale = np.ones(d)
     if p.standardize or preconditioner != "none":
@@ -207,6 +211,7 @@ def fit_smoothed(ds: Dataset, p: Any, validate: Callable[[np.ndarray, float], di
     start, info = np.zeros(d), {"init_scale": None}
     if moments is not None:
         first_width = width * CONTINUATION_START if p.continuation and width is not None else width  # fit_smooth's first stage
+        assert p.ridge is not None  # it applies to the smoothed objectives' L-BFGS route, this one (not to Newton's)
         try:
             direction, ray, info_ray = _moment_ray(moments, passes, make_risk(first_width), scale, penalty, lam, p.ridge, uses)
         except DPipeError as error:

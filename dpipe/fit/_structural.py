@@ -15,6 +15,7 @@ from ..objectives import StructuralLoss
 from ..solvers import fit_cutting_plane
 from ._early_stopping import early_stopping
 from ._outcome import FitOutcome
+from ._records import StructuralParams
 
 if TYPE_CHECKING:
     from ..engine._protocols import Dataset
@@ -92,7 +93,7 @@ class StructuralRisk:
         return pl.value, pl.loss, a
 
 
-def fit_structural(ds: Dataset, p: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+def fit_structural(ds: Dataset, p: StructuralParams, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
     """Fit an SVM-perf loss by 1-slack cutting planes on an opened dataset (two passes per iteration).
 
     The bias feature (``p.bias``, SVM-perf's ``--b``) is used by the losses that set a
