@@ -42,3 +42,20 @@ def test_resolve_builds_the_record_and_its_types_hold(objective):
         if float in allowed:
             allowed += (int,)  # an int default where a float is declared (PEP 484's numeric tower)
         assert isinstance(value, allowed), f"{objective}: {f.name} = {value!r} is not {hint}"
+
+
+def test_the_public_signatures_are_the_generators_output_and_list_every_parameter():
+    import inspect
+
+    import dpipe
+    from dpipe.fit._codegen import SIGNATURE_FILES, with_signature
+
+    for path, indent in SIGNATURE_FILES.items():
+        assert path.read_text() == with_signature(path.read_text(), indent), f"{path}: run python -m dpipe.fit._codegen"
+    for function in (dpipe.train, dpipe.DPipeClassifier.__init__):
+        params = inspect.signature(function).parameters
+        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())  # written out, no **params
+        assert all(params[name].kind is inspect.Parameter.KEYWORD_ONLY and params[name].default is None for name in PARAMS)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'lamm'"):
+        dpipe.DPipeClassifier(lamm=1.0)
+    assert dpipe.DPipeClassifier(lam=0.5).get_params()["lam"] == 0.5  # scikit-learn reads the written-out signature
