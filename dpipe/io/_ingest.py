@@ -51,19 +51,11 @@ Manifest fields written by ingest
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
-import io
 import logging
-import lzma
 import os
-import queue
-import threading
 import warnings
-import zlib
-from collections import Counter
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -74,31 +66,21 @@ from .._log import VERBOSE
 from .._progress import Progress, advance
 from .._transform import SCALES, FeatureTransform
 from .._validation import check_choice, check_int
-from ..exceptions import DataWarning, InputError, ParameterError, StoreError
-from ..reduce._block import csr_block
-from ._csv_source import detect_header, read_csv_block, split_csv_line
+from ..exceptions import DataWarning, InputError, ParameterError
 from ._fit_transform import check_log1p, ingest_transformed, stored_transform
-from ._hashing import COLLISION_WARNING, FeatureHashing, check_hash_features
+from ._hashing import COLLISION_WARNING, check_hash_features
+from ._ingest_jobs import OWNER, SourceFile, SvmlightJob, TabularJob
 from ._ingest_options import INGEST_LAYOUTS, SOURCE_FORMATS, UNSEEN
-from ._labels import LabelCounter, LabelRule, Where, class_absent_message
+from ._ingest_sources import detect_source_format
+from ._labels import LabelRule
 from ._manifest import Manifest
-from ._parquet_source import iter_parquet, parquet_columns, parquet_files
+from ._parquet_source import parquet_files
 from ._store import open_store
-from ._svmlight import MAX_INDEX, looks_like_svmlight, parse_block
-from ._tabular import (
-    HASHED_ONLY,
-    MISSING_VALUES,
-    Column,
-    TabularEncoder,
-    TabularScanner,
-    TabularSchema,
-    resolve_column,
-)
+from ._svmlight import MAX_INDEX
 from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows_for, store_lock
 
 __all__ = ["ingest", "SOURCE_FORMATS", "INGEST_LAYOUTS", "SPARSE_MAX_DENSITY", "detect_source_format"]
 
-OWNER = "ingest"
 #: ``layout="auto"`` stores an svmlight source as CSR up to this fraction of non-zero entries. Measured here
 #: (numba kernels, one thread, 200,000 rows of uniformly placed non-zeros): CSR's ``X w`` and ``X^T g`` take
 #: 0.4-0.6x the dense time at 5 %, 0.5-0.8x at 10 % and 1.1-1.5x at 20 %.
@@ -106,271 +88,6 @@ SPARSE_MAX_DENSITY = 0.1
 
 log = logging.getLogger("dpipe.ingest")
 
-_COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
-_SVM_SUFFIXES = (".svm", ".svmlight", ".libsvm")
-_PARQUET_SUFFIXES = (".parquet", ".pq")
-# suffixes that only hint at a format: the first lines decide, the hint breaks ties
-_HINT_SUFFIXES = {".t": "svmlight", ".data": "csv", ".test": "csv", ".txt": "csv"}
-
-_CHUNK_BYTES = 1 << 22  # decompressed bytes per read
-_SVM_BLOCK_BYTES = 16 << 20  # most bytes of one svmlight block
-_CSV_BLOCK_BYTES = 64 << 20  # most bytes of one CSV block
-_READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
-
-
-# ---------------------------------------------------------------------------------
-# reading text sources
-# ---------------------------------------------------------------------------------
-class _CountingRaw(io.RawIOBase):
-    """Raw reader that feeds every byte read to a hash and counts them."""
-
-    def __init__(self, f, hasher=None) -> None:
-        self._f = f
-        self.hasher = hasher
-        self.count = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        n = self._f.readinto(b)
-        if n:
-            self.count += n
-            if self.hasher is not None:
-                self.hasher.update(memoryview(b)[:n])
-        return n
-
-    def close(self) -> None:
-        try:
-            self._f.close()
-        finally:
-            super().close()
-
-
-class _TextSource:
-    """A text source opened for reading, decompressed by its magic bytes."""
-
-    def __init__(self, path: str, hash: bool = False) -> None:
-        self.path = path
-        try:
-            f = open(path, "rb", buffering=0)
-        except OSError as exc:
-            raise InputError(f"cannot open ({exc.strerror or exc})", path=path) from None
-        self.raw = _CountingRaw(f, hashlib.sha256() if hash else None)
-        self.buffered = io.BufferedReader(self.raw, 1 << 20)
-        try:
-            magic = self.buffered.peek(6)[:6]
-        except OSError as exc:
-            self.close()
-            raise InputError(f"cannot read ({exc})", path=path) from None
-        if magic[:2] == b"\x1f\x8b":
-            self.stream: Any = gzip.GzipFile(fileobj=self.buffered, mode="rb")
-        elif magic[:3] == b"BZh":
-            self.stream = bz2.BZ2File(self.buffered, mode="rb")
-        elif magic[:6] == b"\xfd7zXZ\x00":
-            self.stream = lzma.LZMAFile(self.buffered, mode="rb")
-        else:
-            self.stream = self.buffered
-
-    def finish(self) -> tuple[str, int]:
-        """Read the rest of the raw bytes; return (sha256, bytes read)."""
-        try:
-            while self.buffered.read(1 << 20):
-                pass
-        except OSError as exc:
-            raise InputError(f"cannot read ({exc})", path=self.path) from None
-        return self.raw.hasher.hexdigest(), self.raw.count
-
-    def close(self) -> None:
-        for obj in (getattr(self, "stream", None), self.buffered):
-            try:
-                if obj is not None:
-                    obj.close()
-            except Exception:  # noqa: BLE001 - closing after an error
-                pass
-
-    def __enter__(self) -> _TextSource:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def _iter_blocks(stream, path: str, max_lines: int, max_bytes: int, skip: int = 0) -> Iterator[tuple[bytes, np.ndarray, int]]:
-    """Yield (bytes of whole lines, newline offsets, 1-based first line) from a binary stream.
-
-    A block holds at most ``max_lines`` lines and, unless one line is longer, at
-    most ``max_bytes`` bytes. The first ``skip`` lines are dropped. A final line
-    without a newline gets one.
-    """
-    buf = bytearray()
-    pending: list[np.ndarray] = []
-    n_nl = 0
-    line = 1
-    eof = False
-    while True:
-        if not eof:
-            try:
-                data = stream.read(_CHUNK_BYTES)
-            except _READ_ERRORS as exc:
-                raise InputError(f"cannot read ({type(exc).__name__}: {exc})", path=path) from None
-            if data:
-                pending.append(np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + len(buf))
-                n_nl += pending[-1].size
-                buf += data
-            else:
-                eof = True
-                if buf and buf[-1] != 10:
-                    buf += b"\n"
-                    pending.append(np.array([len(buf) - 1], dtype=np.int64))
-                    n_nl += 1
-        while n_nl and (eof or skip or n_nl >= max_lines or len(buf) >= max_bytes):
-            nls = np.concatenate(pending) if len(pending) != 1 else pending[0]
-            if skip:
-                k = min(skip, n_nl)
-            else:
-                k = min(max_lines, n_nl)
-                if nls[k - 1] + 1 > max_bytes:
-                    k = max(1, int(np.searchsorted(nls, max_bytes, side="left")))
-            cut = int(nls[k - 1]) + 1
-            if skip:
-                skip -= k
-            else:
-                yield bytes(memoryview(buf)[:cut]), nls[:k].copy(), line
-            line += k
-            del buf[:cut]
-            pending = [nls[k:] - cut]
-            n_nl -= k
-        if eof:
-            return
-
-
-def _prefetch(items: Iterable[Any], depth: int = 1) -> Generator[Any, None, None]:
-    """Iterate ``items`` in a helper thread, ``depth`` items ahead of the consumer."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(msg) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(msg, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def run() -> None:
-        try:
-            for item in items:
-                if not put(("item", item)):
-                    return
-            put(("end", None))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
-            put(("error", exc))
-
-    t = threading.Thread(target=run, name="dpipe-ingest-reader", daemon=True)
-    t.start()
-    try:
-        while True:
-            kind, item = q.get()
-            if kind == "item":
-                yield item
-            elif kind == "end":
-                return
-            else:
-                raise item
-    finally:
-        stop.set()
-        while t.is_alive():
-            try:
-                q.get(timeout=0.05)
-            except queue.Empty:
-                pass
-        t.join()
-
-
-def _peek_lines(path: str, skip: int, want: int, skip_comments: bool = False) -> list[tuple[int, bytes]]:
-    """The first ``want`` non-blank lines after ``skip`` lines, as (1-based line, bytes)."""
-    out: list[tuple[int, bytes]] = []
-    with _TextSource(path) as src:
-        line = 0
-        budget = 4 << 20
-        try:
-            while len(out) < want and budget > 0:
-                text = src.stream.readline(1 << 20)
-                if not text:
-                    break
-                budget -= len(text)
-                line += 1
-                if line <= skip:
-                    continue
-                body = text.split(b"#", 1)[0] if skip_comments else text
-                if body.strip():
-                    out.append((line, text.rstrip(b"\r\n")))
-        except _READ_ERRORS as exc:
-            raise InputError(f"cannot read ({type(exc).__name__}: {exc})", path=path) from None
-    return out
-
-
-def _hash_file(path: str) -> tuple[str, int]:
-    h = hashlib.sha256()
-    n = 0
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
-                n += len(chunk)
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror or exc})", path=path) from None
-    return h.hexdigest(), n
-
-
-def detect_source_format(path: str, skip_rows: int = 0) -> str:
-    """Source format of ``path``: ``"svmlight"``, ``"csv"`` or ``"parquet"``.
-
-    A directory is Parquet. Compression suffixes (.gz .bz2 .xz) are stripped, then
-    ``.svm .svmlight .libsvm`` mean svmlight, ``.csv`` CSV and ``.parquet``
-    Parquet; otherwise the first non-blank lines after ``skip_rows`` decide
-    (``index:value`` tokens -> svmlight, commas -> CSV), and a suffix ``.t``
-    (svmlight) or ``.data .test .txt`` (CSV) breaks ties.
-
-    Raises
-    ------
-    InputError
-        The format cannot be told; pass ``source_format=``.
-    """
-    if os.path.isdir(path):
-        return "parquet"
-    name = os.path.basename(path).lower()
-    while name.endswith(_COMPRESSION_SUFFIXES):
-        name = name.rsplit(".", 1)[0]
-    ext = os.path.splitext(name)[1]
-    if ext in _PARQUET_SUFFIXES:
-        return "parquet"
-    if ext in _SVM_SUFFIXES:
-        return "svmlight"
-    if ext == ".csv":
-        return "csv"
-    try:
-        with open(path, "rb") as f:
-            if f.read(4) == b"PAR1":
-                return "parquet"
-    except OSError as exc:
-        raise InputError(f"cannot open ({exc.strerror or exc})", path=path) from None
-    for _, line in _peek_lines(path, skip_rows, 20):
-        verdict = looks_like_svmlight(line)
-        if verdict:
-            return "svmlight"
-        if b"," in line:
-            return "csv"
-    if ext in _HINT_SUFFIXES:
-        return _HINT_SUFFIXES[ext]
-    raise InputError("cannot tell the source format from the name or the first lines; pass source_format='svmlight', 'csv' or 'parquet'", path=path)
-
-
-# ---------------------------------------------------------------------------------
-# parameters
-# ---------------------------------------------------------------------------------
 def _check_tristate(value: Any, name: str) -> bool | str:
     if value is True or value is False or value == "auto":
         return value
@@ -394,468 +111,6 @@ def _check_src(src: Any) -> list[str]:
         if not os.path.exists(p):
             raise InputError("no such file or directory", path=p)
     return paths
-
-
-class _File:
-    """One source file and what pass 1 learnt about it."""
-
-    def __init__(self, path: str, order: int, src_index: int) -> None:
-        self.path = path
-        self.order = order
-        self.src_index = src_index
-        self.sha256 = ""
-        self.bytes = 0
-        self.skip = 0
-        self.header = False
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            raise InputError(f"cannot open ({exc.strerror or exc})", path=path) from None
-        self.stamp = (st.st_size, st.st_mtime_ns)
-
-    def check_unchanged(self) -> None:
-        st = os.stat(self.path)
-        if (st.st_size, st.st_mtime_ns) != self.stamp:
-            raise InputError("the file changed while it was being ingested", path=self.path)
-
-    def blocks(self, max_lines: int, max_bytes: int, hash: bool, parse) -> Iterator[Any]:
-        """Parsed blocks of the file (``parse(data, newlines, first_line)``), read ahead in a thread."""
-        with _TextSource(self.path, hash=hash) as src:
-            gen = _prefetch(parse(d, nl, ln) for d, nl, ln in _iter_blocks(src.stream, self.path, max_lines, max_bytes, self.skip))
-            counted = 0
-            try:
-                for block in gen:
-                    yield block
-                    if hash:  # pass 1's progress: the file's bytes read (as stored: compressed for a .gz)
-                        advance(nbytes=src.raw.count - counted)
-                        counted = src.raw.count
-            finally:
-                gen.close()
-            if hash:
-                self.sha256, self.bytes = src.finish()
-                advance(nbytes=self.bytes - counted)
-
-
-# ---------------------------------------------------------------------------------
-# svmlight
-# ---------------------------------------------------------------------------------
-class _SvmlightJob:
-    kind = "svmlight"
-
-    def __init__(self, files: list[_File], read_rows: int, rule: LabelRule | None, n_features: int | None, zero_based, like: Manifest | None,
-                 unlabeled: bool = False) -> None:
-        self.files = files
-        self.unlabeled = unlabeled
-        self.read_rows = read_rows
-        self.zero_based_opt = zero_based
-        self.n_features_opt = n_features
-        if like is not None:
-            enc = like.encoding
-            ln, lz = int(enc["n_features"]), bool(enc["zero_based"])
-            if n_features is not None and n_features != ln:
-                raise ParameterError(f"The 'n_features' parameter of {OWNER} is {n_features}, but the like= store has {ln} features.")
-            if zero_based != "auto" and zero_based != lz:
-                raise ParameterError(f"The 'zero_based' parameter of {OWNER} is {zero_based}, but the like= store is {'zero' if lz else 'one'}-based.")
-            self.n_features_opt, self.zero_based_opt = ln, lz
-            if rule is None and not unlabeled:
-                rule = LabelRule.from_dict(_like_label(like))
-        self.rule = rule or LabelRule()
-        self.rule.check_numeric()
-        self.warnings: list[str] = []
-
-    def _parse(self, f: _File):
-        return lambda data, nl, first_line: parse_block(data, first_line, f.path, float32=True)
-
-    def scan(self) -> None:
-        labels = LabelCounter()
-        n_rows = nnz = 0
-        max_idx = -1
-        first_zero: Where | None = None
-        over: dict[int, tuple[Where, int]] = {}
-        nf = self.n_features_opt
-        limits = [] if nf is None else [nf - 1, nf]
-        for f in self.files:
-            for blk in f.blocks(self.read_rows, _SVM_BLOCK_BYTES, True, self._parse(f)):
-                if blk.n_rows == 0:
-                    continue
-                n_rows += blk.n_rows
-                nnz += int(blk.indices.size)
-                vals, first, counts = np.unique(blk.labels, return_index=True, return_counts=True)
-                labels.add([float(v) for v in vals], counts, [Where(f.path, line=int(blk.lines[r]), order=f.order) for r in first])
-                if blk.indices.size == 0:
-                    continue
-                idx = blk.indices
-                max_idx = max(max_idx, int(idx.max()))
-                if first_zero is None and int(idx.min()) == 0:
-                    k = int(np.argmax(idx == 0))
-                    first_zero = self._where(f, blk, k)
-                for lim in limits:
-                    if lim not in over:
-                        bad = np.flatnonzero(idx > lim)
-                        if bad.size:
-                            over[lim] = (self._where(f, blk, int(bad[0])), int(idx[bad[0]]))
-        if n_rows == 0:
-            raise InputError("empty input (no rows)", path=self.files[0].path)
-        if self.zero_based_opt == "auto":
-            zb = first_zero is not None
-        else:
-            zb = bool(self.zero_based_opt)
-            if not zb and first_zero is not None:
-                raise first_zero.error("feature index 0 found, but zero_based=False (one-based indices start at 1)")
-        if nf is not None:
-            lim = nf - 1 if zb else nf
-            if lim in over:
-                where, i = over[lim]
-                raise where.error(f"feature index {i} is beyond n_features={nf} ({'zero' if zb else 'one'}-based indices)")
-            d = nf
-        else:
-            d = max_idx + 1 if zb else max_idx
-            if d <= 0:
-                raise InputError("no feature index in the input (every line holds only a label); pass n_features=", path=self.files[0].path)
-        self.zero_based, self.n_features, self.n_rows, self.nnz = zb, d, n_rows, nnz
-        self.base = 0 if zb else 1
-        self.feature_names = [f"f{j + self.base}" for j in range(d)]
-        self.encoding = {"kind": "svmlight", "zero_based": zb, "n_features": d, "label": None}
-        if self.unlabeled:  # the lines' label tokens are read and dropped
-            self.label_map, self.n_neg, self.n_pos = {}, 0, 0
-            return
-        self.label_map = self.rule.resolve(labels.first)
-        self.n_neg, self.n_pos = labels.class_counts(self.label_map)
-        keys = np.array(sorted(self.label_map), dtype=np.float64)
-        self._keys, self._lut = keys, np.array([self.label_map[k] for k in keys.tolist()], dtype=np.int8)
-        self.encoding["label"] = {**self.rule.to_dict(), "classes": labels.classes(self.label_map)}
-        msg = class_absent_message(self.n_neg, self.n_pos, self.rule, self.files[0].path)
-        if msg:
-            self.warnings.append(msg)
-
-    @staticmethod
-    def _where(f: _File, blk, k: int) -> Where:
-        r = int(np.searchsorted(blk.indptr, k, side="right") - 1)
-        return Where(f.path, line=int(blk.lines[r]), order=f.order)
-
-    def parts(self) -> Iterator[tuple[int, Any]]:
-        """Pass 2: (rows, encode) per block; ``encode(a, b, out)`` writes rows a..b into ``out``
-        (``out=None``: returns them as a CSR block, with their labels)."""
-        d = self.n_features
-        for f in self.files:
-            f.check_unchanged()
-            for blk in f.blocks(self.read_rows, _SVM_BLOCK_BYTES, False, self._parse(f)):
-                if blk.n_rows == 0:
-                    continue
-                if self.unlabeled:
-                    y = np.zeros(blk.n_rows, dtype=np.int8)
-                else:
-                    pos = np.minimum(np.searchsorted(self._keys, blk.labels), len(self._keys) - 1)
-                    if not np.array_equal(self._keys[pos], blk.labels):
-                        raise InputError("labels differ from the first pass (did the file change?)", path=f.path)
-                    y = self._lut[pos]
-                cols = blk.indices.astype(np.int64) - self.base
-                if cols.size and (cols.max() >= d or cols.min() < 0):
-                    raise InputError("feature indices differ from the first pass (did the file change?)", path=f.path)
-
-                def encode(a: int, b: int, out: np.ndarray | None, blk=blk, y=y, cols=cols):
-                    lo, hi = int(blk.indptr[a]), int(blk.indptr[b])
-                    if out is None:  # a CSR store: the rows as they were parsed
-                        return csr_block(blk.values[lo:hi], cols[lo:hi], blk.indptr[a : b + 1] - lo, d), y[a:b]
-                    out[...] = 0.0
-                    rows = np.repeat(np.arange(b - a), np.diff(blk.indptr[a : b + 1]))
-                    out[rows, cols[lo:hi]] = blk.values[lo:hi]
-                    return y[a:b], None, None
-
-                yield blk.n_rows, encode
-
-
-# ---------------------------------------------------------------------------------
-# CSV and Parquet
-# ---------------------------------------------------------------------------------
-    def csr_pieces(self) -> Iterator[tuple[Any, np.ndarray, None, None]]:
-        """Pass 2 as the parsed CSR blocks ``(X, y, None, None)``, never dense."""
-        for n, encode in self.parts():
-            X, y = encode(0, n, None)
-            yield X, y, None, None
-
-    def hashing_used(self) -> None:
-        """svmlight features are not hashed."""
-        return None
-
-
-class _TabularJob:
-    kind = "tabular"
-    header: bool | None  # whether the CSV files have a header line (None: Parquet)
-
-    def __init__(
-        self,
-        files: list[_File],
-        source_format: str,
-        read_rows: int,
-        rule: LabelRule | None,
-        label,
-        group_col,
-        weight_col,
-        header,
-        skip_rows: int,
-        unseen: str,
-        like: Manifest | None,
-        unlabeled: bool = False,
-        hash_features: int | None = None,
-    ) -> None:
-        self.files = files
-        self.unlabeled = unlabeled
-        self.hashing: FeatureHashing | None = None
-        if hash_features is not None:
-            self.hashing = FeatureHashing(hash_features)
-        elif like is not None and like.encoding.get("hashing") is not None:
-            self.hashing = FeatureHashing.from_dict(like.encoding["hashing"], f"{like.source.get('path')}: manifest encoding")
-            self.hashing = FeatureHashing(self.hashing.n_features)  # the slots in use are this store's own
-        self.source_format = source_format
-        self.read_rows = read_rows
-        self.label_opt, self.group_opt, self.weight_opt = label, group_col, weight_col
-        self.header_opt = header
-        self.skip_rows = skip_rows
-        self.unseen = unseen
-        self.like = like
-        if like is not None and rule is None and not unlabeled:
-            rule = LabelRule.from_dict(_like_label(like))
-        self.rule = rule or LabelRule()
-        self.warnings: list[str] = []
-
-    # -- layout ------------------------------------------------------------------
-    def _sniff_csv(self) -> list[str]:
-        names: list[str] | None = None
-        ref: _File | None = None
-        for f in self.files:
-            lines = _peek_lines(f.path, self.skip_rows, 2)
-            f.skip = self.skip_rows
-            if not lines:
-                continue
-            first = split_csv_line(lines[0][1])
-            second = split_csv_line(lines[1][1]) if len(lines) > 1 else None
-            if second is not None and len(first) != len(second):
-                raise InputError(
-                    f"wrong number of columns: {len(second)}, but line {lines[0][0]} has {len(first)}; "
-                    "if the file starts with preamble lines, skip them with skip_rows=",
-                    path=f.path,
-                    line=lines[1][0],
-                )
-            has_header = self.header_opt if isinstance(self.header_opt, bool) else detect_header(first, second)
-            f.header = has_header
-            if has_header:
-                f.skip = lines[0][0]
-                these = [c if c else str(i) for i, c in enumerate(first)]
-                dup = sorted(c for c, k in Counter(these).items() if k > 1)
-                if dup:
-                    raise InputError(f"duplicate column name(s) {dup} in the header", path=f.path, line=lines[0][0])
-            else:
-                these = [str(i) for i in range(len(first))]
-            if names is None:
-                names, ref = these, f
-                continue
-            assert ref is not None  # set with names
-            if len(these) != len(names):
-                raise InputError(f"{len(these)} columns, but {ref.path} has {len(names)}", path=f.path, line=lines[0][0])
-            if has_header and ref.header and these != names:
-                raise InputError(f"header {these} differs from the header of {ref.path}", path=f.path, line=lines[0][0])
-        if names is None:
-            raise InputError("empty input (no rows)", path=self.files[0].path)
-        if self.like is not None:
-            like_names = [c.name for c in self._like_columns()]
-            for f in self.files:
-                if f.header and names != like_names:
-                    raise InputError(f"header {names} differs from the columns of the like= store {like_names}", path=f.path, line=max(1, f.skip))
-            if len(names) != len(like_names):
-                assert ref is not None  # names came from a file
-                raise InputError(f"{len(names)} columns, but the like= store was ingested from {len(like_names)}", path=ref.path, line=ref.skip + 1)
-            names = like_names
-        self.header = bool(self.files[0].header)
-        return names
-
-    def _like_columns(self) -> list[Column]:
-        """The like= store's source columns; without its label column when this source is unlabelled."""
-        assert self.like is not None  # called only with a like= store
-        cols = TabularSchema.from_list(self.like.encoding["columns"]).columns
-        return [c for c in cols if c.role != "label"] if self.unlabeled else cols
-
-    def _parquet_layout(self) -> tuple[list[str], list[str | None]]:
-        names, kinds = parquet_columns(self.files[0].path)
-        for f in self.files[1:]:
-            n2, k2 = parquet_columns(f.path)
-            if n2 != names:
-                raise InputError(f"columns {n2} differ from those of {self.files[0].path} ({names})", path=f.path)
-        self.header = None
-        return names, kinds
-
-    def _columns(self) -> list[Column]:
-        path = self.files[0].path
-        if self.source_format == "csv":
-            names = self._sniff_csv()
-            kinds: list[str | None] = [None] * len(names)
-        else:
-            names, kinds = self._parquet_layout()
-        if self.like is not None:
-            cols = self._like_columns()
-            if self.source_format == "parquet":
-                missing = [c.name for c in cols if c.name not in names]
-                if missing:
-                    raise InputError(f"lacks the column(s) {missing} of the like= store", path=path)
-            like_names = [c.name for c in cols]
-            for spec, role, param in ((self.label_opt, "label", "label"), (self.group_opt, "group", "group_col"), (self.weight_opt, "weight", "weight_col")):
-                if spec is None:
-                    continue
-                j = resolve_column(spec, like_names, param, path)
-                if cols[j].role != role:
-                    have = [c.name for c in cols if c.role == role]
-                    raise ParameterError(f"The {param!r} parameter of {OWNER} is {spec!r}, but the like= store's {role} column is {have[0] if have else None!r}.")
-            self.names = like_names
-            return cols
-        n = len(names)
-        if self.unlabeled:
-            li = None
-        elif self.label_opt is not None:
-            li = resolve_column(self.label_opt, names, "label", path)
-        else:
-            li = names.index("label") if "label" in names else n - 1
-        gi = resolve_column(self.group_opt, names, "group_col", path)
-        wi = resolve_column(self.weight_opt, names, "weight_col", path)
-        used = [j for j in (li, gi, wi) if j is not None]
-        if len(set(used)) != len(used):
-            raise ParameterError(f"The 'label', 'group_col' and 'weight_col' parameters of {OWNER} must name different columns.")
-        if n - (li is not None) - (wi is not None) < 1:  # a group column stays a feature
-            raise InputError(f"{n} column(s): nothing is left as a feature", path=path)
-        cols = []
-        for j, name in enumerate(names):
-            role = "label" if j == li else "group" if j == gi else "weight" if j == wi else "feature"
-            kind = kinds[j]
-            if self.source_format == "parquet":
-                if kind is None:
-                    raise InputError(f"column {name!r} has a type that cannot be ingested (numbers, booleans, strings; with hash_features also "
-                                     "lists of strings and maps of string to number)", path=path)
-                if role == "weight" and kind != "numeric":
-                    raise InputError(f"weight column {name!r} is not numeric", path=path)
-                if kind in HASHED_ONLY and role != "feature":
-                    raise InputError(f"{role} column {name!r} holds {kind} ({kind} columns can only be hashed features)", path=path)
-                if kind in HASHED_ONLY and self.hashing is None:
-                    raise ParameterError(f"The {name!r} column of {path} holds {'lists of tokens' if kind == 'tokens' else 'maps of token -> number'}, "
-                                         f"which only feature hashing encodes: give the 'hash_features' parameter of {OWNER}.")
-            cols.append(Column(name, role, kind if role in ("feature", "group") else None))
-        self.names = names
-        return cols
-
-    def _batches(self, first_pass: bool) -> Iterator[tuple[list, Any]]:
-        n_cols = len(self.names)
-        for f in self.files:
-            if not first_pass:
-                f.check_unchanged()
-            if self.source_format == "csv":
-
-                def parse(data, nl, first_line, f=f):
-                    return read_csv_block(data, nl, first_line, n_cols, f.path, f.order, self._numeric)
-
-                yield from f.blocks(self.read_rows, _CSV_BLOCK_BYTES, first_pass, parse)
-            else:
-                if first_pass:
-                    f.sha256, f.bytes = _hash_file(f.path)
-                yield from _prefetch(iter_parquet(f.path, self.names, self.read_rows, f.order))
-                if first_pass:
-                    advance(nbytes=f.stamp[0])  # pass 1's progress: one more file read
-
-    # -- passes ------------------------------------------------------------------
-    def scan(self) -> None:
-        cols = self._columns()
-        groups = list(self.like.groups) if self.like is not None and self.like.groups is not None else None
-        scanner = TabularScanner(cols, unseen=self.unseen, groups=groups, hashing=self.hashing)
-        self._numeric = scanner.numeric_columns()
-        for arrays, rows in self._batches(True):
-            scanner.scan(arrays, rows)
-            self._numeric = scanner.numeric_columns()
-        if scanner.n_rows == 0:
-            raise InputError("empty input (no rows)", path=self.files[0].path)
-        schema = scanner.schema()
-        if self.like is not None and schema.feature_names != list(self.like.feature_names):  # pragma: no cover - by construction
-            raise StoreError(f"{self.like.source.get('path')}: the like= store's encoding does not reproduce its feature names")
-        self.schema = schema
-        self.n_rows = scanner.n_rows
-        self.n_features = schema.n_features
-        self.feature_names = schema.feature_names
-        if self.unlabeled:
-            self.label_map, self.n_neg, self.n_pos = {}, 0, 0
-        else:
-            self.label_map = self.rule.resolve(scanner.labels.first)
-            self.n_neg, self.n_pos = scanner.labels.class_counts(self.label_map)
-        gi = schema.index("group")
-        self.group_column = None if gi is None else schema.columns[gi].name
-        self.groups = scanner.groups() if gi is not None else None
-        self.has_weight = schema.index("weight") is not None
-        self.nnz = self.n_rows * sum(c.is_feature for c in schema.columns)  # at most one value a feature column (shard sizing)
-        self.encoder = TabularEncoder(schema, self.label_map, self.groups)
-        self._numeric = schema.numeric_columns()
-        li = schema.index("label")
-        self.encoding = {
-            "kind": "tabular",
-            "source_format": self.source_format,
-            "header": self.header,
-            "delimiter": "," if self.source_format == "csv" else None,
-            "missing": list(MISSING_VALUES),
-            "columns": schema.to_list(),
-            "label": None if li is None else {**self.rule.to_dict(), "column": schema.columns[li].name, "classes": scanner.labels.classes(self.label_map)},
-            "n_features": self.n_features,
-            "zero_based": None,
-            "unseen": self.unseen,
-            "unseen_counts": scanner.unseen_counts,
-            "hashing": None if self.hashing is None else self.hashing.to_dict(),
-        }
-        self._occupied = None if self.hashing is None else np.zeros(self.hashing.n_features, dtype=bool)
-        msg = None if self.unlabeled else class_absent_message(self.n_neg, self.n_pos, self.rule, self.files[0].path)
-        if msg:
-            self.warnings.append(msg)
-        if scanner.unseen_counts:
-            total = sum(sum(c.values()) for c in scanner.unseen_counts.values())
-            parts = []
-            for col, counts in scanner.unseen_counts.items():
-                top = sorted(counts.items(), key=lambda kv: -kv[1])[:5]
-                parts.append(f"{col!r}: " + ", ".join(f"{v!r} x{c}" for v, c in top) + (" ..." if len(counts) > 5 else ""))
-            self.warnings.append(
-                f"{self.files[0].path}: {total} value(s) unseen in the like= store were encoded as all-zero one-hot rows "
-                f"({'; '.join(parts)}); counts are in the manifest encoding['unseen_counts']"
-            )
-
-    def parts(self) -> Iterator[tuple[int, Any]]:
-        """Pass 2: (rows, encode) per piece; ``encode(a, b, out)`` writes rows a..b into ``out``."""
-        for arrays, rows in self._batches(False):
-
-            def encode(a: int, b: int, out: np.ndarray, arrays=arrays, rows=rows):
-                if a == 0 and b == rows.n:
-                    X, y, g, w = self.encoder.encode(arrays, rows, out)
-                else:
-                    X, y, g, w = self.encoder.encode([x.slice(a, b - a) for x in arrays], rows.slice(a, b), out)
-                return y, g, w
-
-            yield rows.n, encode
-
-    def csr_pieces(self) -> Iterator[tuple[Any, np.ndarray, np.ndarray | None, np.ndarray | None]]:
-        """Pass 2 as CSR blocks ``(X, y, group, weight)`` per piece, never dense; with hashing, counts the slots in use."""
-        for arrays, rows in self._batches(False):
-            X, y, g, w = self.encoder.encode_csr(arrays, rows)
-            if self._occupied is not None:
-                self._occupied[X.indices] = True
-            yield X, y, g, w
-
-    def hashing_used(self) -> FeatureHashing | None:
-        """The hashing with the slots pass 2 filled (after :meth:`csr_pieces`), or None."""
-        if self.hashing is None:
-            return None
-        assert self._occupied is not None  # made with the hashing
-        return FeatureHashing(self.hashing.n_features, int(np.count_nonzero(self._occupied)))
-
-
-# ---------------------------------------------------------------------------------
-# public entry point
-# ---------------------------------------------------------------------------------
-def _like_label(like: Manifest) -> dict[str, Any]:
-    """The like= store's label rule; an unlabelled like= store gives none to a labelled source."""
-    if like.encoding.get("label") is None:
-        raise ParameterError(f"The 'like' parameter of {OWNER} names an unlabelled store; give the labelled source the training store "
-                             "as like= (or pass unlabeled=True)")
-    return like.encoding["label"]
 
 
 def _open_like(like: Any) -> Manifest | None:
@@ -1102,10 +357,10 @@ def ingest(
             if like_manifest.encoding["kind"] != want:
                 raise ParameterError(f"The 'like' parameter of {OWNER} names a store ingested from a {like_manifest.encoding['kind']} source; this source is {kind}.")
 
-        files: list[_File] = []
+        files: list[SourceFile] = []
         for i, p in enumerate(paths):
             for fp in parquet_files(p) if kind == "parquet" else [p]:
-                files.append(_File(fp, len(files), i))
+                files.append(SourceFile(fp, len(files), i))
 
         if kind == "svmlight":
             for value, name in ((label, "label"), (group_col, "group_col"), (weight_col, "weight_col")):
@@ -1116,7 +371,7 @@ def ingest(
             if hash_features is not None:
                 raise ParameterError(f"The 'hash_features' parameter of {OWNER} applies to CSV and Parquet sources; an svmlight source's "
                                      "features are indices already (n_features= bounds them).")
-            job: _SvmlightJob | _TabularJob = _SvmlightJob(files, read_rows, rule, n_features, zero_based, like_manifest, unlabeled)
+            job: SvmlightJob | TabularJob = SvmlightJob(files, read_rows, rule, n_features, zero_based, like_manifest, unlabeled)
         else:
             if n_features is not None:
                 raise ParameterError(f"The 'n_features' parameter of {OWNER} applies to svmlight sources; tabular sources get their features from the columns.")
@@ -1124,7 +379,7 @@ def ingest(
                 raise ParameterError(f"The 'zero_based' parameter of {OWNER} applies to svmlight sources only.")
             if kind == "parquet" and (header is True or skip_rows):
                 raise ParameterError(f"The 'header' and 'skip_rows' parameters of {OWNER} apply to text sources, not to Parquet.")
-            job = _TabularJob(files, kind, read_rows, rule, label, group_col, weight_col, header, skip_rows, unseen, like_manifest, unlabeled,
+            job = TabularJob(files, kind, read_rows, rule, label, group_col, weight_col, header, skip_rows, unseen, like_manifest, unlabeled,
                               hash_features)
 
         with Progress(f"ingest: reading {', '.join(paths)} (pass 1 of 2)", total_bytes=sum(f.stamp[0] for f in files), bytes_label="read"):
@@ -1188,7 +443,7 @@ def ingest(
         return manifest
 
 
-def _choose_layout(layout: str, job: _SvmlightJob | _TabularJob, like: Manifest | None = None) -> str:
+def _choose_layout(layout: str, job: SvmlightJob | TabularJob, like: Manifest | None = None) -> str:
     """The store's layout (``"dense"`` or ``"csr"``) for the ingest option ``layout``; ``auto`` is logged with its reason
     (with a ``like`` store: that store's layout, so that a test store is read as its training store is)."""
     if layout != "auto":
@@ -1199,7 +454,7 @@ def _choose_layout(layout: str, job: _SvmlightJob | _TabularJob, like: Manifest 
     if getattr(job, "hashing", None) is not None:
         log.log(VERBOSE, "layout auto: sparse (hashed features)")
         return "csr"
-    if not isinstance(job, _SvmlightJob):
+    if not isinstance(job, SvmlightJob):
         log.log(VERBOSE, "layout auto: dense (a tabular source; --layout sparse stores its one-hot columns as CSR)")
         return "dense"
     density = job.nnz / max(1, job.n_rows * job.n_features)
@@ -1209,7 +464,7 @@ def _choose_layout(layout: str, job: _SvmlightJob | _TabularJob, like: Manifest 
     return chosen
 
 
-def _write_csr_shards(job: _SvmlightJob | _TabularJob, writer: ShardWriter, transform: FeatureTransform | None = None, where: str = "") -> int:
+def _write_csr_shards(job: SvmlightJob | TabularJob, writer: ShardWriter, transform: FeatureTransform | None = None, where: str = "") -> int:
     """Pass 2 into a CSR store: the source's rows go to the writer as CSR blocks (never dense; svmlight's parsed rows,
     a tabular source's one-hot or hashed columns), transformed by the like= store's ``transform`` (one that keeps zeros)."""
     total = 0
@@ -1225,7 +480,7 @@ def _write_csr_shards(job: _SvmlightJob | _TabularJob, writer: ShardWriter, tran
     return total
 
 
-def _write_shards(job: _SvmlightJob | _TabularJob, writer: ShardWriter, shard_rows: int, d: int,
+def _write_shards(job: SvmlightJob | TabularJob, writer: ShardWriter, shard_rows: int, d: int,
                   transform: FeatureTransform | None = None, where: str = "") -> int:
     """Encode pass 2 straight into one shard-sized buffer and write every full shard (transformed in place
     by the like= store's ``transform``)."""
@@ -1267,7 +522,7 @@ def _write_shards(job: _SvmlightJob | _TabularJob, writer: ShardWriter, shard_ro
     return total
 
 
-def _source_dict(paths: list[str], files: list[_File], kind: str, options: dict[str, Any], single: bool) -> dict[str, Any]:
+def _source_dict(paths: list[str], files: list[SourceFile], kind: str, options: dict[str, Any], single: bool) -> dict[str, Any]:
     per_src = []
     for i, p in enumerate(paths):
         mine = [f for f in files if f.src_index == i]
