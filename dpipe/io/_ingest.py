@@ -70,7 +70,7 @@ from ..exceptions import DataWarning, InputError, ParameterError
 from ._fit_transform import check_log1p, ingest_transformed, stored_transform
 from ._hashing import COLLISION_WARNING, check_hash_features
 from ._ingest_jobs import OWNER, SourceFile, SvmlightJob, TabularJob
-from ._ingest_options import INGEST_LAYOUTS, SOURCE_FORMATS, UNSEEN
+from ._ingest_options import INGEST_LAYOUTS, SOURCE_FORMATS, UNSEEN, ingest_defaults
 from ._ingest_sources import detect_source_format
 from ._labels import LabelRule
 from ._manifest import Manifest
@@ -334,10 +334,8 @@ def ingest(
     with store_lock(dest):  # one writer of dest from the check to the rename (the ShardWriter re-enters it)
         prepare_destination(dest, overwrite)
         if log1p is not None or scale != "none":
-            raw_args: dict[str, Any] = dict(format=format, source_format=source_format, label=label, positive=positive, negative=negative, n_features=n_features,
-                            zero_based=zero_based, header=header, skip_rows=skip_rows, group_col=group_col, weight_col=weight_col, like=like,
-                            unseen=unseen, unlabeled=unlabeled, shard_rows=shard_rows, read_rows=read_rows, layout=layout,
-                            hash_features=hash_features)
+            now = locals()  # every option as checked so far (layout resolved)
+            raw_args = {name: now[name] for name in ingest_defaults() if name not in ("log1p", "scale", "overwrite")}
 
             def source_of(raw: Manifest) -> dict[str, Any]:
                 return {**raw.source, "options": {**raw.source["options"], "log1p": log1p, "scale": scale, "overwrite": overwrite}}
@@ -395,29 +393,13 @@ def ingest(
         rows_per_shard = shard_rows or shard_rows_for(job.n_rows, d, nnz_per_row=nnz_per_row)
         groups = getattr(job, "groups", None)
         with_group = groups is not None
-        options = {
-            "format": format,
-            "source_format": source_format,
-            "label": label,
-            "positive": None if positive is None else list(LabelRule.from_args(positive, None).values),
-            "negative": None if negative is None else list(LabelRule.from_args(None, negative).values),
-            "n_features": n_features,
-            "zero_based": zero_based,
-            "header": header,
-            "skip_rows": skip_rows,
-            "group_col": group_col,
-            "weight_col": weight_col,
-            "like": None if like is None else os.path.abspath(os.fspath(like)),
-            "unseen": unseen,
-            "unlabeled": unlabeled,
-            "log1p": None,
-            "scale": "none",
-            "shard_rows": rows_per_shard,
-            "read_rows": read_rows,
-            "overwrite": overwrite,
-            "layout": layout,
-            "hash_features": hash_features,
-        }
+        now = locals()
+        options = {name: now[name] for name in ingest_defaults()}  # every option, as the manifest's source records them:
+        options.update(  # the label values as lists, like= absolute, the store as written (no transform here), its shard rows
+            positive=None if positive is None else list(LabelRule.from_args(positive, None).values),
+            negative=None if negative is None else list(LabelRule.from_args(None, negative).values),
+            like=None if like is None else os.path.abspath(os.fspath(like)), log1p=None, scale="none", shard_rows=rows_per_shard,
+        )
         source = _source_dict(paths, files, kind, options, isinstance(src, (str, os.PathLike)))
         with ShardWriter(dest, d, job.feature_names, rows_per_shard, format=format, with_group=with_group, with_weight=getattr(job, "has_weight", False),
                          overwrite=overwrite, labelled=not unlabeled, layout=store_layout) as writer:
