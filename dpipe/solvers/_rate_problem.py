@@ -44,16 +44,10 @@ class RateProblem:
 
     Parameters
     ----------
-    datasets : mapping of str to LocalDataset or ShardedDataset
-        The stores by alias (``"train"`` first).
-    plans : mapping of str to StorePlan
-        Each store's cell layout (with the fit's memo key).
-    rows : CompiledRows
-        The objective (row 0) and constraint rows as per-cell coefficients.
-    lam : float
-        The ridge on ``theta = (u, b)``.
-    smoothing : float
-        Huber width of the inner problem's hinges.
+    datasets, plans, smoothing
+        The stores by alias, their cell layouts and the hinges' Huber width (:class:`~dpipe.engine._rate_passes.RatePasses`).
+    rows, lam
+        The compiled rows and the ridge on ``theta = (u, b)`` (:class:`~dpipe.objectives._rate_lagrangian.RateLagrangian`).
     ranking : object, optional
         auc-rate's ranking term on the training store: ``value_and_grad(w)``, ``last["J"]``
         (the exact risk) and ``train_auc()``; for Newton also ``value(w)`` and
