@@ -76,6 +76,8 @@ def minimize_lbfgs(
         Log a progress line every this many iterations (and at the end): at INFO a short
         one (iteration, objective, gradient norm, seconds), at VERBOSE instead one with
         every figure of the history (evaluations, the monitor's, the passes' timings).
+        0: an inner solve of an outer method (the rate family's majorization steps), which
+        logs its own progress: no lines, the closing one at DEBUG.
     name : str
         Prefix of the progress lines.
     stop : callable, optional
@@ -202,7 +204,8 @@ def minimize_lbfgs(
         status, success = 1, False
     else:
         status, success = 2, gmax <= 10 * tol or (rtol is not None and g_end <= max(10 * rtol, LINE_SEARCH_FLOOR) * last.get("g_top", 0.0))
-    log.info("%sdone: %s after %d iterations, %d evaluations, f=%.10g, max|g|=%.2e, %.2fs", name, msg, res.nit, nfev, res.fun, gmax, elapsed)
+    log.log(logging.INFO if log_every else logging.DEBUG, "%sdone: %s after %d iterations, %d evaluations, f=%.10g, max|g|=%.2e, %.2fs",
+            name, msg, res.nit, nfev, res.fun, gmax, elapsed)
     if status == 1:
         warnings.warn(
             f"{name}L-BFGS stopped at the iteration limit ({max_iter}) with {rule}; "

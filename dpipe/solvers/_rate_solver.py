@@ -50,15 +50,18 @@ import dataclasses
 import logging
 import time
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 
 from .._log import VERBOSE
 from ..engine._blas import ONE_BLAS_THREAD
 from ..exceptions import ConvergenceWarning
+from ._lbfgs import minimize_lbfgs
 from ._rate_multipliers import Cut, TrustRegion, choose_cut
 from ._rate_problem import InnerObjective, RateProblem
 from ._rate_threshold import exact_bias
+from ._tron import minimize_tron
 
 __all__ = ["RateSolution", "solve_rates", "INNER_SOLVERS"]
 
@@ -104,6 +107,13 @@ class RateSolution:
     seconds: float
 
 
+class _Values:
+    """A ``(value, gradient)`` function as an objective of :func:`minimize_lbfgs`."""
+
+    def __init__(self, fg: Callable[[np.ndarray], tuple[float, np.ndarray]]) -> None:
+        self.value_and_grad = fg
+
+
 class _Inner:
     """Solves one inner problem after another, with the fit's reference gradient (see the module docstring)."""
 
@@ -124,8 +134,6 @@ class _Inner:
 
     def solve(self, theta: np.ndarray, anchor: np.ndarray, v_full: np.ndarray) -> tuple[np.ndarray, float]:
         """The inner minimizer from ``theta`` (warm start) and its value."""
-        from scipy.optimize import minimize
-
         fg = self._fg(anchor, v_full)
         y0 = theta / self.pre
         f0, g0 = fg(y0)  # the solver's first evaluation (remembered by the problem)
@@ -135,19 +143,14 @@ class _Inner:
         target = self.tol * (1.0 + float(np.sum(v_full[1:]))) * self.ref
         if norm <= target:
             return theta, float(f0)
-        if self.solver == "lbfgs":
-            res = minimize(fg, y0, jac=True, method="L-BFGS-B",
-                           options={"maxiter": self.max_iter, "gtol": target, "ftol": 1e3 * np.finfo(float).eps})
-            hit = res.status == 1  # the iteration (or evaluation) limit
-            y, value = np.asarray(res.x), float(res.fun)
-        else:
-            from ._tron import minimize_tron
-
-            with warnings.catch_warnings():  # counted here, reported once per fit
-                warnings.simplefilter("ignore", ConvergenceWarning)
+        with warnings.catch_warnings():  # counted here, reported once per fit
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            if self.solver == "lbfgs":  # the other families' L-BFGS (scipy's L-BFGS-B, max|g| <= target), quiet: the MM steps log
+                res = minimize_lbfgs(_Values(fg), y0, max_iter=self.max_iter, tol=target, log_every=0)
+            else:
                 res = minimize_tron(InnerObjective(self.problem, anchor, v_full, self.pre), y0, eps=target / norm, max_iter=self.max_iter)
-            hit = res.status == 1
-            y, value = np.asarray(res.x), float(res.fun)
+        hit = res.status == 1  # the iteration limit
+        y, value = np.asarray(res.x), float(res.fun)
         self.at_limit += int(hit)
         self.last_at_limit += int(hit)
         return y * self.pre, value
@@ -214,9 +217,7 @@ def solve_rates(
         raise ValueError(f"inner_solver must be one of {INNER_SOLVERS}, not {inner_solver!r}")
     # the driver's own linear algebra is on d-vectors and a few d x m matrices: OpenBLAS's threads cost more than they
     # save (scipy's L-BFGS-B, d = 109, on this 2-core machine while busy: 3 ms an iteration with 2 threads, 0.03-0.2 ms with
-    # one). scipy's own OpenBLAS loads with scipy.optimize, possibly after ONE_BLAS_THREAD first scanned the libraries:
-    # import it first, and limit every BLAS loaded now
-    import scipy.optimize  # noqa: F401
+    # one). scipy's own OpenBLAS loaded with scipy.optimize (this module's minimize_lbfgs), so the limit below reaches it
     from threadpoolctl import threadpool_limits
 
     with ONE_BLAS_THREAD, threadpool_limits(limits=1, user_api="blas"):
