@@ -27,7 +27,7 @@ from ..exceptions import ParameterError
 __all__ = [
     "Dataset", "Term", "RateExpression", "Constraint",
     "positive_rate", "negative_rate", "true_positive_rate", "false_positive_rate", "false_negative_rate", "true_negative_rate",
-    "error_rate", "accuracy", "recall", "coverage", "churn", "precision_at_least", "f1_at_least", "RATES",
+    "error_rate", "accuracy", "recall", "coverage", "churn", "precision_at_least", "f1_at_least", "RATES", "RATIOS",
 ]
 
 #: how a term's row sign is set: "positive" (+1), "negative" (-1), "error" (minus the row's label), "churn" (minus the deployed model's prediction)
@@ -249,3 +249,6 @@ RATES: dict[str, Callable[..., RateExpression]] = {
     "false_negative_rate": false_negative_rate, "true_negative_rate": true_negative_rate,
     "error_rate": error_rate, "accuracy": accuracy, "churn": churn,
 }
+#: the ratios of rates a constraint string may bound from below (``precision(...) >= 0.8``), each multiplied out into a
+#: constraint on counts by its function of the bound
+RATIOS: dict[str, Callable[..., Constraint]] = {"precision": precision_at_least, "f1": f1_at_least}

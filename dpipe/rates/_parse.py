@@ -4,7 +4,7 @@ The string is parsed by Python's own parser (:mod:`ast`, no evaluation) and only
 shapes are accepted: numbers, the rates of :data:`~dpipe.rates._expr.RATES` called with
 keyword arguments (``on=``, ``group=``, ``label=``; ``churn`` takes the deployed model's
 path first), ``+ - * /`` with numbers, and one comparison ``<=`` or ``>=``.
-``precision(...) >= p`` and ``f1(...) >= p`` are multiplied out. Group values and
+The ratios of :data:`~dpipe.rates._expr.RATIOS` (``precision(...) >= p``, ``f1(...) >= p``) are multiplied out. Group values and
 store aliases may be written bare (``group=Female``) or quoted (``group="Self-emp"``);
 a model path with a ``/`` must be quoted.
 """
@@ -15,12 +15,11 @@ import ast
 from typing import Any
 
 from ..exceptions import ParameterError
-from ._expr import RATES, Constraint, RateExpression, f1_at_least, precision_at_least
+from ._expr import RATES, RATIOS, Constraint, RateExpression
 
 __all__ = ["check_constraints", "parse_constraint", "parse_objective"]
 
 _LABELS = {"1": 1, "+1": 1, "-1": -1, "positive": 1, "negative": -1, "pos": 1, "neg": -1}
-_RATIOS = {"precision": precision_at_least, "f1": f1_at_least}
 
 
 class _Bad(Exception):
@@ -62,7 +61,7 @@ def _rate(node: ast.Call) -> RateExpression:
     if not isinstance(node.func, ast.Name):
         raise _Bad(f"{ast.unparse(node.func)!r} is not a rate")
     fname = node.func.id
-    if fname in _RATIOS:
+    if fname in RATIOS:
         raise _Bad(f"{fname}(...) is a ratio: write it alone, compared with a number ({fname}(...) >= 0.8)")
     if fname not in RATES:
         raise _Bad(f"unknown rate {fname!r}; known: {', '.join(sorted(RATES))}, and precision / f1 compared with a number")
@@ -120,9 +119,9 @@ def parse_constraint(text: str) -> Constraint:
         op, left, right = node.ops[0], node.left, node.comparators[0]
         if not isinstance(op, (ast.LtE, ast.GtE)):
             raise _Bad(f"use <= or >= (rates are bounded, not strictly), not {ast.unparse(node).split(' ')[1]!r}")
-        if isinstance(left, ast.Name) and left.id in _RATIOS:
+        if isinstance(left, ast.Name) and left.id in RATIOS:
             left = ast.Call(func=left, args=[], keywords=[])
-        if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id in _RATIOS:
+        if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id in RATIOS:
             bound = _expression(right)
             if not isinstance(op, ast.GtE) or not isinstance(bound, float):
                 raise _Bad(f"{left.func.id}(...) is bounded below by a number: {left.func.id}(...) >= 0.8")
@@ -131,7 +130,7 @@ def parse_constraint(text: str) -> Constraint:
             target = float(bound)
             if not 0.0 < target < 1.0:
                 raise _Bad(f"{left.func.id} target must be in (0, 1), got {target:g}")
-            return _RATIOS[left.func.id](target, **kwargs).named(text.strip())
+            return RATIOS[left.func.id](target, **kwargs).named(text.strip())
         lhs, rhs = _expression(left), _expression(right)
         if not isinstance(lhs, RateExpression) and not isinstance(rhs, RateExpression):
             raise _Bad("neither side names a rate")
