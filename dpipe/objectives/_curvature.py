@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from .._runs import MergedScores
 
-__all__ = ["Curvature", "prefix_sums", "suffix_sums"]
+__all__ = ["Curvature", "prefix_sums", "suffix_sums", "searchsorted_sorted"]
 
 
 def suffix_sums(a: np.ndarray) -> np.ndarray:
@@ -23,6 +24,33 @@ def prefix_sums(a: np.ndarray) -> np.ndarray:
     """``out[k] = sum(a[:k])``, length ``a.size + 1``."""
     out = np.zeros(a.size + 1)
     np.cumsum(a, out=out[1:])
+    return out
+
+
+def searchsorted_sorted(a: np.ndarray, q: np.ndarray, side: str = "left") -> np.ndarray:
+    """``np.searchsorted(a, q, side)`` for queries ``q`` in non-decreasing order, in one merge of the two sorted arrays:
+    O(len(a) + len(q)) instead of O(len(q) log len(a)) (a Newton step finds every row's window of pairs this way)."""
+    a, q = np.ascontiguousarray(a, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64)
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', not {side!r}")
+    if q.size * max(1, a.size.bit_length()) < a.size:  # few queries: NumPy's bisections read less than a merge
+        return np.searchsorted(a, q, side=side)  # type: ignore[call-overload]  # side is checked above
+    return _merge_positions(a, q, side == "right")
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge_positions(a: np.ndarray, q: np.ndarray, right: bool) -> np.ndarray:  # pragma: no cover - compiled
+    out = np.empty(q.size, dtype=np.int64)
+    i = 0
+    for k in range(q.size):
+        x = q[k]
+        if right:
+            while i < a.size and a[i] <= x:
+                i += 1
+        else:
+            while i < a.size and a[i] < x:
+                i += 1
+        out[k] = i
     return out
 
 
@@ -59,10 +87,48 @@ class Curvature(NamedTuple):
         return cls(pos_lo, pos_hi, neg_lo, neg_hi, scale * (A if vp is None else vp * A), scale * (C if vn is None else vn * C), vp, vn, scale)
 
     def apply(self, u_pos: np.ndarray, u_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``M u`` for ``u`` aligned with the sorted positives and negatives: O(n)."""
+        """``M u`` for ``u`` aligned with the sorted positives and negatives: O(n), one fused pass per class
+        (:func:`_apply_class`: the arithmetic of :meth:`apply_reference`, in its order, so the same bits)."""
+        u_pos, u_neg = np.ascontiguousarray(u_pos, dtype=np.float64), np.ascontiguousarray(u_neg, dtype=np.float64)
+        none = np.zeros(0)  # no weights
+        vp = none if self.vp is None else self.vp
+        vn = none if self.vn is None else self.vn
+        Pn = _weighted_prefix_sums(u_neg, vn)
+        Pp = _weighted_prefix_sums(u_pos, vp)
+        return (_apply_class(u_pos, vp, Pn, self.pos_lo, self.pos_hi, self.diag_pos, self.scale),
+                _apply_class(u_neg, vn, Pp, self.neg_lo, self.neg_hi, self.diag_neg, self.scale))
+
+    def apply_reference(self, u_pos: np.ndarray, u_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`apply` in NumPy (the tests' reference)."""
         Pn = prefix_sums(u_neg if self.vn is None else self.vn * u_neg)
         Pp = prefix_sums(u_pos if self.vp is None else self.vp * u_pos)
         E, F = Pn[self.pos_hi] - Pn[self.pos_lo], Pp[self.neg_hi] - Pp[self.neg_lo]
         m_pos = self.diag_pos * u_pos - self.scale * (E if self.vp is None else self.vp * E)
         m_neg = self.diag_neg * u_neg - self.scale * (F if self.vn is None else self.vn * F)
         return m_pos, m_neg
+
+
+@numba.njit(cache=True, nogil=True)
+def _weighted_prefix_sums(u: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``prefix_sums(v * u)`` (``v`` empty: ``prefix_sums(u)``), summed in order as ``np.cumsum`` does."""
+    out = np.empty(u.size + 1)
+    out[0] = 0.0
+    acc = 0.0
+    weighted = v.size > 0
+    for k in range(u.size):
+        acc += v[k] * u[k] if weighted else u[k]
+        out[k + 1] = acc
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _apply_class(u: np.ndarray, v: np.ndarray, other: np.ndarray, lo: np.ndarray, hi: np.ndarray, diag: np.ndarray,
+                 scale: float) -> np.ndarray:  # pragma: no cover - compiled
+    """One class's ``M u``: ``diag u - scale v (other[hi] - other[lo])`` (``v`` empty: no weights), ``other`` the other
+    class's prefix sums."""
+    out = np.empty(u.size)
+    weighted = v.size > 0
+    for k in range(u.size):
+        e = other[hi[k]] - other[lo[k]]
+        out[k] = diag[k] * u[k] - scale * (v[k] * e if weighted else e)
+    return out

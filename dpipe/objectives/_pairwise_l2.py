@@ -31,7 +31,7 @@ import numpy as np
 
 from .._runs import MergedScores
 from ..exceptions import DPipeError
-from ._curvature import Curvature, prefix_sums, suffix_sums
+from ._curvature import Curvature, prefix_sums, searchsorted_sorted, suffix_sums
 from ._risk import RiskAt
 
 __all__ = ["SquaredPairwiseHinge", "liblinear_lam"]
@@ -56,8 +56,8 @@ class SquaredPairwiseHinge:
         if wp <= 0 or wn <= 0:
             missing = "positive" if wp <= 0 else "negative"
             raise DPipeError(f"the training data has no {missing} rows (weight {wn:g} negative, {wp:g} positive); {self.name} needs both classes")
-        lo = np.searchsorted(s.neg, s.pos - 1.0, side="right")  # active: s_j > s_i - 1
-        hi = np.searchsorted(s.pos, s.neg + 1.0, side="left")  # active: s_i < s_j + 1
+        lo = searchsorted_sorted(s.neg, s.pos - 1.0, "right")  # active: s_j > s_i - 1
+        hi = searchsorted_sorted(s.pos, s.neg + 1.0, "left")  # active: s_i < s_j + 1
         return 2.0 / (wp * wn), lo, hi
 
     def at(self, s: MergedScores) -> RiskAt:

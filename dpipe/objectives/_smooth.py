@@ -25,7 +25,7 @@ import numpy as np
 from .._runs import MergedScores, RangeInput
 from ..exceptions import DPipeError
 from ._auc_ranges import auc_gamma_range
-from ._curvature import Curvature
+from ._curvature import Curvature, searchsorted_sorted
 from ._prbep_dual import DualScale, SortedClass, dual_breakpoints, dual_sums, dual_weights, exact_breakpoints, exact_sums
 from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact
 from ._risk import RiskAt
@@ -112,8 +112,8 @@ class SmoothedAUCRisk:
         wp, wn = _check_classes(self.name, s)
         return Curvature.of_runs(
             s,
-            np.searchsorted(s.neg, s.pos - 1.0, side="right"), np.searchsorted(s.neg, s.pos - 1.0 + self.t, side="left"),
-            np.searchsorted(s.pos, s.neg + 1.0 - self.t, side="right"), np.searchsorted(s.pos, s.neg + 1.0, side="left"),
+            searchsorted_sorted(s.neg, s.pos - 1.0, "right"), searchsorted_sorted(s.neg, s.pos - 1.0 + self.t, "left"),
+            searchsorted_sorted(s.pos, s.neg + 1.0 - self.t, "right"), searchsorted_sorted(s.pos, s.neg + 1.0, "left"),
             1.0 / (self.t * wp * wn),
         )
 

@@ -1,0 +1,37 @@
+"""The fused Newton kernels give NumPy's bits: Curvature.apply against its NumPy reference, searchsorted_sorted against
+np.searchsorted (ties, empty arrays, both sides, weighted and unweighted)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpipe._runs import MergedScores
+from dpipe.objectives._curvature import Curvature, searchsorted_sorted
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_searchsorted_sorted_is_numpys(seed):
+    rng = np.random.default_rng(seed)
+    a = np.sort(np.round(rng.normal(size=rng.integers(0, 300)), 1))  # rounded: many ties
+    q = np.sort(np.round(rng.normal(size=rng.integers(0, 300)), 1))
+    for side in ("left", "right"):
+        np.testing.assert_array_equal(searchsorted_sorted(a, q, side), np.searchsorted(a, q, side=side))
+        np.testing.assert_array_equal(searchsorted_sorted(q, a, side), np.searchsorted(q, a, side=side))
+    with pytest.raises(ValueError, match="side"):
+        searchsorted_sorted(a, q, "middle")
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("seed", range(10))
+def test_curvature_apply_is_its_numpy_reference_bit_for_bit(weighted, seed):
+    rng = np.random.default_rng(seed)
+    n_pos, n_neg, t = int(rng.integers(1, 200)), int(rng.integers(1, 2000)), 0.3
+    sp, sn = np.sort(np.round(rng.normal(size=n_pos) + 1, 2)), np.sort(np.round(rng.normal(size=n_neg), 2))
+    vp, vn = (rng.random(n_pos) + 0.5, rng.random(n_neg) + 0.5) if weighted else (None, None)
+    s = MergedScores(sp, sn, vp, vn)
+    c = Curvature.of_runs(s, searchsorted_sorted(sn, sp - 1.0, "right"), searchsorted_sorted(sn, sp - 1.0 + t, "left"),
+                          searchsorted_sorted(sp, sn + 1.0 - t, "right"), searchsorted_sorted(sp, sn + 1.0, "left"), 1.0 / (t * n_pos * n_neg))
+    u_pos, u_neg = rng.normal(size=n_pos), rng.normal(size=n_neg)
+    for got, want in zip(c.apply(u_pos, u_neg), c.apply_reference(u_pos, u_neg)):
+        np.testing.assert_array_equal(got, want)
