@@ -88,7 +88,8 @@ class Curvature(NamedTuple):
 
     def apply(self, u_pos: np.ndarray, u_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``M u`` for ``u`` aligned with the sorted positives and negatives: O(n), one fused pass per class
-        (:func:`_apply_class`: the arithmetic of :meth:`apply_reference`, in its order, so the same bits)."""
+        (:func:`_apply_class`: the arithmetic of :func:`dpipe.testing._references.curvature_apply_reference`, in its
+        order, so the same bits)."""
         u_pos, u_neg = np.ascontiguousarray(u_pos, dtype=np.float64), np.ascontiguousarray(u_neg, dtype=np.float64)
         none = np.zeros(0)  # no weights
         vp = none if self.vp is None else self.vp
@@ -97,15 +98,6 @@ class Curvature(NamedTuple):
         Pp = _weighted_prefix_sums(u_pos, vp)
         return (_apply_class(u_pos, vp, Pn, self.pos_lo, self.pos_hi, self.diag_pos, self.scale),
                 _apply_class(u_neg, vn, Pp, self.neg_lo, self.neg_hi, self.diag_neg, self.scale))
-
-    def apply_reference(self, u_pos: np.ndarray, u_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`apply` in NumPy (the tests' reference)."""
-        Pn = prefix_sums(u_neg if self.vn is None else self.vn * u_neg)
-        Pp = prefix_sums(u_pos if self.vp is None else self.vp * u_pos)
-        E, F = Pn[self.pos_hi] - Pn[self.pos_lo], Pp[self.neg_hi] - Pp[self.neg_lo]
-        m_pos = self.diag_pos * u_pos - self.scale * (E if self.vp is None else self.vp * E)
-        m_neg = self.diag_neg * u_neg - self.scale * (F if self.vn is None else self.vn * F)
-        return m_pos, m_neg
 
 
 @numba.njit(cache=True, nogil=True)

@@ -63,7 +63,6 @@ class RateProblem:
                  ranking: Any = None, scale: np.ndarray | None = None, curvature: bool = False) -> None:
         self.lagrangian = RateLagrangian(rows, lam)
         self.data = RatePasses(datasets, plans, smoothing, curvature)
-        self.rows, self.lam, self.smoothing = rows, float(lam), float(smoothing)
         self.n_features = int(next(iter(datasets.values())).n_features)
         # theta = (u, b) with the raw weights w = u / scale (standardize); lam/2 ||theta||^2 penalizes u
         self.inv_scale = np.ones(self.n_features) if scale is None else 1.0 / np.asarray(scale, dtype=np.float64)
@@ -71,6 +70,16 @@ class RateProblem:
         #: Hessian-vector products run so far
         self.hess_products = 0
         self._recent: list[tuple[tuple[bytes, bytes, bytes], tuple[float, np.ndarray, dict[str, RatePass], float]]] = []
+
+    @property
+    def rows(self) -> Any:
+        """The compiled rows (the objective's, then one per constraint)."""
+        return self.lagrangian.rows
+
+    @property
+    def lam(self) -> float:
+        """The ridge on ``theta = (u, b)``."""
+        return self.lagrangian.lam
 
     @property
     def evaluations(self) -> int:

@@ -19,6 +19,7 @@ from .._runs import RangeInput
 from ..exceptions import ParameterError
 from ..io import _svmlight as _svm
 from ..objectives._argmax import MostViolated, _integer_weights
+from ..objectives._curvature import Curvature, prefix_sums
 from ..objectives._rank_kernels import _class_weights
 from ..reduce._moments import ClassMoments
 
@@ -44,7 +45,18 @@ __all__ = [
     "TABLE_LOSSES",
     "huber_derivative",
     "merge_sketches",
+    "curvature_apply_reference",
 ]
+
+
+def curvature_apply_reference(c: Curvature, u_pos: np.ndarray, u_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`dpipe.objectives._curvature.Curvature.apply` in NumPy: prefix sums, then each row's run of the other class."""
+    Pn = prefix_sums(u_neg if c.vn is None else c.vn * u_neg)
+    Pp = prefix_sums(u_pos if c.vp is None else c.vp * u_pos)
+    E, F = Pn[c.pos_hi] - Pn[c.pos_lo], Pp[c.neg_hi] - Pp[c.neg_lo]
+    m_pos = c.diag_pos * u_pos - c.scale * (E if c.vp is None else c.vp * E)
+    m_neg = c.diag_neg * u_neg - c.scale * (F if c.vn is None else c.vn * F)
+    return m_pos, m_neg
 
 
 # ---------------------------------------------------------------------------

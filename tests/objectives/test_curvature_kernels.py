@@ -1,4 +1,4 @@
-"""The fused Newton kernels give NumPy's bits: Curvature.apply against its NumPy reference, searchsorted_sorted against
+"""The fused Newton kernels give NumPy's bits: Curvature.apply against its NumPy reference (dpipe.testing), searchsorted_sorted against
 np.searchsorted (ties, empty arrays, both sides, weighted and unweighted)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import pytest
 
 from dpipe._runs import MergedScores
 from dpipe.objectives._curvature import Curvature, searchsorted_sorted
+from dpipe.testing._references import curvature_apply_reference
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -33,5 +34,5 @@ def test_curvature_apply_is_its_numpy_reference_bit_for_bit(weighted, seed):
     c = Curvature.of_runs(s, searchsorted_sorted(sn, sp - 1.0, "right"), searchsorted_sorted(sn, sp - 1.0 + t, "left"),
                           searchsorted_sorted(sp, sn + 1.0 - t, "right"), searchsorted_sorted(sp, sn + 1.0, "left"), 1.0 / (t * n_pos * n_neg))
     u_pos, u_neg = rng.normal(size=n_pos), rng.normal(size=n_neg)
-    for got, want in zip(c.apply(u_pos, u_neg), c.apply_reference(u_pos, u_neg)):
+    for got, want in zip(c.apply(u_pos, u_neg), curvature_apply_reference(c, u_pos, u_neg)):
         np.testing.assert_array_equal(got, want)
