@@ -121,11 +121,23 @@ def indicator_features(m: Manifest) -> np.ndarray:
 
 
 def check_sparse_scale(scale: str, layout: str, owner: str, where: str) -> None:
-    """A sparse store keeps its zeros: ``log1p`` and ``scale="maxabs"`` do; ``minmax`` and ``standard`` shift them (refused,
-    as scikit-learn's ``StandardScaler(with_mean=True)`` refuses sparse input)."""
-    if layout == "csr" and scale in ("minmax", "standard"):
-        raise ParameterError(f"{where}: a sparse store; scale={scale!r} would shift its zeros and make it dense. Use scale='maxabs' "
+    """A sparse store keeps its zeros: ``log1p``, ``scale="maxabs"`` and a ``minmax`` whose every fitted minimum is 0 do
+    (:func:`check_sparse_transform` checks the fitted one); ``standard`` centres and is refused up front, as scikit-learn's
+    ``StandardScaler(with_mean=True)`` refuses sparse input."""
+    if layout == "csr" and scale == "standard":
+        raise ParameterError(f"{where}: a sparse store; scale='standard' would shift its zeros and make it dense. Use scale='maxabs' "
                              f"(divides each feature by its largest |value|; with log1p= if wanted), or a dense layout ({owner}).")
+
+
+def check_sparse_transform(t: FeatureTransform, layout: str, owner: str, where: str) -> None:
+    """Refuse a fitted transform that would shift the zeros of a sparse store: a ``minmax`` scale is kept when every scaled
+    feature's minimum (stored zeros counted) is 0, so that it only multiplies; else the first shifted feature is named."""
+    check_sparse_scale(t.scale, layout, owner, where)
+    if layout == "csr" and not t.keeps_zeros:
+        k = next(i for i, off in enumerate(t.offset) if off != 0)
+        raise ParameterError(f"{where}: a sparse store; scale={t.scale!r} would shift feature {t.feature_names[t.features[k]]!r} by "
+                             f"{t.offset[k]:.6g} (its minimum is not 0) and make the store dense. Use scale='maxabs' (divides each "
+                             f"feature by its largest |value|), or a dense layout ({owner}).")
 
 
 def check_finite(X: Any, first_row: int, where: str, feature_names: Sequence[str]) -> None:
@@ -359,6 +371,7 @@ def fit_on_store(st: Store, *, log1p: str | Sequence[str | int] | None, scale: s
         keep = slice(None) if rows is None else rows(start, shard.n_rows)
         stats.add(shard.X[keep], None if shard.weight is None else shard.weight[keep])
     t, report = fit_transform(stats, m.feature_names, indicator_features(m), log1p=log1p, scale=scale, owner=owner, where=where or st.path)
+    check_sparse_transform(t, m.layout, owner, where or st.path)
     record = {**t.to_dict(), "fitted_on": {**fitted_on, "rows": stats.rows}}
     if report:
         record["auto"] = report
@@ -382,6 +395,7 @@ def transform_store(
     overwrite: bool = False,
     _source: dict[str, Any] | None = None,
     _fitted_on: str | None = None,
+    _owner: str = "transform_store",
 ) -> Manifest:
     """Write a copy of ``src`` with transformed features: fitted on ``src``, or ``like``'s.
 
@@ -408,7 +422,7 @@ def transform_store(
     Manifest
         The new store's; ``encoding["transform"]`` records the transform.
     """
-    owner = "transform_store"
+    owner = _owner
     log1p = check_log1p(log1p, owner)
     scale = _check_scale(scale, owner)
     st = src if isinstance(src, Store) else open_store(src)
@@ -435,7 +449,7 @@ def transform_store(
             record = dict(lm.encoding["transform"])
         else:
             fitted_on = {"path": st.path, "manifest_sha256": m.digest()} if _fitted_on is None else {"path": _fitted_on}
-            t, record = fit_on_store(st, log1p=log1p, scale=scale, owner=owner, fitted_on=fitted_on)
+            t, record = fit_on_store(st, log1p=log1p, scale=scale, owner=owner, fitted_on=fitted_on, where=_fitted_on)
         return _write_transformed(st, dest, t, record, overwrite, _source)
 
 
@@ -444,7 +458,7 @@ def _write_transformed(st: Store, dest: str, t: FeatureTransform, record: dict[s
     from ._writer import ShardWriter
 
     m = st.manifest
-    check_sparse_scale(t.scale, m.layout, "the transform", st.path)
+    check_sparse_transform(t, m.layout, "the transform", st.path)
     sizes = [b - a for a, b in m.shard_bounds]
     with ShardWriter(dest, m.n_features, list(m.feature_names), max(sizes, default=1) or 1, format=m.format,
                      with_group=m.group_counts is not None, with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled, layout=m.layout) as w:
@@ -481,6 +495,7 @@ def ingest_transformed(ingest_raw, dest: str, overwrite: bool, log1p, scale: str
         try:
             raw = ingest_raw(os.path.join(tmp, "raw.zarr"))
             st = open_store(os.path.join(tmp, "raw.zarr"))
-            return transform_store(st, dest, log1p=log1p, scale=scale, overwrite=overwrite, _source=source_of(raw), _fitted_on=fitted_on)
+            return transform_store(st, dest, log1p=log1p, scale=scale, overwrite=overwrite, _source=source_of(raw), _fitted_on=fitted_on,
+                                   _owner="ingest")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

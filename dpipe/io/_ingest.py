@@ -81,10 +81,13 @@ from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows
 
 __all__ = ["ingest", "SOURCE_FORMATS", "INGEST_LAYOUTS", "SPARSE_MAX_DENSITY", "detect_source_format"]
 
-#: ``layout="auto"`` stores an svmlight source as CSR up to this fraction of non-zero entries. Measured here
-#: (numba kernels, one thread, 200,000 rows of uniformly placed non-zeros): CSR's ``X w`` and ``X^T g`` take
-#: 0.4-0.6x the dense time at 5 %, 0.5-0.8x at 10 % and 1.1-1.5x at 20 %.
-SPARSE_MAX_DENSITY = 0.1
+#: ``layout="auto"`` stores a source as CSR up to this fraction of non-zero entries. Measured here (numba kernels,
+#: one thread, ``X w`` and ``X^T g`` of 160 MB dense stores, non-zeros placed uniformly, d = 30, 54, 118 and 300):
+#: CSR takes 0.2-0.6x the dense time at 5 %, 0.4-0.9x at 10 %, 0.8-1.05x at 15 % and 1.1-1.5x at 20 %; the
+#: crossing is near 15 % whatever d, and lower (near 10 %) for a store that fits in the CPU's caches, where dense
+#: passes run twice as fast. Whole default fits: kdd99 (10.6 %) 0.77x, adult (11.2 %) 0.94x, a9a (11.3 %) 0.85x,
+#: covtype (22 %) 1.4x.
+SPARSE_MAX_DENSITY = 0.125
 
 log = logging.getLogger("dpipe.ingest")
 
@@ -228,11 +231,12 @@ def ingest(
     layout : {"auto", "dense", "sparse"}
         How the features are stored: dense float32 rows, or CSR (``sparse``: only the
         non-zero values, read and multiplied in O(nnz); see :mod:`dpipe.io._store`).
-        ``auto``: the ``like`` store's layout; else an svmlight source is stored sparse
-        when at most :data:`SPARSE_MAX_DENSITY` of its entries are non-zero (the choice
-        is logged), a tabular source dense. A sparse store takes ``log1p`` and
-        ``scale="maxabs"``, which keep zeros; ``minmax`` and ``standard`` make ``auto``
-        dense and are refused with ``sparse``.
+        ``auto``: the ``like`` store's layout; else the source is stored sparse when at
+        most :data:`SPARSE_MAX_DENSITY` of its entries are non-zero (12.5 %: numeric values
+        counted in the first pass, one per one-hot column and row; the choice is logged). A sparse store takes ``log1p`` and
+        ``scale="maxabs"``, which keep zeros, and ``minmax`` when every scaled feature's
+        minimum is 0 (then it only multiplies; else it is refused, naming the feature);
+        ``standard`` is refused. ``minmax`` and ``standard`` make ``auto`` dense.
     hash_features : int or str, optional
         Tabular sources: hash every feature column into this many slots (an int, or
         ``"2^k"``) instead of one-hot encoding, as scikit-learn's ``FeatureHasher`` and
@@ -325,11 +329,11 @@ def ingest(
     if like_manifest is not None and like_manifest.encoding.get("transform") is not None:
         assert like is not None
         transform = stored_transform(like_manifest, os.fspath(like))
-    shifting = scale in ("minmax", "standard") or (transform is not None and not transform.keeps_zeros)
-    if layout == "sparse" and shifting:
+    shifting = scale == "standard" or (transform is not None and not transform.keeps_zeros)
+    if layout == "sparse" and shifting:  # minmax: fitted first, then refused unless every minimum is 0 (check_sparse_transform)
         raise ParameterError(f"The 'layout' parameter of {OWNER} is 'sparse', but scale={scale if transform is None else transform.scale!r} would "
                              "shift every zero; use scale='maxabs' (it keeps zeros, as log1p does) or layout='dense'.")
-    if layout == "auto" and shifting:
+    if layout == "auto" and (shifting or scale == "minmax"):
         layout = "dense"
     with store_lock(dest):  # one writer of dest from the check to the rename (the ShardWriter re-enters it)
         prepare_destination(dest, overwrite)
@@ -436,12 +440,9 @@ def _choose_layout(layout: str, job: SvmlightJob | TabularJob, like: Manifest | 
     if getattr(job, "hashing", None) is not None:
         log.log(VERBOSE, "layout auto: sparse (hashed features)")
         return "csr"
-    if not isinstance(job, SvmlightJob):
-        log.log(VERBOSE, "layout auto: dense (a tabular source; --layout sparse stores its one-hot columns as CSR)")
-        return "dense"
-    density = job.nnz / max(1, job.n_rows * job.n_features)
+    density = job.nonzeros / max(1, job.n_rows * job.n_features)
     chosen = "csr" if density <= SPARSE_MAX_DENSITY else "dense"
-    log.log(VERBOSE, "layout auto: %s (%.2f %% of the entries are non-zero; sparse up to %.0f %%)", "sparse" if chosen == "csr" else "dense",
+    log.log(VERBOSE, "layout auto: %s (%.2f %% of the entries are non-zero; sparse up to %.1f %%)", "sparse" if chosen == "csr" else "dense",
              100 * density, 100 * SPARSE_MAX_DENSITY)
     return chosen
 

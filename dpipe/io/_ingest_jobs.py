@@ -161,6 +161,7 @@ class SvmlightJob:
             if d <= 0:
                 raise InputError("no feature index in the input (every line holds only a label); pass n_features=", path=self.files[0].path)
         self.zero_based, self.n_features, self.n_rows, self.nnz = zb, d, n_rows, nnz
+        self.nonzeros = nnz  # the layout's density (TabularJob's counts its numeric values)
         self.base = 0 if zb else 1
         self.feature_names = [f"f{j + self.base}" for j in range(d)]
         self.encoding = {"kind": "svmlight", "zero_based": zb, "n_features": d, "label": None}
@@ -434,6 +435,9 @@ class TabularJob:
         self.groups = scanner.groups() if gi is not None else None
         self.has_weight = schema.index("weight") is not None
         self.nnz = self.n_rows * sum(c.is_feature for c in schema.columns)  # at most one value a feature column (shard sizing)
+        #: the non-zero features (numeric values counted, one per one-hot column and row): the layout's density
+        self.nonzeros = self.nnz if self.hashing is not None else (
+            scanner.numeric_nonzeros + self.n_rows * sum(c.is_feature and c.type == "categorical" for c in schema.columns))
         self.encoder = TabularEncoder(schema, self.label_map, self.groups)
         self._numeric = schema.numeric_columns()
         li = schema.index("label")

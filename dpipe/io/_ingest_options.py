@@ -98,7 +98,8 @@ class IngestOptions:
     shard_rows: int | None = option(None, "rows per shard (default: about 64 MB of features)", commands=_WRITES, parse=int)
     read_rows: int | None = option(None, "rows per piece read from the source (default: dask config dpipe.read-rows)")
     overwrite: bool = option(False, "replace an existing destination (only a dpipe store is ever replaced)")
-    layout: str = option("auto", "features stored dense or sparse (CSR); auto: svmlight sources with at most 10% non-zeros sparse",
+    layout: str = option("auto", "features stored dense or sparse (CSR); auto: sparse when at most 12.5% of the entries are non-zero "
+                         "(one-hot columns and numeric zeros counted)",
                          choices=INGEST_LAYOUTS, commands=("ingest",))
     hash_features: int | str | None = option(
         None, "CSV / Parquet: hash every feature column (numeric 'c' with its value, categorical 'c=v' with 1) into N signed slots, as "

@@ -402,6 +402,8 @@ class TabularScanner:
         self.group_first: dict[str, Where] = {}
         self.unseen_counts: dict[str, dict[str, int]] = {}
         self.n_rows = 0
+        #: non-zero values of the numeric feature columns scanned (a one-hot column holds one a row): ingest's layout choice
+        self.numeric_nonzeros = 0
 
     def scan(self, arrays: Sequence[pa.Array], rows: Rows) -> None:
         """Scan one piece (one array per column, in column order)."""
@@ -484,7 +486,7 @@ class TabularScanner:
             if since is not None:
                 w, v0 = since
                 why = f" (the column is numeric: its first value {v0!r}, {w.describe()}, is a number)"
-            to_float(arr, col.name, rows, why)
+            self.numeric_nonzeros += int(np.count_nonzero(to_float(arr, col.name, rows, why)))
             return
         if self.hashing is not None:  # hashed: any value has a slot, no vocabulary to collect (nor to outgrow)
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -115,8 +116,10 @@ def test_svmlight_ingest_layout_auto_sparse_and_dense_hold_the_same_rows(tmp_pat
         got = open_store(tmp_path / name).read_all()
         np.testing.assert_array_equal(got.X.toarray(), ref.X)
         np.testing.assert_array_equal(got.y, ref.y)
-    with pytest.raises(ParameterError, match="'layout' parameter of ingest is 'sparse', but scale='minmax' would shift every zero"):
-        ingest(str(src), str(tmp_path / "x.zarr"), layout="sparse", scale="minmax")
+    with pytest.raises(ParameterError, match=rf"{re.escape(str(src))}: a sparse store; scale='minmax' would shift feature 'f\d+' by -\d.*"
+                                             r"\(its minimum is not 0\).*Use scale='maxabs'.*\(ingest\)"):
+        ingest(str(src), str(tmp_path / "x.zarr"), layout="sparse", scale="minmax")  # D has negative values
+    assert not os.path.exists(tmp_path / "x.zarr") and os.listdir(tmp_path).count("x.zarr") == 0
     with pytest.raises(ParameterError, match="'layout' parameter of ingest must be one of"):
         ingest(str(src), str(tmp_path / "x.zarr"), layout="csc")
 
@@ -126,21 +129,26 @@ def test_split_keeps_the_layout_and_sparse_transforms_equal_the_dense_ones(tmp_p
     D = np.abs(D)  # log1p needs values >= 0
     sparse = write_store(tmp_path / "s.zarr", D, y, [450, 450], layout="csr")
     dense = write_store(tmp_path / "d.zarr", D, y, [450, 450])
-    out = {}
-    for name, path in (("csr", sparse), ("dense", dense)):
-        tr, te = split_store(path, tmp_path / f"tr-{name}.zarr", tmp_path / f"te-{name}.zarr", train_fraction=0.7, seed=1,
-                             log1p="all", scale="maxabs")
-        assert tr.layout == te.layout == name and tr.n_rows + te.n_rows == 900
-        out[name] = [open_store(tmp_path / f"{part}-{name}.zarr").read_all() for part in ("tr", "te")]
-        assert tr.encoding["transform"]["scale"] == "maxabs"
-    for a, b in zip(out["csr"], out["dense"]):
-        np.testing.assert_array_equal(a.X.toarray(), b.X)  # the same arithmetic on the stored values: bit-identical
-        np.testing.assert_array_equal(a.y, b.y)
-    assert float(np.abs(out["csr"][0].X.toarray()).max()) == 1.0
-    for scale in ("standard", "minmax"):
-        with pytest.raises(ParameterError, match=f"a sparse store; scale='{scale}' would shift its zeros .*Use scale='maxabs'"):
-            split_store(sparse, tmp_path / "tr2.zarr", tmp_path / "te2.zarr", scale=scale)
-    assert not os.path.exists(tmp_path / "tr2.zarr")
+    for scale in ("maxabs", "minmax"):  # minmax keeps the zeros: every column has zeros, so every minimum is 0
+        out = {}
+        for name, path in (("csr", sparse), ("dense", dense)):
+            tr, te = split_store(path, tmp_path / f"tr-{name}-{scale}.zarr", tmp_path / f"te-{name}-{scale}.zarr", train_fraction=0.7, seed=1,
+                                 log1p="all", scale=scale)
+            assert tr.layout == te.layout == name and tr.n_rows + te.n_rows == 900
+            out[name] = [open_store(tmp_path / f"{part}-{name}-{scale}.zarr").read_all() for part in ("tr", "te")]
+            assert tr.encoding["transform"]["scale"] == scale
+        for a, b in zip(out["csr"], out["dense"]):
+            np.testing.assert_array_equal(a.X.toarray(), b.X)  # the same arithmetic on the stored values: bit-identical
+            np.testing.assert_array_equal(a.y, b.y)
+        assert float(np.abs(out["csr"][0].X.toarray()).max()) == 1.0
+        assert float(out["csr"][0].X.toarray().min()) == 0.0
+    with pytest.raises(ParameterError, match="a sparse store; scale='standard' would shift its zeros .*Use scale='maxabs'"):
+        split_store(sparse, tmp_path / "tr2.zarr", tmp_path / "te2.zarr", scale="standard")
+    signed = write_store(tmp_path / "signed.zarr", D - np.float32(1) * (D != 0), y, [450, 450], layout="csr")  # some values below 0
+    with pytest.raises(ParameterError, match=r"signed.zarr \(training part\): a sparse store; scale='minmax' would shift feature 'x\d+' by -0\.\d+ "
+                                             r"\(its minimum is not 0\).*Use scale='maxabs'.*\(split_store\)"):
+        split_store(signed, tmp_path / "tr2.zarr", tmp_path / "te2.zarr", scale="minmax")
+    assert not os.path.exists(tmp_path / "tr2.zarr") and not os.path.exists(tmp_path / "te2.zarr")
 
 
 def test_a_model_scores_raw_sparse_rows_through_its_transform(tmp_path):
@@ -234,3 +242,30 @@ def test_transform_statistics_of_a_weighted_csr_block_equal_the_dense_ones():
     np.testing.assert_array_equal(sparse.hist, dense.hist)
     assert (sparse.n, sparse.rows) == (dense.n, dense.rows)
     assert np.isnan(sparse.mean).all()  # standard is refused on sparse stores: no moments to misuse
+
+
+def test_tabular_layout_auto_counts_one_hot_columns_and_numeric_zeros(tmp_path, caplog):
+    """A CSV with one-hot columns and mostly-zero numbers is stored sparse by ``auto`` (its density counted in the first
+    pass), a dense one dense; both hold the rows the dense layout holds."""
+    import logging
+
+    rng = np.random.default_rng(3)
+    n = 400
+    cats = [rng.choice([f"c{i}" for i in range(12)], n), rng.choice([f"k{i}" for i in range(15)], n)]
+    nums = np.where(rng.random((n, 3)) < 0.1, np.round(rng.normal(size=(n, 3)), 3), 0.0)
+    labels = rng.choice(["yes", "no"], n)
+    sparse_csv, dense_csv = tmp_path / "sparse.csv", tmp_path / "dense.csv"
+    sparse_csv.write_text("a,b,x,y,z,label\n" + "".join(f"{cats[0][i]},{cats[1][i]},{float(nums[i, 0])!r},{float(nums[i, 1])!r},{float(nums[i, 2])!r},{labels[i]}\n"
+                                                        for i in range(n)))
+    dense_csv.write_text("x,y,z,label\n" + "".join(f"{float(v[0] + 1)!r},{float(v[1] - 1)!r},{float(v[2] + 2)!r},{labels[i]}\n" for i, v in enumerate(nums)))
+    with caplog.at_level(logging.DEBUG - 5, logger="dpipe.ingest"):
+        auto = ingest(str(sparse_csv), str(tmp_path / "auto.zarr"), label="label", positive="yes", header=True)
+    expected = (2 * n + int(np.count_nonzero(nums))) / (n * auto.n_features)  # one value a one-hot column and row, the non-zero numbers
+    assert auto.layout == "csr" and auto.n_features == 12 + 15 + 3 and expected <= 0.125
+    assert f"layout auto: sparse ({100 * expected:.2f} % of the entries are non-zero; sparse up to 12.5 %)" in caplog.text
+    ref = ingest(str(sparse_csv), str(tmp_path / "ref.zarr"), label="label", positive="yes", header=True, layout="dense")
+    np.testing.assert_array_equal(open_store(tmp_path / "auto.zarr").read_all().X.toarray(), open_store(tmp_path / "ref.zarr").read_all().X)
+    assert ref.feature_names == auto.feature_names
+    assert ingest(str(dense_csv), str(tmp_path / "d.zarr"), label="label", positive="yes", header=True).layout == "dense"
+    # minmax makes auto dense (its minima are known only after the fitting pass); sparse with minmax keeps non-negative columns
+    assert ingest(str(sparse_csv), str(tmp_path / "mm.zarr"), label="label", positive="yes", header=True, scale="minmax").layout == "dense"

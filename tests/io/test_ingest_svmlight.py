@@ -88,7 +88,8 @@ def test_n_features_pads_with_zero_columns(write_source, tmp_path):
     assert X.shape == (2, 5) and X[:, 2:].sum() == 0
 
 
-def test_small_pieces_and_shards_give_the_same_store(write_source, tmp_path):
+@pytest.mark.parametrize("layout", ["dense", "sparse"])
+def test_small_pieces_and_shards_give_the_same_store(write_source, tmp_path, layout):
     rng = np.random.default_rng(0)
     lines, rows = [], []
     for i in range(101):
@@ -98,11 +99,11 @@ def test_small_pieces_and_shards_give_the_same_store(write_source, tmp_path):
         lines.append(" ".join([f"{lab:+d}"] + [f"{j}:{float(v)!r}" for j, v in zip(idx, vals)]))
         rows.append((lab, {int(j): float(v) for j, v in zip(idx, vals)}))
     src = write_source("r.svm", "\n".join(lines))  # no final newline
-    m = ingest(src, str(tmp_path / "s"), n_features=20, read_rows=7, shard_rows=10)
-    assert m.n_shards == 11 and m.n_rows == 101
+    m = ingest(src, str(tmp_path / "s"), n_features=20, read_rows=7, shard_rows=10, layout=layout)
+    assert m.n_shards == 11 and m.n_rows == 101 and m.layout == ("csr" if layout == "sparse" else "dense")
     X, y = dense(rows, 20, 1)
     got = open_store(tmp_path / "s").read_all()
-    np.testing.assert_array_equal(got.X, X)
+    np.testing.assert_array_equal(got.X.toarray() if layout == "sparse" else got.X, X)
     np.testing.assert_array_equal(got.y, y)
 
 
@@ -241,7 +242,7 @@ def test_matches_sklearn_on_a9a_t(shared_data, tmp_path):
     np.testing.assert_array_equal(blk.indices - 1, X_sk.indices)
     np.testing.assert_array_equal(blk.values, X_sk.data)
     m = ingest(str(path), str(tmp_path / "a9at"), n_features=123)
-    assert (m.n_rows, m.n_features, m.n_positive, m.n_negative) == (16281, 123, 3846, 12435)
+    assert (m.n_rows, m.n_features, m.n_positive, m.n_negative, m.layout) == (16281, 123, 3846, 12435, "csr")  # 11.3 % non-zero
     got = open_store(tmp_path / "a9at").read_all()
-    np.testing.assert_array_equal(got.X, X_sk.toarray().astype(np.float32))
+    np.testing.assert_array_equal(got.X.toarray(), X_sk.toarray().astype(np.float32))
     np.testing.assert_array_equal(got.y, y_sk.astype(np.int8))
