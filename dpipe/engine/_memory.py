@@ -17,10 +17,14 @@ Measured against this model (without :data:`SAFETY`), streaming fits peaked at
 318 MB for 331 MB predicted (7e6 x 120 rows in 16 MB shards).
 
 A CSR shard is read through zarr's own path and holds more while a pass runs
-(:data:`CSR_WORKING_COPIES`), and a wide store's d-vectors count (:data:`D_VECTORS`):
-streaming 10^6 x 2^20 text rows on two workers restarted and paused workers at 500 and
-600 MB a worker and ran clean at 700 MB; this model asks for 660 MB, so 500 MB is refused
-at the start instead of paused workers waiting for ever.
+(:data:`CSR_WORKING_COPIES`), and a wide store's d-vectors count, a few per pass
+(:data:`D_VECTORS`) and one per shard of the worker (:data:`SHARD_D_VECTORS`):
+streaming 10^6 x 2^20 text rows in 6 shards on two workers restarted and paused workers
+at 500 and 600 MB a worker and ran clean at 700 MB; this model asks for 700 MB, so 500 MB
+is refused at the start instead of paused workers waiting for ever. The refusal names the
+shard size that needs the least (:meth:`MemoryNeed.workable_shard_rows`): not always a
+smaller one, since at 2^20 features a shard's d-vectors outweigh its rows (13 shards of
+that store needed more memory than 6).
 
 dask pauses a worker whose memory passes ``distributed.worker.memory.pause`` (80 %
 of its limit by default) and its nanny restarts one past ``terminate`` (95 %). A
@@ -45,7 +49,7 @@ from ..exceptions import ClusterError, ParameterError
 __all__ = [
     "EMBEDDED_WORKER_MEMORY", "WORKER_ALLOCATOR", "worker_environ_config", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers",
     "MemoryNeed", "memory_need", "shards_per_worker", "short_workers", "PLACEMENT_SLACK", "check_memory_limits", "WORKING_COPIES",
-    "CSR_WORKING_COPIES", "D_VECTORS", "ROW_BYTES", "RANGE_ROW_BYTES", "SAFETY",
+    "CSR_WORKING_COPIES", "D_VECTORS", "SHARD_D_VECTORS", "ROW_BYTES", "RANGE_ROW_BYTES", "SAFETY", "StoreLayout", "uniform_shards",
 ]
 
 #: a pass over a shard holds about this many copies of its feature bytes (decoded, zarr's chunk buffer, compressed)
@@ -57,6 +61,11 @@ CSR_WORKING_COPIES = 5
 #: float64 d-vectors a worker holds while a pass runs: ``w`` in the arguments of its queued tasks, a gradient or
 #: column-moments result, the two inputs and the output of a tree combine. Nothing at d = 100; 64 MB at d = 2^20
 D_VECTORS = 8
+#: and per shard it holds: each shard's result (a gradient, column moments) waits for the tree's combine. Measured on
+#: 10^6 x 2^20 text rows streamed on 2 workers (peak RSS of the process tree, 2 Newton steps): 1.65 GB in 6 shards,
+#: 2.10 GB in 13; in 13 shards 500 MB a worker paused and restarted workers. One vector a shard fits every run
+#: (with :data:`SAFETY`: 13 shards need 570 MB, 6 shards 700 MB, where 700 MB ran clean)
+SHARD_D_VECTORS = 1
 #: bytes a worker holds per row of its shards during a fit: float64 scores awaiting the gather (8), the
 #: int32 row order remembered for two fits (8) and the float64 row weights of the gradient tasks (8).
 #: A rate fit keeps 9-10 instead (cells and anchor margins, dpipe.reduce._rates); auc-rate both (34: not yet counted)
@@ -199,12 +208,49 @@ class MemoryNeed:
 
     resident: int
     working: int
+    #: the store as :func:`memory_need` saw it, for :meth:`workable_shard_rows` (None: built by hand)
+    layout: StoreLayout | None = None
 
     def minimum_limit(self, worker: WorkerMemory) -> int:
         """The smallest limit under which this worker neither stays paused nor is restarted, with :data:`SAFETY`."""
         steady = worker.footprint + self.resident
         need = max(steady / worker.pause, (steady + self.working) / worker.terminate) * SAFETY
         return int(math.ceil(need / 10e6) * 10e6)
+
+    def workable_shard_rows(self, worker: WorkerMemory) -> int | None:
+        """Rows per streamed shard under which this worker's limit holds a pass (with 10 MB to spare), the size that needs the
+        least, or None where no size works or none is needed (shards persisted: their bytes count whatever their size).
+
+        Not always smaller shards: each shard also costs :data:`SHARD_D_VECTORS` d-vectors, which at 2^20 features
+        outweigh a small shard's bytes.
+        """
+        lay = self.layout
+        if lay is None or lay.persisted or not worker.limit or lay.n_rows < 2:
+            return None
+        grid = np.unique(np.geomspace(min(1000, lay.n_rows), lay.n_rows, 120).astype(np.int64))
+        needs = [(uniform_shards(lay, int(r)).minimum_limit(worker), int(r)) for r in grid]
+        best_need, best_rows = min(needs, key=lambda t: (t[0], -t[1]))
+        return best_rows if best_need <= worker.limit - 10e6 else None
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreLayout:
+    """What :func:`memory_need` was given, apart from the shard sizes: enough to price other shard sizes."""
+
+    n_rows: int
+    n_workers: int
+    bytes_per_row: float
+    persisted: bool
+    row_bytes: int
+    n_features: int
+    csr: bool
+
+
+def uniform_shards(layout: StoreLayout, rows: int) -> MemoryNeed:
+    """The :class:`MemoryNeed` of the same store written in shards of ``rows`` rows."""
+    sizes = [rows] * (layout.n_rows // rows) + ([layout.n_rows % rows] if layout.n_rows % rows else [])
+    return memory_need([int(r * layout.bytes_per_row) for r in sizes], sizes, layout.n_workers, layout.persisted, layout.row_bytes,
+                       n_features=layout.n_features, csr=layout.csr)
 
 
 def shards_per_worker(n_shards: int, n_workers: int) -> int:
@@ -226,7 +272,9 @@ def memory_need(shard_bytes: list[int], shard_rows: list[int], n_workers: int, p
     most_rows = sorted(shard_rows, reverse=True)[:per_worker]
     resident = (sum(largest) if persisted else 0) + row_bytes * sum(most_rows)
     copies = CSR_WORKING_COPIES if csr else WORKING_COPIES
-    return MemoryNeed(resident=int(resident), working=int(copies * max(shard_bytes, default=0) + D_VECTORS * 8 * n_features))
+    working = copies * max(shard_bytes, default=0) + (D_VECTORS + SHARD_D_VECTORS * per_worker) * 8 * n_features
+    layout = StoreLayout(sum(shard_rows), n_workers, sum(shard_bytes) / max(1, sum(shard_rows)), persisted, row_bytes, n_features, csr)
+    return MemoryNeed(resident=int(resident), working=int(working), layout=layout)
 
 
 def _thresholds(w: WorkerMemory) -> str:
@@ -254,5 +302,6 @@ def check_memory_limits(workers: dict[str, WorkerMemory], need: MemoryNeed, stor
         f"({len(short)} of {len(workers)} worker(s), e.g. {address}): the worker's own footprint is {w.footprint / 1e6:.0f} MB (measured), "
         f"it holds {need.resident / 1e6:.0f} MB between passes and {need.working / 1e6:.0f} MB more while a pass reads a shard, "
         f"under {_thresholds(w)}; raise the workers' memory limit ('memory_limit') to at least {minimum / 1e6:.0f} MB, "
-        "or write smaller shards (ingest's shard_rows)"
+        + ("or use more workers" if (rows := need.workable_shard_rows(w)) is None
+           else f"or write shards of {rows:,} rows (ingest's 'shard_rows'), which need the least")
     )

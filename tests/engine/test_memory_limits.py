@@ -14,7 +14,18 @@ import pytest
 
 import dpipe
 from dpipe.engine import ShardedDataset, cluster_client
-from dpipe.engine._memory import RANGE_ROW_BYTES, ROW_BYTES, SAFETY, WORKING_COPIES, MemoryNeed, WorkerMemory, memory_need, short_workers
+from dpipe.engine._memory import (
+    RANGE_ROW_BYTES,
+    ROW_BYTES,
+    SAFETY,
+    WORKING_COPIES,
+    MemoryNeed,
+    WorkerMemory,
+    check_memory_limits,
+    memory_need,
+    short_workers,
+    uniform_shards,
+)
 from dpipe.exceptions import ParameterError
 from dpipe.testing import classification_data, write_store
 
@@ -33,17 +44,43 @@ def test_memory_need_counts_the_largest_shards_a_worker_gets():
 
 
 def test_memory_need_counts_wide_vectors_and_a_csr_shards_read():
-    from dpipe.engine._memory import CSR_WORKING_COPIES, D_VECTORS
+    from dpipe.engine._memory import CSR_WORKING_COPIES, D_VECTORS, SHARD_D_VECTORS
 
     dense = memory_need([40 * MB], [400], 2, persisted=False)
     wide_csr = memory_need([40 * MB], [400], 2, persisted=False, n_features=2**20, csr=True)
     assert wide_csr.resident == dense.resident
-    assert wide_csr.working == CSR_WORKING_COPIES * 40 * MB + D_VECTORS * 8 * 2**20
+    assert wide_csr.working == CSR_WORKING_COPIES * 40 * MB + (D_VECTORS + SHARD_D_VECTORS) * 8 * 2**20  # one shard on the worker
     # the measured case (10^6 x 2^20 text rows, 6 shards of 58 MB, 2 workers streamed): 500 MB restarted and paused the
-    # workers, 700 MB did not; the model asks for 660 MB of a worker measured at 204 MB
+    # workers, 700 MB did not; the model asks for 700 MB of a worker measured at 204 MB
     need = memory_need([58 * MB] * 6, [166_667] * 6, 2, persisted=False, n_features=2**20, csr=True)
     worker = WorkerMemory(footprint=204 * MB, limit=0, pause=0.8, terminate=0.95)
     assert 600 * MB < need.minimum_limit(worker) <= 700 * MB
+
+
+def test_a_refused_streaming_limit_names_the_shard_rows_that_need_the_least():
+    """The refusal's remedy is a number: the streamed shard size that needs the least, which the model then accepts;
+    at 2^20 features that is not always a smaller shard (each shard's d-vectors count)."""
+    MB_ = 1e6
+    rows, per_row = [166_667] * 6, 58 * MB_ / 166_667
+    need = memory_need([int(r * per_row) for r in rows], rows, 2, persisted=False, n_features=2**20, csr=True)
+    tight = WorkerMemory(footprint=204 * MB_, limit=550 * MB_, pause=0.8, terminate=0.95)
+    assert need.minimum_limit(tight) > tight.limit
+    fit = need.workable_shard_rows(tight)
+    assert fit is not None and 10_000 < fit < 166_667
+    assert need.layout is not None
+    assert uniform_shards(need.layout, fit).minimum_limit(tight) <= tight.limit - 10 * MB_
+    for other in (fit // 4, 4 * fit):  # much smaller shards cost more d-vectors, larger ones more bytes
+        assert uniform_shards(need.layout, other).minimum_limit(tight) > tight.limit
+    # one d-vector per shard of the worker: the same rows in 13 shards need less than in 40, where 8 MB a shard adds up
+    assert uniform_shards(need.layout, 25_000).minimum_limit(tight) > uniform_shards(need.layout, 80_000).minimum_limit(tight)
+    with pytest.raises(ParameterError, match=rf"or write shards of {fit:,} rows \(ingest's 'shard_rows'\), which need the least"):
+        check_memory_limits({"w": tight}, need, "s.zarr", "stream")
+    too_tight = WorkerMemory(footprint=204 * MB_, limit=450 * MB_, pause=0.8, terminate=0.95)  # no shard size fits
+    assert need.workable_shard_rows(too_tight) is None
+    with pytest.raises(ParameterError, match=r"at least 700 MB, or use more workers$"):
+        check_memory_limits({"w": too_tight}, need, "s.zarr", "stream")
+    persisted = memory_need([int(r * per_row) for r in rows], rows, 2, persisted=True, n_features=2**20, csr=True)
+    assert persisted.workable_shard_rows(tight) is None  # persisted shards: their bytes count whatever their size
 
 
 def test_minimum_limit_is_the_tighter_of_pause_and_restart():
