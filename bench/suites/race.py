@@ -152,6 +152,16 @@ def write_svmlight(X: Any, y: np.ndarray, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _io_digest() -> str:
+    """A digest of dpipe's ``io`` sources: stores made by another version of ingest and split (another layout, say) are made again."""
+    import dpipe.io
+
+    h = hashlib.sha256()
+    for f in sorted(Path(dpipe.io.__file__).parent.glob("*.py")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _prepare(name: str, cfg: Config, exe: str) -> dict[str, Any]:
     """The task's stores (dpipe CLI) and svmlight files, made once under ``--work``/race/NAME; their times as measured then."""
     import dpipe
@@ -160,7 +170,8 @@ def _prepare(name: str, cfg: Config, exe: str) -> dict[str, Any]:
     folder = cfg.work / "race" / name
     record = folder / "prepare.json"
     paths = {"train": folder / "train.zarr", "test": folder / "test.zarr", "train_svm": folder / "train.svm", "test_svm": folder / "test.svm"}
-    if record.exists() and all(p.exists() for p in paths.values()):
+    io_digest = _io_digest()
+    if record.exists() and all(p.exists() for p in paths.values()) and json.loads(record.read_text()).get("io_digest") == io_digest:
         prep = json.loads(record.read_text())
         prep["reused"] = True
         print(f"  {name}: stores and svmlight files reused (made {prep['made']}: ingest {prep['ingest_seconds']:.1f} s, "
@@ -194,7 +205,8 @@ def _prepare(name: str, cfg: Config, exe: str) -> dict[str, Any]:
     print(f"  {name}: svmlight files written in {svm_seconds:.1f} s", flush=True)
     prep = {"made": time.strftime("%Y-%m-%d %H:%M"), "steps": steps, "ingest_seconds": sum(s["seconds"] for s in steps),
             "svmlight_seconds": svm_seconds, "shapes": shapes, "paths": {k: str(v) for k, v in paths.items()},
-            "svm_bytes": {p: paths[f"{p}_svm"].stat().st_size for p in ("train", "test")}, "load": list(os.getloadavg())}
+            "svm_bytes": {p: paths[f"{p}_svm"].stat().st_size for p in ("train", "test")}, "load": list(os.getloadavg()),
+            "io_digest": io_digest}
     record.write_text(json.dumps(prep, indent=1) + "\n")
     prep["reused"] = False
     return prep

@@ -7,10 +7,11 @@
    ``../shared/peers``; C chosen by test AUC from the race's grid) and SVM-perf's recorded
    ROCArea run (``../shared/data/README.md``: 0.39 s, test AUC .98796; SVM-perf cannot be run
    here). Test ROC-AUC and PRBEP of each.
-2. **kdd99, dense against CSR**: the race's kdd99 training store (SVM-perf's preprocessing) and
-   the same rows written as CSR: bytes of features a pass reads, and the time of one evaluation
+2. **kdd99, dense against CSR**: the race's kdd99 training rows (SVM-perf's preprocessing)
+   written in both layouts: bytes of features a pass reads, and the time of one evaluation
    of the AUC objective (a score pass, the driver's merge, a gradient pass; local engine, after
-   a warm-up, median of 5).
+   a warm-up, median of 5). Then where CSR overtakes dense: ``X w`` + ``X^T g`` on 160 MB
+   blocks, d from 30 to 300, 5 to 20 % non-zero (ingest's ``layout="auto"`` threshold).
 3. **Generated text-like stores** (Zipf-distributed token ids hashed into ``2^k`` features,
    about 100 non-zeros a row, unit-length rows, a planted linear signal): ``dpipe train`` with
    every default on the embedded 2-worker cluster (``--engine dask --workers 2``): whole-process
@@ -27,6 +28,7 @@ from __future__ import annotations
 import bz2
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -144,17 +146,18 @@ def _kdd99_layouts(cfg: Config) -> dict[str, Any] | None:
     from dpipe.io import ShardWriter
     from dpipe.reduce._block import block_nbytes
 
-    dense = cfg.work / "race" / "kdd99" / "train.zarr"
-    if not dense.exists():
-        print(f"  kdd99 layouts skipped: {dense} is absent (run `python -m bench race --tasks kdd99` first)", flush=True)
+    race = cfg.work / "race" / "kdd99" / "train.zarr"
+    if not race.exists():
+        print(f"  kdd99 layouts skipped: {race} is absent (run `python -m bench race --tasks kdd99` first)", flush=True)
         return None
-    st = dpipe.open_store(str(dense))
+    st = dpipe.open_store(str(race))
     m = st.manifest
-    sparse = cfg.work / "text" / "kdd99-csr.zarr"
-    with ShardWriter(str(sparse), m.n_features, m.feature_names, max(b - a for a, b in m.shard_bounds), layout="csr", overwrite=True) as w:
-        for sh in st.iter_shards():
-            w.write_shard(sh.X, sh.y)
-        w.commit()
+    dense, sparse = cfg.work / "text" / "kdd99-dense.zarr", cfg.work / "text" / "kdd99-csr.zarr"
+    for layout, path in (("dense", dense), ("csr", sparse)):  # the race's rows in both layouts, whichever ingest chose
+        with ShardWriter(str(path), m.n_features, m.feature_names, max(b - a for a, b in m.shard_bounds), layout=layout, overwrite=True) as w:
+            for sh in st.iter_shards():
+                w.write_shard(sh.X.toarray() if layout == "dense" and hasattr(sh.X, "toarray") else sh.X, sh.y)
+            w.commit()
     out: dict[str, Any] = {}
     rng = np.random.default_rng(0)
     w0 = rng.normal(size=m.n_features)
@@ -175,6 +178,41 @@ def _kdd99_layouts(cfg: Config) -> dict[str, Any] | None:
     out["time_ratio"] = out["csr"]["evaluation"]["median"] / out["dense"]["evaluation"]["median"]
     out["density"] = dpipe.open_store(str(sparse)).manifest.nnz / (m.n_rows * m.n_features)
     return out
+
+
+def _layout_crossing() -> list[dict[str, Any]]:
+    """``X w`` + ``X^T g`` (dpipe's kernels, one thread) on 160 MB dense blocks and their CSR copies, non-zeros placed
+    uniformly: where ingest's ``layout="auto"`` threshold (:data:`dpipe.io._ingest.SPARSE_MAX_DENSITY`) comes from."""
+    import scipy.sparse as sp
+
+    from dpipe.reduce._linalg import matvec, rmatvec
+
+    def best(f, *a) -> float:
+        f(*a)
+        return min(_seconds(f, *a) for _ in range(5))
+
+    rng = np.random.default_rng(0)
+    out = []
+    for d in (30, 54, 118, 300):
+        n = int(160e6 / (4 * d))
+        values, mask = rng.random((n, d), dtype=np.float32), rng.random((n, d), dtype=np.float32)
+        w, g = rng.normal(size=d), rng.normal(size=n)
+        for density in (0.05, 0.1, 0.125, 0.15, 0.2):
+            X = np.where(mask < density, values, np.float32(0))
+            C = sp.csr_array(X)
+            dense_s = best(matvec, X, w) + best(rmatvec, X, g)
+            csr_s = best(matvec, C, w) + best(rmatvec, C, g)
+            out.append({"rows": n, "features": d, "density": density, "dense_ns_per_row": 1e9 * dense_s / n, "csr_ns_per_row": 1e9 * csr_s / n,
+                        "ratio": csr_s / dense_s})
+            print(f"  layout crossing: d {d}, density {density:.3f}: CSR / dense {csr_s / dense_s:.2f}x", flush=True)
+            del X, C
+    return out
+
+
+def _seconds(f, *a) -> float:
+    t0 = time.perf_counter()
+    f(*a)
+    return time.perf_counter() - t0
 
 
 # --------------------------------------------------------------------------------------------- generated text
@@ -312,21 +350,41 @@ def _big(cfg: Config, exe: str) -> dict[str, Any]:
           f"{rec['passes']['two_plain_passes']['median']:.2f} s ({rec['passes']['ratio']:.2f}x)", flush=True)
     rec["streamed"] = []
     for limit in STREAM_LIMITS:
-        with tempfile.TemporaryDirectory() as tmp:
-            r = run_tree([exe, "train", str(store), "--out", str(Path(tmp) / "m.json"), "--engine", "dask", "--workers", "2",
-                          "--memory-limit", limit, "--cache", "stream", "-q"], timeout=STREAM_TIMEOUT)
-            lines = r["stderr"].splitlines()
-            st: dict[str, Any] = {"limit": limit, "seconds": r["seconds"], "returncode": r["returncode"], "timed_out": r["timed_out"],
-                                  "peak_tree_rss": r["peak_tree_rss"], "restarts": sum("Restarting worker" in ln for ln in lines),
-                                  "pauses": sum("Pausing worker" in ln for ln in lines),
-                                  "stderr_tail": [ln for ln in lines if ln.strip()][-3:]}
-            if r["returncode"] == 0:
-                fit = json.loads((Path(tmp) / "m.json").read_text())["fit"]
-                st.update(nit=fit["nit"], fit=fit["time_data"] + fit["time_solve"])
+        st = _streamed(exe, store, limit)
         rec["streamed"].append(st)
-        print(f"  big: streamed at {limit} a worker: {r['seconds']:.1f} s (exit {r['returncode']}{', timed out' if r['timed_out'] else ''}), "
-              f"peak tree RSS {r['peak_tree_rss'] / 2**20:.0f} MB, {st['restarts']} restarts, {st['pauses']} pauses", flush=True)
+        advice = re.search(r"write shards of ([\d,]+) rows", " ".join(st["stderr_tail"])) if st["returncode"] else None
+        if advice:  # as a user would: re-ingest with the shard size the refusal names, and train again
+            shard_rows = int(advice.group(1).replace(",", ""))
+            smaller = folder / f"big-{rows}x{features}-{shard_rows}.zarr"
+            ing2 = run_tree([exe, "-q", "ingest", str(svm), str(smaller), "--n-features", str(features), "--shard-rows", str(shard_rows), "--overwrite"])
+            print(f"  big: re-ingested in shards of {shard_rows:,} rows (the refusal's figure: the size that needs the least): {ing2['seconds']:.1f} s, peak RSS "
+                  f"{ing2['peak_tree_rss'] / 2**20:.0f} MB (exit {ing2['returncode']})", flush=True)
+            if ing2["returncode"] == 0:
+                st2 = _streamed(exe, smaller, limit, f" ({shard_rows:,}-row shards)")
+                st2["shard_rows"] = shard_rows
+                st2["ingest"] = {k: ing2[k] for k in ("seconds", "returncode", "peak_tree_rss")}
+                rec["streamed"].append(st2)
     return rec
+
+
+def _streamed(exe: str, store: Path, limit: str, note: str = "") -> dict[str, Any]:
+    """``dpipe train STORE`` streamed on the embedded 2-worker cluster at ``limit`` a worker: time, peak RSS, restarts, pauses."""
+    from .scale_race import run_tree
+
+    with tempfile.TemporaryDirectory() as tmp:
+        r = run_tree([exe, "train", str(store), "--out", str(Path(tmp) / "m.json"), "--engine", "dask", "--workers", "2",
+                      "--memory-limit", limit, "--cache", "stream", "-q"], timeout=STREAM_TIMEOUT)
+        lines = r["stderr"].splitlines()
+        st: dict[str, Any] = {"limit": limit, "seconds": r["seconds"], "returncode": r["returncode"], "timed_out": r["timed_out"],
+                              "peak_tree_rss": r["peak_tree_rss"], "restarts": sum("Restarting worker" in ln for ln in lines),
+                              "pauses": sum("Pausing worker" in ln for ln in lines),
+                              "stderr_tail": [ln for ln in lines if ln.strip()][-3:]}
+        if r["returncode"] == 0:
+            fit = json.loads((Path(tmp) / "m.json").read_text())["fit"]
+            st.update(nit=fit["nit"], fit=fit["time_data"] + fit["time_solve"])
+    print(f"  big: streamed at {limit} a worker{note}: {r['seconds']:.1f} s (exit {r['returncode']}{', timed out' if r['timed_out'] else ''}), "
+          f"peak tree RSS {r['peak_tree_rss'] / 2**20:.0f} MB, {st['restarts']} restarts, {st['pauses']} pauses", flush=True)
+    return st
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -360,6 +418,21 @@ def markdown(payload: dict[str, Any]) -> str:
                   *table_head(["layout", "feature bytes a pass reads", "one AUC evaluation (ms)"]),
                   *(f"| {name} | {k[name]['feature_bytes']:,} | {fmt_spread(k[name]['evaluation'], 1e3, 1)} |" for name in ("dense", "csr")),
                   "", f"CSR / dense: bytes {k['bytes_ratio']:.3f}x, evaluation time {k['time_ratio']:.2f}x.", ""]
+    c = payload.get("layout_crossing")
+    if c:
+        from dpipe.io._ingest import SPARSE_MAX_DENSITY
+
+        densities = sorted({r["density"] for r in c})
+        lines += ["## Where CSR overtakes dense (`layout=\"auto\"`'s threshold)", "",
+                  "`X w` + `X^T g` with dpipe's kernels, one thread, best of 5, on 160 MB dense blocks (uniformly placed non-zeros) and "
+                  f"their CSR copies: CSR time / dense time. `dpipe ingest --layout auto` stores sparse up to {100 * SPARSE_MAX_DENSITY:g} % "
+                  "non-zero.", "",
+                  *table_head(["rows x features", *(f"{100 * x:g} %" for x in densities)])]
+        for d in sorted({r["features"] for r in c}):
+            row = {r["density"]: r for r in c if r["features"] == d}
+            n = next(iter(row.values()))["rows"]
+            lines.append(f"| {n:,} x {d} | " + " | ".join(f"{row[x]['ratio']:.2f}x" for x in densities) + " |")
+        lines.append("")
     g = payload.get("generated")
     if g:
         lines += ["## Generated text-like stores on the embedded 2-worker cluster (every default)", "",
@@ -378,6 +451,9 @@ def markdown(payload: dict[str, Any]) -> str:
             lines.append(f"- On the embedded 2-worker cluster (persisted): one AUC evaluation {fmt_spread(p['evaluation'])} s against two plain "
                          f"passes (`X w`, `X^T g`) {fmt_spread(p['two_plain_passes'])} s: {p['ratio']:.2f}x.")
         for st in b.get("streamed", []):
+            if "shard_rows" in st:
+                lines.append(f"- Re-ingested as the refusal advises, `--shard-rows {st['shard_rows']}`: {st['ingest']['seconds']:.1f} s, peak RSS "
+                             f"{st['ingest']['peak_tree_rss'] / 2**20:.0f} MB; then:")
             lines.append(f"- `dpipe train --engine dask --workers 2 --memory-limit {st['limit']} --cache stream`: {st['seconds']:.1f} s "
                          f"(exit {st['returncode']}{', timed out' if st.get('timed_out') else ''}"
                          f"{_fit_part(st)}), peak RSS of the "
@@ -393,6 +469,7 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
         payload["reuters_prep"] = prep
         payload["reuters"] = _race_reuters(cfg, exe, prep)
     payload["kdd99"] = _kdd99_layouts(cfg)
+    payload["layout_crossing"] = _layout_crossing()
     payload["generated"] = _generated(cfg, exe)
     payload["big"] = _big(cfg, exe)
     payload["load_end"] = list(os.getloadavg())

@@ -24,7 +24,10 @@ at 500 and 600 MB a worker and ran clean at 700 MB; this model asks for 700 MB, 
 is refused at the start instead of paused workers waiting for ever. The refusal names the
 shard size that needs the least (:meth:`MemoryNeed.workable_shard_rows`): not always a
 smaller one, since at 2^20 features a shard's d-vectors outweigh its rows (13 shards of
-that store needed more memory than 6).
+that store needed more memory than 6). A known miss at that width: in the 22 shards of
+46,117 rows it names for 550 MB, the workers kept about 460 MB between passes (the model
+says 220 MB) and stalled; the 8 MB d-vectors come from the heap below the workers' mmap
+threshold (:data:`WORKER_ALLOCATOR`) and are not all returned.
 
 dask pauses a worker whose memory passes ``distributed.worker.memory.pause`` (80 %
 of its limit by default) and its nanny restarts one past ``terminate`` (95 %). A
