@@ -149,25 +149,30 @@ def nonzeros(store: Path) -> int:
 def run_tree(cmd: list[str], *, timeout: float | None = None, interval: float = 0.2, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``cmd`` to its exit: seconds, exit status, output, and the peak summed RSS of its process tree.
 
-    The tree (the process and all its descendants) is sampled every ``interval`` seconds;
-    the top process's own peak comes exactly from ``wait4``.
+    The tree (the process and all its descendants) is sampled every ``interval`` seconds:
+    the peak of the summed RSS, and each process's own high-water mark (``VmHWM``, exact
+    between samples). Not ``wait4``'s ``ru_maxrss``: Linux charges a child, across its
+    ``exec``, with the memory of the process it was forked from (this bench's own, about
+    1 GB), so every short command looked as big as the bench.
     """
     import psutil
 
+    hwm: dict[int, int] = {}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
-        top, peak, status, ru = psutil.Process(proc.pid), 0, None, None
+        top, peak, status = psutil.Process(proc.pid), 0, None
         while True:
-            pid, st, usage = os.wait4(proc.pid, os.WNOHANG)
+            pid, st, _ = os.wait4(proc.pid, os.WNOHANG)
             if pid:
-                status, ru = st, usage
+                status = st
                 break
             total = 0
             try:
                 for p in [top, *top.children(recursive=True)]:
                     try:
                         total += p.memory_info().rss
+                        hwm[p.pid] = max(hwm.get(p.pid, 0), _vm_hwm(p.pid))
                     except psutil.Error:
                         pass
             except psutil.Error:
@@ -179,7 +184,7 @@ def run_tree(cmd: list[str], *, timeout: float | None = None, interval: float = 
                         p.kill()
                     except psutil.Error:
                         pass
-                _, status, ru = os.wait4(proc.pid, 0)
+                _, status, _ = os.wait4(proc.pid, 0)
                 break
             time.sleep(interval)
         seconds = time.perf_counter() - t0
@@ -188,7 +193,19 @@ def run_tree(cmd: list[str], *, timeout: float | None = None, interval: float = 
         err.seek(0)
         timed_out = timeout is not None and seconds > timeout
         return {"seconds": seconds, "returncode": proc.returncode, "timed_out": timed_out, "stdout": out.read(), "stderr": err.read(),
-                "peak_tree_rss": max(peak, ru.ru_maxrss * 1024), "peak_top_rss": ru.ru_maxrss * 1024}
+                "peak_tree_rss": max(peak, max(hwm.values(), default=0)), "peak_top_rss": hwm.get(proc.pid, 0)}
+
+
+def _vm_hwm(pid: int) -> int:
+    """A process's peak resident memory since its ``exec`` (``VmHWM`` of ``/proc/PID/status``), in bytes; 0 if unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def wait_for_memory(need: float, patience: float = 900.0) -> float:

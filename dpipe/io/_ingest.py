@@ -81,11 +81,11 @@ from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows
 
 __all__ = ["ingest", "SOURCE_FORMATS", "INGEST_LAYOUTS", "SPARSE_MAX_DENSITY", "detect_source_format"]
 
-#: ``layout="auto"`` stores a source as CSR up to this fraction of non-zero entries. Measured here (numba kernels,
-#: one thread, ``X w`` and ``X^T g`` of 160 MB dense stores, non-zeros placed uniformly, d = 30, 54, 118 and 300):
-#: CSR takes 0.2-0.6x the dense time at 5 %, 0.4-0.9x at 10 %, 0.8-1.05x at 15 % and 1.1-1.5x at 20 %; the
-#: crossing is near 15 % whatever d, and lower (near 10 %) for a store that fits in the CPU's caches, where dense
-#: passes run twice as fast. Whole default fits: kdd99 (10.6 %) 0.77x, adult (11.2 %) 0.94x, a9a (11.3 %) 0.85x,
+#: ``layout="auto"`` stores a source as CSR up to this fraction of non-zero entries. Measured here (``python -m bench
+#: text``: numba kernels, one thread, ``X w`` + ``X^T g`` of 160 MB dense blocks, non-zeros placed uniformly): CSR takes
+#: 0.25-0.65x the dense time at 5 %, 0.43-0.94x at 10 %, 0.53-0.87x at 12.5 % for d = 54-300 (1.09x at d = 30) and
+#: 1.2-1.4x at 20 %; the crossing is near 15 % for d >= 54, near 11 % at d = 30, and lower for a store that fits in the
+#: CPU's caches, where dense passes run twice as fast. Whole default fits: kdd99 (10.6 %) 0.77x, adult (11.2 %) 0.94x, a9a (11.3 %) 0.85x,
 #: covtype (22 %) 1.4x.
 SPARSE_MAX_DENSITY = 0.125
 
