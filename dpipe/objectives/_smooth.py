@@ -26,8 +26,8 @@ from .._runs import MergedScores, RangeInput
 from ..exceptions import DPipeError
 from ._auc_ranges import auc_gamma_range
 from ._curvature import Curvature, searchsorted_sorted
-from ._range_curvature import RangeCurvature, huber_range_curvature
 from ._prbep_dual import DualScale, SortedClass, dual_breakpoints, dual_sums, dual_weights, exact_breakpoints, exact_sums
+from ._range_curvature import RangeCurvature, huber_range_curvature
 from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact
 from ._risk import RiskAt
 

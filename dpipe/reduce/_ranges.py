@@ -37,7 +37,8 @@ from .._runs import RangeInput, merge_class_runs, scatter_runs
 from ._finite import check_weights
 from ._sorted import score_shard
 
-__all__ = ["SortedShard", "Piece", "PieceShape", "DirectionPiece", "ShardDirection", "shard_direction", "cut_direction", "cut_positions", "sort_shard", "sketch", "cut", "assemble", "split_back", "shard_weights", "class_slices",
+__all__ = ["SortedShard", "Piece", "PieceShape", "Assembly", "DirectionPiece", "ShardDirection", "shard_direction", "cut_direction", "cut_positions",
+           "sort_shard", "sketch", "cut", "assemble", "split_back", "shard_weights", "class_slices",
            "PackedRanges", "pack_ranges", "unpack_ranges"]
 
 
@@ -259,7 +260,7 @@ def assemble(pieces: Sequence[Piece]) -> tuple[RangeInput, Assembly]:
     return r, Assembly(pos, neg, p_own, n_own)
 
 
-def split_back(a: Assembly, pieces: Sequence[Piece] | Sequence[PieceShape], g_pos: np.ndarray, g_neg: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+def split_back(a: Assembly, pieces: Sequence[Piece | PieceShape], g_pos: np.ndarray, g_neg: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """The range's results on its own rows (merged order) cut into each piece's own rows, in the piece's order."""
     full_p = np.zeros(a.own_pos_start + g_pos.size)
     full_p[a.own_pos_start:] = g_pos
