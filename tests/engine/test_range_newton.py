@@ -16,6 +16,7 @@ from dpipe._runs import merge_class_runs, scatter_runs
 from dpipe.engine import RankPasses, ShardedDataset
 from dpipe.engine._ranges import choose_splitters, range_count
 from dpipe.fit._newton import PairwiseNewtonObjective
+from dpipe.fit._smooth import SmoothedObjective
 from dpipe.io import Shard
 from dpipe.objectives import SmoothedAUCRisk, SquaredPairwiseHinge
 from dpipe.reduce._ranges import PieceShape, assemble, cut, cut_direction, shard_direction, shard_weights, sketch, sort_shard, split_back
@@ -146,6 +147,14 @@ def test_workers_route_hessian_vector_products_match_the_driver_route(stores, cl
                 assert 8 * 5 * (2 + 4) < ranged.cg_last["bytes_moved_cg"] <= 8 * 5 * (2 + 4) + 3 * 2 * 128
                 assert ranged.cg_last["bytes_exchanged_cg"] > 0  # the rows of the other host's shards travelled between the workers
             assert ranged.train_auc() == pytest.approx(driver.train_auc(), rel=1e-12)
+        # L-BFGS (auc with solver='lbfgs') takes the same range kernels through the first-order route
+        first_order = []
+        for mode in ("driver", "workers"):
+            with dask.config.set({"dpipe.rank-exchange": mode}):
+                first_order.append(SmoothedObjective(RankPasses(ds), risk))
+        assert first_order[1].exchange == "workers"
+        (f0, g0), (f1, g1) = (o.value_and_grad(W_TIED) for o in first_order)
+        assert f1 == pytest.approx(f0, rel=1e-12) and np.linalg.norm(g1 - g0) <= 1e-12 * np.linalg.norm(g0)
         # a trial point scored in between (TRON's rejected step): the hosts score the expansion point again
         ranged.value(np.ones(5))
         driver.value(np.ones(5))
