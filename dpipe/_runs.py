@@ -194,3 +194,7 @@ class RangeInput(NamedTuple):
     above_neg_sum: float
     vp: np.ndarray | None = None
     vn: np.ndarray | None = None
+    #: weighted score sum of the positives below ``a_r - t`` (the squared hinge's negatives pair with all of them)
+    below_pos_sum: float = 0.0
+    #: weighted sum of squared scores of the negatives at or above ``a_{r+1} - 1 + t`` (the squared hinge's value)
+    above_neg_square: float = 0.0

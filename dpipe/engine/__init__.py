@@ -19,6 +19,7 @@ _LAZY = {
     "HostsLost": "._hosts",
     "EXCHANGE_MODES": "._ranges",
     "RangeExchange": "._ranges",
+    "RangeNewton": "._range_newton",
     "CACHE_MODES": "._cluster_spec",
     "choose_cache": "._dataset",
     "ENGINES": "._cluster_spec",

@@ -7,7 +7,7 @@ labels in {-1, +1}, the weights - and kept there, exactly as a store's shards ar
 (``cache="memory"``), with the same shard hosts and passes. The driver receives the
 blocks' row counts and each pass's reduced results - moments, gradients, the threshold's
 range counts (:mod:`._threshold`), the rank exchange's O(hosts) sketches - never the
-features; where the driver merges the ranking itself (``auc``'s Newton steps, the smoothed
+features; where the driver merges the ranking itself (``auc``'s Newton steps and the smoothed
 objectives below ``dpipe.rank-exchange``'s row count) it receives a score per row. A worker
 lost meanwhile loses its shards; the scheduler computes them again from the collection's
 graph.

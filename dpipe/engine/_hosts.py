@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from ..io import Shard
 from ._blas import ONE_BLAS_THREAD
-from ._range_host import RangeHost
+from ._newton_host import NewtonHost
 
 __all__ = ["ShardHost", "HostsLost", "HOST_CHECK_SECONDS", "host_lost_errors"]
 
@@ -17,11 +17,12 @@ class HostsLost(RuntimeError):
     """A shard host was lost during a call to every host (the hosts are dropped; passes go on with tasks)."""
 
 
-class ShardHost(RangeHost):
+class ShardHost(NewtonHost):
     """Actor that holds one worker's persisted shards and runs passes over them.
 
     Besides the plain passes (:meth:`map`, :meth:`map_each`), the hosts run the
-    range-partitioned evaluations among themselves (:class:`._ranges.RangeHost`).
+    range-partitioned evaluations among themselves (:class:`._range_host.RangeHost`) and Newton-CG's
+    Hessian-vector products on the same ranges (:class:`._newton_host.NewtonHost`).
 
     Parameters
     ----------

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 import numpy as np
 
 from .._runs import MergedScores, merge_class_runs, merge_runs, scatter_runs
+from ..exceptions import ParameterError
 from ..metrics import RankSummary
 from ..reduce import (
     ClassMoments,
@@ -41,10 +42,11 @@ from ..reduce import (
     shard_sorted_scores,
 )
 from ..reduce._sorted import direction_pass, gradient_squares_pass, product_pass
+from ._range_newton import RangeNewton
 from ._ranges import RangeExchange, resolve_exchange
 
 if TYPE_CHECKING:
-    from ._protocols import Dataset, HostedDataset
+    from ._protocols import CurvedRangeRisk, CurvedRisk, Dataset, HostedDataset
 
 __all__ = ["MergedScores", "RankPasses", "ClassTotals", "class_moments", "class_totals", "column_moments", "column_scales", "rank_summary"]
 
@@ -90,6 +92,15 @@ class RankPasses:
         if resolve_exchange(self.ds, risk) != "workers":
             return None
         return RangeExchange(cast("HostedDataset", self.ds))  # "workers": the dataset has shard hosts
+
+    def range_newton(self, risk: CurvedRangeRisk | CurvedRisk) -> RangeNewton | None:
+        """Newton-CG's evaluations and Hessian-vector products of ``risk`` on the workers (:mod:`._range_newton`), or None
+        where the driver merges: chosen as :meth:`range_exchange` chooses (``dpipe.rank-exchange``)."""
+        if resolve_exchange(self.ds, risk) != "workers":
+            return None
+        if not callable(getattr(risk, "range_curvature", None)):
+            raise ParameterError(f"dpipe.rank-exchange='workers': {getattr(risk, 'name', risk)} has no range curvature for Newton-CG; use 'auto' or 'driver'")
+        return RangeNewton(cast("HostedDataset", self.ds), cast("CurvedRangeRisk", risk))
 
     def scores(self, w: np.ndarray, *, remember: bool = True) -> MergedScores:
         """Merged sorted scores ``X w`` of every row (one pass).

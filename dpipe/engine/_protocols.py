@@ -18,7 +18,7 @@ Optional capabilities, read with ``getattr`` and a default where they are used:
 The risks: :class:`ScoreRisk` is a smoothed risk of the merged scores (what
 :class:`~dpipe.fit._smooth.SmoothedObjective` calls), :class:`CurvedRisk` one with a
 generalized Hessian (what :class:`~dpipe.fit._newton.PairwiseNewtonObjective` calls).
-:class:`RangeRisk` and :class:`DualRisk` are the two ways the workers evaluate a risk without
+:class:`RangeRisk` (with :class:`CurvedRangeRisk`, Newton's) and :class:`DualRisk` are the two ways the workers evaluate a risk without
 the driver merging the scores (:func:`~dpipe.engine._ranges.supports_ranges` probes them).
 
 The protocols are checked statically (mypy); none is ``runtime_checkable``.
@@ -36,9 +36,10 @@ if TYPE_CHECKING:
     from ..io._store import Store
     from ..objectives._curvature import Curvature
     from ..objectives._prbep_dual import DualScale, SortedClass
+    from ..objectives._range_curvature import RangeCurvature
     from ..objectives._risk import RiskAt
 
-__all__ = ["Dataset", "HostedDataset", "ScoreRisk", "CurvedRisk", "RangeRisk", "DualRisk"]
+__all__ = ["Dataset", "HostedDataset", "ScoreRisk", "CurvedRisk", "RangeRisk", "CurvedRangeRisk", "DualRisk"]
 
 
 class Dataset(Protocol):
@@ -138,6 +139,15 @@ class RangeRisk(Protocol):
 
     def range_scale(self, class_weights: tuple[float, float]) -> float:
         """The factor the summed range shares are scaled by, from the class weights."""
+        ...
+
+
+class CurvedRangeRisk(RangeRisk, Protocol):
+    """A range risk whose generalized Hessian the workers apply range by range (Newton-CG on the workers' route:
+    :class:`~dpipe.engine._range_newton.RangeNewton`)."""
+
+    def range_curvature(self, r: RangeInput) -> RangeCurvature:
+        """Where the generalized Hessian is not zero on the range's own rows, not yet times :meth:`range_scale`."""
         ...
 
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
-from .._runs import merge_runs
+from .._runs import RangeInput, merge_runs
 from ..objectives._prbep_dual import DualScale, SortedClass
 from ..objectives._rank_kernels import sorted_auc
 from ..reduce import weighted_row_sum
-from ..reduce._ranges import PackedRanges, Piece, SortedShard, assemble, class_slices, cut, pack_ranges, shard_weights, sketch, sort_shard, split_back, unpack_ranges
+from ..reduce._ranges import Assembly, PackedRanges, Piece, PieceShape, SortedShard, assemble, class_slices, cut, pack_ranges, shard_weights, sketch, sort_shard, split_back, unpack_ranges
 from ._waits import pass_timeout
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ class RangeHost:
         self._peers, self._me = [None if i == int(me) else p for i, p in enumerate(peers)], int(me)
         self._state: _State | None = None
         self._results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._kept: tuple[str, np.ndarray, list[tuple[RangeInput, Assembly, list[PieceShape]]]] | None = None
         self._own_pos: tuple[str, list[tuple[np.ndarray, np.ndarray | None]]] | None = None  # (pass key, per range its positives sorted and their weights)
         return self._me
 
@@ -63,6 +64,7 @@ class RangeHost:
         self._peers = [None] * len(getattr(self, "_peers", []))
         self._state = None
         self._results = {}
+        self._kept = None
         self._own_pos = None
         return True
 
@@ -92,6 +94,7 @@ class RangeHost:
         t0 = time.perf_counter()
         self._state = None
         self._results = {}
+        self._kept = None
         self._own_pos = None
         shards = [sort_shard(s, w) for s in self.shards]
         self._state = _State(key, shards)
@@ -104,7 +107,7 @@ class RangeHost:
         """This host's pieces of each of the ranges ``[bounds[i], bounds[i + 1])`` (for their host): per range, per shard, packed."""
         return pack_ranges(self._pieces(key, bounds, t))
 
-    def range_evaluate(self, key: str, bounds: np.ndarray, first: int, stop: int, risk: RangeRisk) -> dict[str, Any]:
+    def range_evaluate(self, key: str, bounds: np.ndarray, first: int, stop: int, risk: RangeRisk, keep: bool = False) -> dict[str, Any]:
         """Run ``risk`` on this host's ranges ``first .. stop - 1``; keep each piece's results; return each range's sums and what they cost.
 
         ``bounds`` holds every range (:func:`range_count` of them, a function of the rows
@@ -112,6 +115,8 @@ class RangeHost:
         and stay in cache); this host runs the consecutive block ``[first, stop)``. A range's
         pieces are merged in shard order, whichever host sent them, and its sums go back
         to the driver per range: a range's results depend on the data and the bounds only.
+        With ``keep`` each range's merged input, its assembly and its pieces' shapes stay in
+        ``_kept`` (for :class:`._newton_host.NewtonHost`, which takes them).
         """
         t0 = time.perf_counter()
         mine = np.asarray(bounds[first: stop + 1], dtype=np.float64)
@@ -122,6 +127,7 @@ class RangeHost:
         parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         own_pos: list[tuple[np.ndarray, np.ndarray | None]] = []
         per_range: list[tuple[float, float, float]] = []
+        kept: list[tuple[RangeInput, Assembly, list[PieceShape]]] = []
         sums = dict.fromkeys(("rows", "bytes", "seconds_merge", "seconds_kernel"), 0.0)
         for sub in range(stop - first):
             pieces = sorted((p for host in by_host for p in host[sub]), key=lambda p: p.shard)  # shard order: ties merge alike on any placement
@@ -131,6 +137,8 @@ class RangeHost:
             value, exact, g_pos, g_neg = risk.at_range(r)  # the range's shares and its own rows' weights (RiskAt, Plane)
             tc = time.perf_counter()
             own_pos.append((r.sp[r.own_pos_start:], None if r.vp is None else r.vp[r.own_pos_start:]))
+            if keep:
+                kept.append((r, how, [PieceShape.of(p) for p in pieces]))
             for p, g in zip(pieces, split_back(how, pieces, g_pos, g_neg)):
                 parts.setdefault(p.shard, []).append(g)
             per_range.append((float(value), float(exact), float(g_pos.sum() + g_neg.sum())))
@@ -140,6 +148,7 @@ class RangeHost:
             sums["seconds_kernel"] += tc - tb
         self._results = {shard: (np.concatenate([g[0] for g in gs]), np.concatenate([g[1] for g in gs])) for shard, gs in parts.items()}
         self._own_pos = (key, own_pos)
+        self._kept = (key, mine, kept) if keep else None
         return {**sums, "ranges": per_range, "seconds_fetch": t1 - t0, "seconds_host": time.perf_counter() - t0}
 
     def _take_results(self, key: str, shards: Sequence[int]) -> list:

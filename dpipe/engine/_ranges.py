@@ -32,6 +32,9 @@ another host (8 bytes a row, 16 with weights) and their weights back (8 bytes a 
 One more round trip than the driver-merged route, so on small data that route is
 faster: :func:`resolve_exchange` chooses by the store's rows.
 
+Newton-CG (auc) evaluates on the same ranges and keeps each range's curvature there for its
+Hessian-vector products, three host calls per CG step: :mod:`._range_newton`.
+
 The exact training AUC (for the progress lines) is one more exchange, run only when
 asked (:meth:`RangeExchange.train_auc`): each host gathers the negatives scoring in its
 ranges (and, after a dual evaluation, the positives too) and counts the pairs.
@@ -170,7 +173,7 @@ def resolve_exchange(dataset: Dataset, risk: object, mode: str | None = None) ->
 
     ``dpipe.rank-exchange``: ``"workers"`` needs shard hosts (a dask cluster with the
     shards persisted) and a risk the workers can evaluate (:func:`supports_ranges`:
-    auc-smooth, prbep-smooth, the ROCArea oracle); ``"auto"`` takes it when both are
+    auc's surrogates, auc-smooth, prbep-smooth, the ROCArea oracle); ``"auto"`` takes it when both are
     there and the store has at least :data:`EXCHANGE_AUTO_ROWS` rows. Each route's
     results are a function of the data only (on any number of hosts, any placement), but
     the two round differently: below that size ``auto`` merges on the driver, as the local
@@ -203,7 +206,7 @@ def resolve_exchange(dataset: Dataset, risk: object, mode: str | None = None) ->
     if mode == "workers":
         if not ranged:
             raise ParameterError(f"dpipe.rank-exchange='workers': {getattr(risk, 'name', risk)} has no range kernel yet "
-                                 "(auc-smooth, prbep-smooth and the rocarea oracle have); use 'auto' or 'driver'")
+                                 "(auc, auc-smooth, prbep-smooth and the rocarea oracle have); use 'auto' or 'driver'")
         if not hosts:
             raise ParameterError("dpipe.rank-exchange='workers' needs a dask cluster with the shards persisted (cache='memory'); "
                                  "this dataset runs in this process or streams its shards: use 'auto' or 'driver'")

@@ -8,6 +8,13 @@ step is accepted, one gradient pass that keeps each shard's order on its worker.
 step, at that fixed ``w``: one pass for ``X d`` in the kept order (no sort), O(n) prefix
 sums on the driver (:meth:`Curvature.apply`), one pass for ``X^T (M X d)``. Bytes per CG
 step: 8 per row each way, as for an evaluation, and no sort or merge.
+
+On the workers' route (``dpipe.rank-exchange``, chosen as for auc-smooth:
+:func:`~dpipe.engine._ranges.resolve_exchange`) the shard hosts evaluate by score range, keep
+each range's curvature at the iterate and apply it per CG step among themselves
+(:mod:`dpipe.engine._range_newton`): per CG step the driver sends ``d`` to every host and gets
+one d-vector per shard back, whatever the rows. The fit's history records each iteration's
+last CG step's bytes through the driver (``bytes_moved_cg``).
 """
 
 from __future__ import annotations
@@ -15,11 +22,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ..engine import MergedScores, RankPasses, class_totals, column_moments
+from ..engine import HostsLost, MergedScores, RankPasses, class_totals, column_moments
 from ..exceptions import DPipeError
 from ..objectives import SmoothedAUCRisk, SquaredPairwiseHinge
 from ..objectives import train_auc as merged_auc
@@ -58,12 +65,27 @@ AUTO_STANDARDIZE_RMS = 1.5
 JACOBI_MIX = 0.5
 
 
+class _Trial(NamedTuple):
+    """The last scored point: its merged scores and risk (the driver's route) or its value on the workers (their route)."""
+
+    w: np.ndarray
+    value: float
+    scores: MergedScores | None
+    at: RiskAt | None
+
+
 class PairwiseNewtonObjective:
     """``lam/2 ||u||^2 + R(X w)``, ``w = u / scale``, with the three calls of :class:`~dpipe.solvers.NewtonObjective`.
 
     Without ``scale`` ``u = w``: liblinear-ranksvm's objective. With the columns' scales the
     solver works on standardized features and the ridge on standardized weights (a model
     that does not change when a column is rescaled); the passes still read raw rows.
+
+    Where ``dpipe.rank-exchange`` sends the risk to the workers (:meth:`RankPasses.range_newton`),
+    the evaluations, gradients and Hessian-vector products run range by range on the shard
+    hosts (:class:`~dpipe.engine.RangeNewton`: no per-row data through the driver); a host lost
+    part way sends the rest of the fit to the driver's route, as L-BFGS's
+    :class:`~dpipe.fit._smooth.SmoothedObjective` does.
 
     Parameters
     ----------
@@ -81,7 +103,8 @@ class PairwiseNewtonObjective:
     Attributes
     ----------
     last : dict
-        The last evaluation's exact risk, passes' timings and bytes; counts of passes.
+        The last evaluation's exact risk, passes' timings and bytes, and the last CG step's bytes through the driver
+        (``bytes_moved_cg``); counts of passes.
     """
 
     def __init__(self, passes: RankPasses, risk: CurvedRisk, lam: float, scale: np.ndarray | None = None, *, jacobi: bool = False) -> None:
@@ -92,21 +115,42 @@ class PairwiseNewtonObjective:
         self.risk = risk
         self.lam = float(lam)
         self.last: dict[str, Any] = {}
+        self.cg_last: dict[str, float] = {}
         self.hess_products = 0
-        self._trial: tuple[np.ndarray, MergedScores, RiskAt] | None = None  # the last scored w, its scores and risk
+        self._trial: _Trial | None = None  # the last scored w
         self._point: np.ndarray | None = None  # where the Hessian is taken
         self._scores: MergedScores | None = None
         self._curvature: Curvature | None = None
+        self._ranges = passes.range_newton(risk)  # None: the driver merges the scores
 
-    def _evaluate(self, w: np.ndarray) -> tuple[MergedScores, RiskAt]:
-        if self._trial is not None and np.array_equal(self._trial[0], w):
-            return self._trial[1], self._trial[2]
+    @property
+    def exchange(self) -> str:
+        """Where the scores are merged and weighed: ``"workers"`` (by score range) or ``"driver"``."""
+        return "driver" if self._ranges is None else "workers"
+
+    def _lost(self, error: HostsLost) -> None:
+        log.warning("%s; the driver merges the scores from now on", error)
+        self._ranges = None
+        self._trial = None
+
+    def _evaluate(self, w: np.ndarray) -> _Trial:
+        if self._trial is not None and np.array_equal(self._trial.w, w):
+            return self._trial
+        if self._ranges is not None:
+            try:
+                ev = self._ranges.value(w)
+            except HostsLost as error:
+                self._lost(error)
+            else:
+                self.last = {"J": ev.exact, "J_mu": ev.value, **self._ranges.last, **self.cg_last}
+                self._trial = _Trial(np.array(w, dtype=np.float64), ev.value, None, None)
+                return self._trial
         s = self.passes.scores(w)
         t0 = time.perf_counter()
         at = self.risk.at(s)
-        self.last = {"J": at.exact, "J_mu": at.value, **self.passes.last, "seconds_kernel": time.perf_counter() - t0}
-        self._trial = (np.array(w, dtype=np.float64), s, at)
-        return s, at
+        self.last = {"J": at.exact, "J_mu": at.value, **self.passes.last, "seconds_kernel": time.perf_counter() - t0, **self.cg_last}
+        self._trial = _Trial(np.array(w, dtype=np.float64), at.value, s, at)
+        return self._trial
 
     def to_raw(self, u: np.ndarray) -> np.ndarray:
         """The raw-feature weights ``w`` of the coordinates ``u``."""
@@ -115,8 +159,7 @@ class PairwiseNewtonObjective:
 
     def value(self, u: np.ndarray) -> float:
         """The objective at ``u`` (one score pass)."""
-        _, at = self._evaluate(self.to_raw(u))
-        return at.value + 0.5 * self.lam * float(u @ u)
+        return self._evaluate(self.to_raw(u)).value + 0.5 * self.lam * float(u @ u)
 
     def value_and_grad(self, u: np.ndarray) -> tuple[float, np.ndarray]:
         """Value and gradient at ``u`` (the score pass of :meth:`value` reused), which becomes the Hessian's point.
@@ -124,15 +167,28 @@ class PairwiseNewtonObjective:
         With ``jacobi`` the gradient pass also sums every row's curvature times its squared
         features (:meth:`preconditioner`), reading the shards once.
         """
-        s, at = self._evaluate(self.to_raw(u))
+        trial = self._evaluate(self.to_raw(u))
+        if self._ranges is not None:
+            try:
+                grad, squares = self._ranges.gradient(trial.w, squares=self.jacobi)
+            except HostsLost as error:
+                self._lost(error)
+                trial = self._evaluate(trial.w)
+            else:
+                self.last["bytes_moved"] = self._ranges.last["bytes_moved"]
+                if squares is not None:
+                    self._diagonal = self.lam + self.to_raw(self.to_raw(squares))
+                self._point, self._scores, self._curvature = trial.w, None, None
+                return trial.value + 0.5 * self.lam * float(u @ u), self.to_raw(grad) + self.lam * u
+        s, at = trial.scores, trial.at
+        assert s is not None and at is not None  # the driver's route scored it
         curvature = self.risk.curvature(s)
         if self.jacobi:
             grad, squares = self.passes.gradient_and_squares(at.g_pos, at.g_neg, curvature.diag_pos, curvature.diag_neg)
             self._diagonal = self.lam + self.to_raw(self.to_raw(squares))
         else:
             grad = self.passes.gradient(at.g_pos, at.g_neg, keep=True)
-        assert self._trial is not None  # set by _evaluate
-        self._point, self._scores, self._curvature = self._trial[0], s, curvature
+        self._point, self._scores, self._curvature = trial.w, s, curvature
         return at.value + 0.5 * self.lam * float(u @ u), self.to_raw(grad) + self.lam * u  # the chain rule through w = u / scale
 
     def preconditioner(self) -> np.ndarray | None:
@@ -151,21 +207,46 @@ class PairwiseNewtonObjective:
         return (1.0 - JACOBI_MIX) * float(D.mean()) + JACOBI_MIX * D
 
     def hess_vec(self, d: np.ndarray) -> np.ndarray:
-        """``(lam I + S X^T M X S) d``, ``S = diag(1 / scale)``, at the point of the last :meth:`value_and_grad` (two passes, no sort)."""
+        """``(lam I + S X^T M X S) d``, ``S = diag(1 / scale)``, at the point of the last :meth:`value_and_grad`.
+
+        The driver's route: two passes, no sort, O(n) prefix sums here. The workers': three host
+        calls, the prefix sums on the range hosts (:meth:`RangeNewton.hess_product`).
+        """
         if self._point is None:
             raise RuntimeError("PairwiseNewtonObjective.hess_vec needs a preceding value_and_grad")
-        kept = self.passes.kept
-        if kept is None or not np.array_equal(kept, self._point):  # a rejected trial point was scored since: its order is not this one's
-            self.passes.scores(self._point)
-            self._trial = None
-        u_pos, u_neg = self.passes.direction(self.to_raw(d))
-        assert self._curvature is not None  # set with _point
-        m_pos, m_neg = self._curvature.apply(u_pos, u_neg)
         self.hess_products += 1
-        return self.to_raw(self.passes.product(m_pos, m_neg)) + self.lam * np.asarray(d, dtype=np.float64)
+        if self._ranges is not None:
+            try:
+                product = self._ranges.hess_product(self._point, self.to_raw(d))
+            except HostsLost as error:
+                self._lost(error)
+            else:
+                self.cg_last = {"bytes_moved_cg": self._ranges.last_cg["bytes_moved"], "bytes_exchanged_cg": self._ranges.last_cg["bytes_exchanged"]}
+                return self.to_raw(product) + self.lam * np.asarray(d, dtype=np.float64)
+        kept = self.passes.kept
+        if self._curvature is None or kept is None or not np.array_equal(kept, self._point):
+            # a rejected trial point was scored since (its order is not this one's), or the workers' route held the point
+            s = self.passes.scores(self._point)
+            self._trial = None
+            if self._curvature is None:
+                self._scores, self._curvature = s, self.risk.curvature(s)
+        u_pos, u_neg = self.passes.direction(self.to_raw(d))
+        assert self._curvature is not None  # set with _point, or just above
+        m_pos, m_neg = self._curvature.apply(u_pos, u_neg)
+        product = self.passes.product(m_pos, m_neg)
+        self.cg_last = {"bytes_moved_cg": float(self.passes.last["bytes_moved"])}
+        return self.to_raw(product) + self.lam * np.asarray(d, dtype=np.float64)
 
     def train_auc(self) -> float:
         """Exact (weighted) training ROC-AUC at the Hessian's point."""
+        if self._scores is None and self._ranges is not None:
+            try:
+                return self._ranges.train_auc()
+            except HostsLost as error:
+                self._lost(error)
+        if self._scores is None:
+            assert self._point is not None  # train_auc follows a value_and_grad
+            self._scores = self.passes.scores(self._point, remember=False)
         return merged_auc(self._scores)
 
 
@@ -210,7 +291,7 @@ def fit_newton(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, flo
     result = minimize_tron(objective, np.zeros(int(ds.n_features)), eps=p.eps, max_iter=p.max_iter, name=f"{p.objective}: ", monitor=monitor,
                            callback=stopping)
     result.time_data = t_setup
-    result.info.update(solver="newton", lam=lam, hess_products=objective.hess_products, precondition="diagonal" if objective.jacobi else "none",
+    result.info.update(solver="newton", exchange=objective.exchange, lam=lam, hess_products=objective.hess_products, precondition="diagonal" if objective.jacobi else "none",
                        J=result.history[-1].get("J") if result.history else None)
     if stopping is not None:  # the best iterate by the validation metric
         stopping.finish(result)

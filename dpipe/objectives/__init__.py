@@ -23,6 +23,7 @@ _LAZY = {
     "SquaredPairwiseHinge": "._pairwise_l2",
     "liblinear_lam": "._pairwise_l2",
     "Curvature": "._curvature",
+    "RangeCurvature": "._range_curvature",
     "StructuralLoss": "._structural",
     "Plane": "._structural",
     "STRUCTURAL_LOSSES": "._structural",

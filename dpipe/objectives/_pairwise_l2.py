@@ -23,15 +23,23 @@ The windows depend on ``s`` only: :meth:`SquaredPairwiseHinge.curvature` finds t
 Newton iterate (two binary searches, O(n log n)) and each Hessian-vector product is then
 O(n) prefix sums in the known order (:meth:`Curvature.apply`), no sort. The Hessian of
 ``J`` is ``lam I + X^T M X``.
+
+Score ranges (the workers' route, :mod:`dpipe.engine._ranges`): range ``r`` owns the positives
+in ``[a_r, a_{r+1})`` and the negatives in ``[a_r - 1, a_{r+1} - 1)``. Every negative above the
+range is active for every own positive and every positive below it for every own negative, so a
+range needs no halo (width 0), only totals of the rows beyond: the negatives' weight, weighted
+score sum and sum of squares above, the positives' weight and weighted score sum below
+(:meth:`SquaredPairwiseHinge.at_range`, :meth:`SquaredPairwiseHinge.range_curvature`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._runs import MergedScores
+from .._runs import MergedScores, RangeInput
 from ..exceptions import DPipeError
 from ._curvature import Curvature, prefix_sums, searchsorted_sorted, suffix_sums
+from ._range_curvature import RangeCurvature, squared_range_curvature
 from ._risk import RiskAt
 
 __all__ = ["SquaredPairwiseHinge", "liblinear_lam"]
@@ -74,6 +82,41 @@ class SquaredPairwiseHinge:
         g_neg = scale * vn * ((1.0 + s.neg) * C - D)
         hinge = 0.5 * scale * float(vp @ (a * A + B))  # sum_ij v_i v_j max(0, 1 - s_i + s_j) / P
         return RiskAt(value, hinge, g_pos, g_neg)
+
+    #: width of the halos a score range needs (:mod:`dpipe.engine._ranges`): none, the totals beyond the range suffice
+    halo = 0.0
+
+    def at_range(self, r: RangeInput) -> RiskAt:
+        """One score range's share (the sums over its own positives) and its own rows' derivatives, not yet times
+        :meth:`range_scale`; summed over the ranges and scaled, :meth:`at` on all the scores (module docstring)."""
+        p0, n1 = int(r.own_pos_start), int(r.own_neg_stop)
+        vp = np.ones(r.sp.size) if r.vp is None else r.vp
+        vn = np.ones(r.sn.size) if r.vn is None else r.vn
+        a_s, b_s = r.sp[p0:], r.sn[:n1]
+        lo = searchsorted_sorted(r.sn, a_s - 1.0, "right")  # active: s_j > s_i - 1, and every negative above the range
+        A = suffix_sums(vn)[lo] + r.above_neg_weight
+        B = suffix_sums(vn * r.sn)[lo] + r.above_neg_sum
+        Q = suffix_sums(vn * r.sn * r.sn)[lo] + r.above_neg_square
+        hi = searchsorted_sorted(r.sp, b_s + 1.0, "left")  # active: s_i < s_j + 1, and every positive below the range
+        C = prefix_sums(vp)[hi] + r.below_pos_weight
+        D = prefix_sums(vp * r.sp)[hi] + r.below_pos_sum
+        a = 1.0 - a_s
+        vp_own, vn_own = vp[p0:], vn[:n1]
+        per_pos = np.maximum(a * a * A + 2.0 * a * B + Q, 0.0)  # as in at()
+        return RiskAt(float(vp_own @ per_pos), float(vp_own @ (a * A + B)), -2.0 * vp_own * (a * A + B), 2.0 * vn_own * ((1.0 + b_s) * C - D))
+
+    def range_scale(self, class_weights: tuple[float, float]) -> float:
+        """The factor turning the ranges' summed shares into the risk: ``1 / (W+ W-)``."""
+        wp, wn = class_weights
+        if wp <= 0 or wn <= 0:
+            missing = "positive" if wp <= 0 else "negative"
+            raise DPipeError(f"the training data has no {missing} rows (weight {wn:g} negative, {wp:g} positive); {self.name} needs both classes")
+        return 1.0 / (wp * wn)
+
+    def range_curvature(self, r: RangeInput) -> RangeCurvature:
+        """:meth:`curvature` on one score range's own rows (:func:`~._range_curvature.squared_range_curvature`), not yet
+        times :meth:`range_scale`."""
+        return squared_range_curvature(r)
 
     def curvature(self, s: MergedScores) -> Curvature:
         """The active windows at the scores ``s`` (``h'' = 2`` on every active pair), for :meth:`Curvature.apply`."""

@@ -27,6 +27,7 @@ from ..exceptions import DPipeError
 from ._auc_ranges import auc_gamma_range
 from ._curvature import Curvature, searchsorted_sorted
 from ._prbep_dual import DualScale, SortedClass, dual_breakpoints, dual_sums, dual_weights, exact_breakpoints, exact_sums
+from ._range_curvature import RangeCurvature, huber_range_curvature
 from ._rank_kernels import auc_gamma, prbep_beta, prbep_risk_exact
 from ._risk import RiskAt
 
@@ -101,6 +102,11 @@ class SmoothedAUCRisk:
         """The factor turning the ranges' summed shares into the risk: ``1 / (W+ W-)``."""
         wp, wn = _check_classes(self.name, class_weights)
         return 1.0 / (wp * wn)
+
+    def range_curvature(self, r: RangeInput) -> RangeCurvature:
+        """:meth:`curvature` on one score range's own rows (:func:`~._range_curvature.huber_range_curvature`), not yet times
+        :meth:`range_scale`: what the workers' route of Newton-CG keeps for the Hessian-vector products at one iterate."""
+        return huber_range_curvature(r, self.t)
 
     def curvature(self, s: MergedScores) -> Curvature:
         """The generalized Hessian in the scores at ``s`` (:class:`~dpipe.objectives._pairwise_l2.Curvature`), for Newton-CG.

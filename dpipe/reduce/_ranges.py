@@ -16,7 +16,11 @@ driver. The range-partitioned pass keeps them where they are computed:
    range's per-row results into each piece's own rows, in the piece's order;
 4. :func:`shard_weights` concatenates a shard's pieces of results, range by range, into
    one weight per row in the shard's sorted order, ready for
-   :func:`~._sorted.weighted_row_sum`.
+   :func:`~._sorted.weighted_row_sum`;
+5. for Newton's Hessian-vector products at a fixed ``w`` (:mod:`dpipe.engine._newton_host`),
+   :func:`shard_direction` and :func:`cut_direction` give each range the ``u = X d`` of the
+   rows of its pieces (:func:`cut_positions`: the same cuts, no sort) and the weighted sums
+   of ``u`` beyond them.
 
 All of it is O(rows) after the sort, and exact: the ranges' results are those of the
 merged kernel up to float64 summation order.
@@ -33,7 +37,8 @@ from .._runs import RangeInput, merge_class_runs, scatter_runs
 from ._finite import check_weights
 from ._sorted import score_shard
 
-__all__ = ["SortedShard", "Piece", "sort_shard", "sketch", "cut", "assemble", "split_back", "shard_weights", "class_slices",
+__all__ = ["SortedShard", "Piece", "PieceShape", "Assembly", "DirectionPiece", "ShardDirection", "shard_direction", "cut_direction", "cut_positions",
+           "sort_shard", "sketch", "cut", "assemble", "split_back", "shard_weights", "class_slices",
            "PackedRanges", "pack_ranges", "unpack_ranges"]
 
 
@@ -54,6 +59,8 @@ class SortedShard(NamedTuple):
     #: prefix sums (length + 1) of the positives' / negatives' weighted scores
     pos_cum_sum: np.ndarray
     neg_cum_sum: np.ndarray
+    #: prefix sums (length + 1) of the negatives' weighted squared scores
+    neg_cum_square: np.ndarray
 
     def pos_weight_below(self, i: int) -> float:
         """Weight of ``pos[:i]``."""
@@ -83,6 +90,36 @@ class Piece(NamedTuple):
     below_pos_weight: float
     above_neg_weight: float
     above_neg_sum: float
+    below_pos_sum: float
+    above_neg_square: float
+
+
+class PieceShape(NamedTuple):
+    """What a range host keeps of a :class:`Piece` between the Hessian-vector products of one Newton iterate (no rows)."""
+
+    shard: int
+    #: the piece's rows (halo included) per class
+    pos_size: int
+    neg_size: int
+    own_pos_start: int
+    own_neg_stop: int
+
+    @classmethod
+    def of(cls, p: Piece) -> PieceShape:
+        """The shape of ``p``."""
+        return cls(p.shard, int(p.sp.size), int(p.sn.size), p.own_pos_start, p.own_neg_stop)
+
+
+class DirectionPiece(NamedTuple):
+    """One shard's part of one range of a Newton direction ``u = X d`` (:func:`cut_direction`): the rows of the range's
+    :class:`Piece`, in its order, and the weighted sums of ``u`` beyond them."""
+
+    shard: int
+    up: np.ndarray
+    un: np.ndarray
+    #: ``sum v_i u_i`` over the positives below the piece's, ``sum v_j u_j`` over the negatives above its
+    below_pos: float
+    above_neg: float
 
 
 def _prefix(values: np.ndarray) -> np.ndarray:
@@ -104,7 +141,9 @@ def sort_shard(shard, w: np.ndarray) -> SortedShard:
     cum_n = None if vn is None else _prefix(vn)
     sum_p = _prefix(sc.pos if vp is None else vp * sc.pos)
     sum_n = _prefix(sc.neg if vn is None else vn * sc.neg)
-    return SortedShard(shard.index, sc.pos, sc.neg, sc.pos_rows.astype(small), sc.neg_rows.astype(small), vp, vn, cum_p, cum_n, sum_p, sum_n)
+    square_n = _prefix(sc.neg * sc.neg if vn is None else vn * sc.neg * sc.neg)
+    return SortedShard(shard.index, sc.pos, sc.neg, sc.pos_rows.astype(small), sc.neg_rows.astype(small), vp, vn, cum_p, cum_n, sum_p, sum_n,
+                       square_n)
 
 
 def sketch(ss: SortedShard, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -143,15 +182,49 @@ def cut(ss: SortedShard, lo: float, hi: float, t: float) -> Piece:
         The rows, the halos, and the totals beyond them (positives' weight below ``lo - t``;
         negatives' weight and weighted score sum at or above ``hi - 1 + t``).
     """
-    p0, p_own, p1 = np.searchsorted(ss.pos, [lo - t, lo, hi], side="left")
-    n0, n_own, n1 = np.searchsorted(ss.neg, [lo - 1.0, hi - 1.0, hi - 1.0 + t], side="left")
+    p0, p_own, p1, n0, n_own, n1 = cut_positions(ss, lo, hi, t)
     return Piece(
         ss.index, ss.pos[p0:p1], ss.neg[n0:n1], int(p_own - p0), int(n_own - n0),
         None if ss.pos_weight is None else ss.pos_weight[p0:p1], None if ss.neg_weight is None else ss.neg_weight[n0:n1],
         below_pos_weight=ss.pos_weight_below(p0),
         above_neg_weight=ss.neg_weight_below(ss.neg.size) - ss.neg_weight_below(n1),
         above_neg_sum=float(ss.neg_cum_sum[-1] - ss.neg_cum_sum[n1]),
+        below_pos_sum=float(ss.pos_cum_sum[p0]),
+        above_neg_square=float(ss.neg_cum_square[-1] - ss.neg_cum_square[n1]),
     )
+
+
+def cut_positions(ss: SortedShard, lo: float, hi: float, t: float) -> tuple[int, int, int, int, int, int]:
+    """Where :func:`cut` cuts: ``(p0, p_own, p1, n0, n_own, n1)``, the piece being ``pos[p0:p1]`` and ``neg[n0:n1]``."""
+    p0, p_own, p1 = np.searchsorted(ss.pos, [lo - t, lo, hi], side="left")
+    n0, n_own, n1 = np.searchsorted(ss.neg, [lo - 1.0, hi - 1.0, hi - 1.0 + t], side="left")
+    return int(p0), int(p_own), int(p1), int(n0), int(n_own), int(n1)
+
+
+class ShardDirection(NamedTuple):
+    """A shard's ``u = X d`` in its kept sorted order, with the sums :func:`cut_direction` reads."""
+
+    pos: np.ndarray
+    neg: np.ndarray
+    #: ``sum v_i u_i`` over ``pos[:k]`` (length + 1) and ``sum v_j u_j`` over ``neg[k:]`` (length + 1)
+    pos_below: np.ndarray
+    neg_above: np.ndarray
+
+
+def shard_direction(ss: SortedShard, u_pos: np.ndarray, u_neg: np.ndarray) -> ShardDirection:
+    """:class:`ShardDirection` of ``u`` aligned with ``ss.pos`` / ``ss.neg``."""
+    wp = u_pos if ss.pos_weight is None else ss.pos_weight * u_pos
+    wn = u_neg if ss.neg_weight is None else ss.neg_weight * u_neg
+    above = np.zeros(u_neg.size + 1)
+    if u_neg.size:
+        np.cumsum(wn[::-1], out=above[-2::-1])
+    return ShardDirection(u_pos, u_neg, _prefix(wp), above)
+
+
+def cut_direction(ss: SortedShard, u: ShardDirection, lo: float, hi: float, t: float) -> DirectionPiece:
+    """This shard's :class:`DirectionPiece` of one range: the rows of :func:`cut`'s piece (same positions, no new sort)."""
+    p0, _, p1, n0, _, n1 = cut_positions(ss, lo, hi, t)
+    return DirectionPiece(ss.index, u.pos[p0:p1], u.neg[n0:n1], float(u.pos_below[p0]), float(u.neg_above[n1]))
 
 
 class Assembly(NamedTuple):
@@ -181,11 +254,13 @@ def assemble(pieces: Sequence[Piece]) -> tuple[RangeInput, Assembly]:
         above_neg_weight=float(sum(p.above_neg_weight for p in pieces)),
         above_neg_sum=float(sum(p.above_neg_sum for p in pieces)),
         vp=merged.pos_weight, vn=merged.neg_weight,
+        below_pos_sum=float(sum(p.below_pos_sum for p in pieces)),
+        above_neg_square=float(sum(p.above_neg_square for p in pieces)),
     )
     return r, Assembly(pos, neg, p_own, n_own)
 
 
-def split_back(a: Assembly, pieces: Sequence[Piece], g_pos: np.ndarray, g_neg: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+def split_back(a: Assembly, pieces: Sequence[Piece | PieceShape], g_pos: np.ndarray, g_neg: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """The range's results on its own rows (merged order) cut into each piece's own rows, in the piece's order."""
     full_p = np.zeros(a.own_pos_start + g_pos.size)
     full_p[a.own_pos_start:] = g_pos

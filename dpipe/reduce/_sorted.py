@@ -29,7 +29,7 @@ from ._finite import check_scores, check_weights
 from ._linalg import matvec, rmatvec, rmatvec_squares
 
 __all__ = ["ShardScores", "ClassRuns", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "gradient_pass", "product_pass", "direction_pass",
-           "gradient_squares_pass"]
+           "gradient_squares_pass", "weighted_row_sums_and_squares"]
 
 
 class ClassRuns(NamedTuple):
@@ -167,7 +167,12 @@ def gradient_squares_pass(shard, w: np.ndarray, key: str, g_pos: np.ndarray, g_n
     ``c`` is every row's curvature (the diagonal of the pairwise ``M``): the second row is
     the diagonal of ``X^T M X`` without the pairs' cross terms, Newton's Jacobi preconditioner.
     """
-    pos_rows, neg_rows = _order(shard, w, key, True)
+    return weighted_row_sums_and_squares(shard, *_order(shard, w, key, True), g_pos, g_neg, c_pos, c_neg)
+
+
+def weighted_row_sums_and_squares(shard, pos_rows: np.ndarray, neg_rows: np.ndarray, g_pos: np.ndarray, g_neg: np.ndarray, c_pos: np.ndarray,
+                                  c_neg: np.ndarray) -> np.ndarray:
+    """``[X^T g, (X * X)^T c]`` (shape ``(2, d)``, reading ``X`` once) where row ``pos_rows[k]`` has ``g_pos[k]`` and ``c_pos[k]`` (likewise negatives)."""
     d = shard.X.shape[1]
     if not shard.n_rows:
         return np.zeros((2, d))

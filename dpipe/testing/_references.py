@@ -563,6 +563,7 @@ def split_into_ranges(sp: np.ndarray, sn: np.ndarray, splitters: np.ndarray, t: 
     wn = np.ones(sn.size) if vn is None else np.asarray(vn, dtype=np.float64)
     cwp = np.concatenate([[0.0], np.cumsum(wp)])
     cwn, csn = np.concatenate([[0.0], np.cumsum(wn)]), np.concatenate([[0.0], np.cumsum(wn * sn)])
+    csp, cqn = np.concatenate([[0.0], np.cumsum(wp * sp)]), np.concatenate([[0.0], np.cumsum(wn * sn * sn)])
     out = []
     for lo, hi in zip(a[:-1], a[1:]):
         p0, p1, p_own = np.searchsorted(sp, [lo - t, hi, lo], side="left")
@@ -572,6 +573,7 @@ def split_into_ranges(sp: np.ndarray, sn: np.ndarray, splitters: np.ndarray, t: 
             below_pos_weight=float(cwp[p0]),
             above_neg_weight=float(cwn[-1] - cwn[n1]), above_neg_sum=float(csn[-1] - csn[n1]),
             vp=None if vp is None else wp[p0:p1], vn=None if vn is None else wn[n0:n1],
+            below_pos_sum=float(csp[p0]), above_neg_square=float(cqn[-1] - cqn[n1]),
         ))
     return out
 

@@ -67,6 +67,23 @@ def test_workers_killed_while_they_merge_the_scores_fall_back_to_the_driver(stor
     assert auc[0] == pytest.approx(auc[1], abs=1e-3)
 
 
+def test_workers_killed_during_newton_on_the_ranges_fall_back_to_the_driver(tmp_path, train_killing, caplog):
+    """auc's Newton-CG on the workers' route (evaluations and Hessian-vector products by score range): a kill mid-fit loses
+    a host, the objective goes on on the driver's route and TRON ends where the undisturbed fit does (unit-scale
+    features: well conditioned, so that the two routes' last bits do not move TRON's path)."""
+    X, y = classification_data(20000, 8, seed=31, scales=False)
+    path = write_store(tmp_path / "unit.zarr", X, y, [5000] * 4)
+    fit = dict(objective="auc", eps=1e-8, max_iter=50, train_metrics=False)
+    undisturbed = dpipe.train(path, **fit, engine="local")
+    got, fired, _ = train_killing(path, fit, logger="dpipe.fit", at="iter   2", kill=1, settings={"dpipe.rank-exchange": "workers"})
+    assert fired
+    assert "the driver merges the scores from now on" in caplog.text
+    assert got.fit["info"]["exchange"] == "driver"  # where it ended
+    assert got.fit["nit"] == undisturbed.fit["nit"] and got.fit["info"]["cg_steps"] == undisturbed.fit["info"]["cg_steps"]
+    assert got.fit["fun"] == pytest.approx(undisturbed.fit["fun"], rel=1e-12)
+    assert np.max(np.abs(got.coef - undisturbed.coef)) <= 1e-9 * np.max(np.abs(undisturbed.coef))
+
+
 class _Fit:
     """``dpipe train`` on the cluster in a subprocess, its stderr read by a thread as it comes."""
 
