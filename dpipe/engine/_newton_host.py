@@ -51,7 +51,7 @@ from ..reduce._ranges import (
     split_back,
 )
 from ..reduce._sorted import weighted_row_sums_and_squares
-from ._range_host import RangeHost, StaleScores, _unpacked
+from ._range_host import RangeHost, StaleScores, unpacked_ranges
 
 if TYPE_CHECKING:
     from ..objectives._range_curvature import RangeCurvature
@@ -192,7 +192,7 @@ class NewtonHost(RangeHost):
         t0 = time.perf_counter()
         curved = self._at(key)
         by_host = cast(list[list[list[DirectionPiece]]],  # newton_pieces packs DirectionPiece records
-                       [_unpacked(x) for x in self._from_peers("newton_pieces", self._direction_pieces, key, step, curved.bounds, curved.halo)])
+                       [unpacked_ranges(x) for x in self._from_peers("newton_pieces", self._direction_pieces, key, step, curved.bounds, curved.halo)])
         t1 = time.perf_counter()
         own = {ss.index for ss in self._sorted(key)}
         parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}

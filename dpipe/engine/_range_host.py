@@ -26,7 +26,7 @@ from ._waits import pass_timeout
 if TYPE_CHECKING:
     from ._protocols import DualRisk, RangeRisk
 
-__all__ = ["RangeHost", "StaleScores", "pairs_below"]
+__all__ = ["RangeHost", "StaleScores", "pairs_below", "unpacked_ranges"]
 
 
 class StaleScores(RuntimeError):
@@ -121,7 +121,7 @@ class RangeHost:
         t0 = time.perf_counter()
         mine = np.asarray(bounds[first: stop + 1], dtype=np.float64)
         by_host = cast(list[list[list[Piece]]],  # range_pieces packs Piece records
-                       [_unpacked(x) for x in self._from_peers("range_pieces", self._pieces, key, mine, float(risk.halo))])
+                       [unpacked_ranges(x) for x in self._from_peers("range_pieces", self._pieces, key, mine, float(risk.halo))])
         t1 = time.perf_counter()
         own = {ss.index for ss in self._sorted(key)}
         parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -202,7 +202,7 @@ class RangeHost:
         """
         mine = np.asarray(bounds[first: stop + 1], dtype=np.float64)
         own = self._own_pos[1] if self._own_pos is not None and self._own_pos[0] == key else None
-        by_host = [_unpacked(x) for x in self._from_peers("range_slices" if own is None else "range_negatives",
+        by_host = [unpacked_ranges(x) for x in self._from_peers("range_slices" if own is None else "range_negatives",
                                                           self._slices if own is None else self._negatives, key, mine)]
         counts = []
         for sub in range(stop - first):
@@ -247,7 +247,7 @@ class RangeHost:
         return out
 
 
-def _unpacked(reply: PackedRanges | list[list[tuple]]) -> list[list[tuple]]:
+def unpacked_ranges(reply: PackedRanges | list[list[tuple]]) -> list[list[tuple]]:
     """A peer's packed reply unpacked (this host's own answer comes unpacked)."""
     return unpack_ranges(reply) if isinstance(reply, PackedRanges) else reply
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import numpy as np
 
 from ._range_host import StaleScores
-from ._ranges import RangeExchange, _Scored, host_blocks, in_shard_order
+from ._ranges import RangeExchange, Scored, host_blocks, in_shard_order
 
 if TYPE_CHECKING:
     from ._protocols import CurvedRangeRisk
@@ -84,7 +84,7 @@ class RangeNewton(RangeExchange):
         self._steps = 0
         self.last_cg: dict[str, float] = {}
 
-    def _sketch_bytes(self, scored: _Scored) -> float:
+    def _sketch_bytes(self, scored: Scored) -> float:
         return float(sum(sum(a.nbytes for a in sk) + 16 for sk in scored.sketches))
 
     def value(self, w: np.ndarray) -> RangeValue:

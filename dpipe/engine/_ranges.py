@@ -81,7 +81,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RangeExchange", "RANGE_ROWS", "MAX_ROUNDS", "exchange_may_run", "RangeEvaluation", "GRID",
     "LIST_LIMIT", "choose_splitters", "resolve_exchange", "supports_ranges", "EXCHANGE_MODES", "SKETCH_SIZE", "EXCHANGE_AUTO_ROWS", "RANGE_MULTIPLE",
-    "range_count", "host_blocks", "in_shard_order",
+    "range_count", "host_blocks", "in_shard_order", "Scored",
 ]
 
 #: ``dpipe.rank-exchange``: where the smoothed objectives merge and weigh the scores
@@ -215,7 +215,7 @@ def resolve_exchange(dataset: Dataset, risk: object, mode: str | None = None) ->
     return "workers" if hosts and ranged and exchange_may_run(rows) else "driver"
 
 
-class _Scored(NamedTuple):
+class Scored(NamedTuple):
     """What the driver keeps of one scoring call (:meth:`RangeExchange._score`)."""
 
     key: str
@@ -334,7 +334,7 @@ class RangeExchange:
         self._scale = 0.0
         self.last: dict[str, float] = {}
 
-    def _score(self, w: np.ndarray) -> _Scored:
+    def _score(self, w: np.ndarray) -> Scored:
         """Score and sort on every host; every shard's sketch and class weights in shard order, and the bounds of
         :func:`range_count` ranges (a function of the rows only, never of the hosts)."""
         self._calls += 1
@@ -348,13 +348,13 @@ class RangeExchange:
         wn = math.fsum(cw[1] for _, _, cw in shards)
         sketches = [sk for _, sk, _ in shards]
         rows = math.fsum(float(sk[1].sum() + sk[3].sum()) for sk in sketches)
-        return _Scored(key, [sec for _, sec in scored], sketches, (wp, wn), choose_splitters(sketches, range_count(rows)))
+        return Scored(key, [sec for _, sec in scored], sketches, (wp, wn), choose_splitters(sketches, range_count(rows)))
 
     def _finish(self, key: str, w: np.ndarray, bounds: np.ndarray, class_weights: tuple[float, float]) -> None:
         wp, wn = class_weights
         self._key, self._w, self._bounds, self._scale = key, w, bounds, 1.0 / (wp * wn) if wp > 0 and wn > 0 else 0.0
 
-    def _driver_bytes(self, d: int, scored: _Scored, calls: int) -> float:
+    def _driver_bytes(self, d: int, scored: Scored, calls: int) -> float:
         """Bytes through the driver: ``w`` to every host per call, every shard's sketch and class weights, a d-vector per shard."""
         sketches = sum(sum(a.nbytes for a in sk) + 16 for sk in scored.sketches)
         return float(8 * d * len(scored.host_seconds) * calls + sketches + 8 * d * len(scored.sketches))

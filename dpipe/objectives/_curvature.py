@@ -9,7 +9,7 @@ import numpy as np
 
 from .._runs import MergedScores
 
-__all__ = ["Curvature", "prefix_sums", "suffix_sums", "searchsorted_sorted"]
+__all__ = ["Curvature", "prefix_sums", "suffix_sums", "searchsorted_sorted", "apply_class"]
 
 
 def suffix_sums(a: np.ndarray) -> np.ndarray:
@@ -88,7 +88,7 @@ class Curvature(NamedTuple):
 
     def apply(self, u_pos: np.ndarray, u_neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``M u`` for ``u`` aligned with the sorted positives and negatives: O(n), one fused pass per class
-        (:func:`_apply_class`: the arithmetic of :func:`dpipe.testing._references.curvature_apply_reference`, in its
+        (:func:`apply_class`: the arithmetic of :func:`dpipe.testing._references.curvature_apply_reference`, in its
         order, so the same bits)."""
         u_pos, u_neg = np.ascontiguousarray(u_pos, dtype=np.float64), np.ascontiguousarray(u_neg, dtype=np.float64)
         none = np.zeros(0)  # no weights
@@ -96,8 +96,8 @@ class Curvature(NamedTuple):
         vn = none if self.vn is None else self.vn
         Pn = _weighted_prefix_sums(u_neg, vn)
         Pp = _weighted_prefix_sums(u_pos, vp)
-        return (_apply_class(u_pos, vp, Pn, self.pos_lo, self.pos_hi, self.diag_pos, self.scale),
-                _apply_class(u_neg, vn, Pp, self.neg_lo, self.neg_hi, self.diag_neg, self.scale))
+        return (apply_class(u_pos, vp, Pn, self.pos_lo, self.pos_hi, self.diag_pos, self.scale),
+                apply_class(u_neg, vn, Pp, self.neg_lo, self.neg_hi, self.diag_neg, self.scale))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -114,7 +114,7 @@ def _weighted_prefix_sums(u: np.ndarray, v: np.ndarray) -> np.ndarray:  # pragma
 
 
 @numba.njit(cache=True, nogil=True)
-def _apply_class(u: np.ndarray, v: np.ndarray, other: np.ndarray, lo: np.ndarray, hi: np.ndarray, diag: np.ndarray,
+def apply_class(u: np.ndarray, v: np.ndarray, other: np.ndarray, lo: np.ndarray, hi: np.ndarray, diag: np.ndarray,
                  scale: float) -> np.ndarray:  # pragma: no cover - compiled
     """One class's ``M u``: ``diag u - scale v (other[hi] - other[lo])`` (``v`` empty: no weights), ``other`` the other
     class's prefix sums."""

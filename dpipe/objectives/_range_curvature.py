@@ -34,7 +34,7 @@ import numba
 import numpy as np
 
 from .._runs import RangeInput
-from ._curvature import _apply_class, searchsorted_sorted
+from ._curvature import apply_class, searchsorted_sorted
 
 __all__ = ["RangeCurvature", "framed_prefix", "huber_range_curvature", "squared_range_curvature"]
 
@@ -113,8 +113,8 @@ class RangeCurvature(NamedTuple):
         p0, n1 = self.own_pos_start, self.own_neg_stop
         vp_own = none if self.vp is None else np.ascontiguousarray(self.vp[p0:])
         vn_own = none if self.vn is None else np.ascontiguousarray(self.vn[:n1])
-        return (_apply_class(u_pos[p0:], vp_own, Pn, self.pos_lo, self.pos_hi, self.diag_pos, self.scale),
-                _apply_class(u_neg[:n1], vn_own, Pp, self.neg_lo, self.neg_hi, self.diag_neg, self.scale))
+        return (apply_class(u_pos[p0:], vp_own, Pn, self.pos_lo, self.pos_hi, self.diag_pos, self.scale),
+                apply_class(u_neg[:n1], vn_own, Pp, self.neg_lo, self.neg_hi, self.diag_neg, self.scale))
 
 
 def _of_windows(r: RangeInput, pos_lo: np.ndarray, pos_hi: np.ndarray, neg_lo: np.ndarray, neg_hi: np.ndarray, scale: float,
