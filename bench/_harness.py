@@ -18,7 +18,7 @@ import numpy as np
 
 __all__ = [
     "Config", "spread", "fmt_spread", "local_cluster", "warm_cluster", "table_head", "warm_up", "synthetic_store", "machine",
-    "write_results", "pyplot", "save_figure", "quiet_train", "worker_peak_rss",
+    "write_results", "pyplot", "save_figure", "quiet_train", "worker_peak_rss", "dense",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -35,6 +35,12 @@ class Config:
     out_dir: Path
     tasks: tuple[str, ...] | None = None  # race: a subset of its tasks (--tasks)
     before: Path | None = None  # rate-speed: a checkout of dpipe before a change (--before)
+
+
+def dense(X: Any) -> np.ndarray:
+    """A store's feature block as a NumPy array: a CSR block (``ingest``'s ``auto`` layout stores a9a, adult and kdd99
+    sparse) densified, a dense one as it is; for the suites that slice columns or hand rows to scikit-learn."""
+    return X.toarray() if hasattr(X, "toarray") else np.asarray(X)
 
 
 def spread(values: Sequence[float]) -> dict[str, Any]:

@@ -43,6 +43,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _harness import dense  # noqa: E402
 from datasets import bench_client, bench_parser, ingest_pair  # noqa: E402
 from smooth_vs_svmperf import warm_up  # noqa: E402
 
@@ -122,7 +123,7 @@ def table(dpipe, client, a) -> list[dict]:
 
     train, test = ingest_pair("kdd99-normal", a.data_dir, a.work)
     tr, te = dpipe.open_store(train).read_all(), dpipe.open_store(test).read_all()
-    X, y, Xt, yt = tr.X.astype(np.float64), tr.y, te.X.astype(np.float64), te.y
+    X, y, Xt, yt = dense(tr.X).astype(np.float64), tr.y, dense(te.X).astype(np.float64), te.y
     k_train, k_test = round(0.5 * int((y > 0).sum())), round(0.5 * int((yt > 0).sum()))
     rows = []
     for objective in ("f1", "prec@k"):

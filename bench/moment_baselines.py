@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import dense  # noqa: E402
 from datasets import DATASETS, default_data_dir, ingest_pair  # noqa: E402
 
 
@@ -80,10 +81,10 @@ def main() -> None:
                 row[objective] = {"auc": ev["roc_auc"], "accuracy": ev["accuracy"], "prbep": ev["prbep"], "f1": ev["f1"], "seconds": seconds,
                                   "moments_seconds": m.fit["time_data"], "solve_seconds": m.fit["time_solve"], "nit": m.fit["nit"],
                                   "parity_rel": float(rel), "calibration": m.fit["info"].get("calibration")}
-            X, y = st.read_all().X, st.read_all().y
-            full_t = stt.read_all()
-            row["logreg"] = logistic(X, y, full_t.X, full_t.y, scale=False)
-            row["logreg_scaled"] = logistic(X, y, full_t.X, full_t.y, scale=True)
+            full, full_t = st.read_all(), stt.read_all()
+            X, y, Xt = dense(full.X), full.y, dense(full_t.X)
+            row["logreg"] = logistic(X, y, Xt, full_t.y, scale=False)
+            row["logreg_scaled"] = logistic(X, y, Xt, full_t.y, scale=True)
             rows.append(row)
             print(json.dumps({k: row[k] for k in ("dataset", "auc-moment", "error-moment", "logreg", "logreg_scaled")}, default=float), flush=True)
     a.out.parent.mkdir(parents=True, exist_ok=True)

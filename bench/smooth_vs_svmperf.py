@@ -199,7 +199,7 @@ def table(dpipe, client, name: str, variant: str, a) -> dict:
                           "median_ms": _breakdown(fit["history"]), "message": fit["message"], "warnings": [str(w.message) for w in caught]}
     st, stt = dpipe.open_store(train), dpipe.open_store(test)
     tr, te = st.read_all(), stt.read_all()
-    row["logreg"] = logistic(tr.X, tr.y, te.X, te.y, scale=True)
+    row["logreg"] = logistic(_harness.dense(tr.X), tr.y, _harness.dense(te.X), te.y, scale=True)
     return row
 
 

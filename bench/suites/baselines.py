@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .._harness import Config, fmt_spread, quiet_train, spread, table_head, warm_cluster
+from .._harness import Config, dense, fmt_spread, quiet_train, spread, table_head, warm_cluster
 from ..datasets import ingest_pair
 
 DPIPE_MODELS = ("auc-moment", "error-moment", "auc-smooth", "prbep-smooth", "rocarea", "prbep", "f1", "error")
@@ -114,8 +114,8 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
         for name in names:
             train, test = ingest_pair(name, cfg.data_dir, cfg.work)
             tr, te = dpipe.open_store(train).read_all(), dpipe.open_store(test).read_all()
-            X, y = tr.X.astype(np.float64), tr.y
-            Xt, yt = te.X.astype(np.float64), te.y
+            X, y = dense(tr.X).astype(np.float64), tr.y
+            Xt, yt = dense(te.X).astype(np.float64), te.y
             Xd, yd = _dask_arrays(client, train)
             for kind in BASELINES[:2]:  # imports and first-call costs out of the timed rounds
                 _sklearn(kind, X[:2000], y[:2000])

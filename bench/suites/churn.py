@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._harness import Config, pyplot, table_head
+from .._harness import Config, dense, pyplot, table_head
 from ..datasets import ingest_pair
 
 TARGETS = (0.005, 0.01, 0.02, 0.05, 0.10)
@@ -42,17 +42,18 @@ def _parts(cfg: Config) -> dict[str, Any]:
 
     train, test = ingest_pair("a9a", cfg.data_dir, cfg.work)
     sh = dpipe.open_store(train).read_all()
+    X = dense(sh.X)
     order = np.random.RandomState(0).permutation(sh.n_rows)
     thirds = np.array_split(order, 3)
     out: dict[str, Any] = {}
     for name, rows in zip(("deployed-data", "new", "pool"), thirds):
         path = cfg.work / f"a9a-churn-{name}.zarr"
         if not path.exists():  # the pool is written without its labels
-            write_store(path, sh.X[rows], None if name == "pool" else sh.y[rows])
+            write_store(path, X[rows], None if name == "pool" else sh.y[rows])
         out[name] = str(path)
-        out[f"{name}-arrays"] = (sh.X[rows].astype(np.float64), sh.y[rows])
+        out[f"{name}-arrays"] = (X[rows].astype(np.float64), sh.y[rows])
     st = dpipe.open_store(test).read_all()
-    out["test-arrays"] = (st.X.astype(np.float64), st.y)
+    out["test-arrays"] = (dense(st.X).astype(np.float64), st.y)
     return out
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._harness import Config, pyplot, table_head
+from .._harness import Config, dense, pyplot, table_head
 from ..datasets import ingest_pair
 
 KAPPAS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -48,9 +48,10 @@ def _a9a_grouped(cfg: Config) -> tuple[str, str]:
         path = cfg.work / name
         if not path.exists():
             sh = dpipe.open_store(src).read_all()
-            female = sh.X[:, A9A_FEMALE] > 0
-            assert np.all(female ^ (sh.X[:, A9A_MALE] > 0)), "a9a: f72 and f73 should be one-hot"
-            write_store(path, sh.X, sh.y, None, group=female.astype(np.int16), groups=["Male", "Female"])
+            X = dense(sh.X)
+            female = X[:, A9A_FEMALE] > 0
+            assert np.all(female ^ (X[:, A9A_MALE] > 0)), "a9a: f72 and f73 should be one-hot"
+            write_store(path, X, sh.y, None, group=female.astype(np.int16), groups=["Male", "Female"])
         out.append(str(path))
     return out[0], out[1]
 
@@ -60,7 +61,7 @@ def _arrays(store: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
 
     st = dpipe.open_store(store)
     sh = st.read_all()
-    return sh.X.astype(np.float64), sh.y, sh.group, list(st.manifest.groups)
+    return dense(sh.X).astype(np.float64), sh.y, sh.group, list(st.manifest.groups)
 
 
 def _stats(pred: np.ndarray, y: np.ndarray, female: np.ndarray) -> dict[str, float]:

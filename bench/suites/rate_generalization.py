@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .._harness import Config, pyplot, table_head
+from .._harness import Config, dense, pyplot, table_head
 from ..datasets import ingest_pair
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -64,7 +64,7 @@ def _pool(cfg: Config, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | 
     st = dpipe.open_store(store)
     sh = st.read_all()
     female = None if sh.group is None else sh.group == list(st.manifest.groups).index("Female")
-    return np.asarray(sh.X), sh.y, female
+    return dense(sh.X), sh.y, female
 
 
 def _rates(pred: np.ndarray, y: np.ndarray, female: np.ndarray | None) -> dict[str, float]:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .._harness import Config, table_head
+from .._harness import Config, dense, table_head
 from ..datasets import ingest_pair
 from .fairness import A9A_FEMALE
 
@@ -36,7 +36,7 @@ def _arrays(store: str) -> tuple[np.ndarray, np.ndarray]:
     import dpipe
 
     sh = dpipe.open_store(store).read_all()
-    return sh.X.astype(np.float64), sh.y
+    return dense(sh.X).astype(np.float64), sh.y
 
 
 def _fit(store: str, objective: str, constraints: list[str], **kw: Any) -> tuple[Any, float]:

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from .._harness import Config, fmt_spread, spread, table_head
+from .._harness import Config, dense, fmt_spread, spread, table_head
 from ..datasets import ingest_pair
 
 FAIR = "positive_rate(group=Female) >= 0.8 * positive_rate(group=Male)"
@@ -79,7 +79,7 @@ def _stores(cfg: Config) -> dict[str, str]:
         third = np.random.RandomState(0).permutation(sh.n_rows)[: sh.n_rows // 3]
         part = cfg.work / "a9a-first-third.zarr"
         if not part.exists():
-            write_store(part, sh.X[third], sh.y[third])
+            write_store(part, dense(sh.X)[third], sh.y[third])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dpipe.ConvergenceWarning)
             dpipe.train(str(part), "error-rate", engine="local", train_metrics=False, constraints=["recall >= 0.9"], out=str(deployed))

@@ -140,7 +140,7 @@ def nonzeros(store: Path) -> int:
     """Non-zero feature values of a store (one pass)."""
     import dpipe
 
-    return sum(int(np.count_nonzero(sh.X)) for sh in dpipe.open_store(str(store)).iter_shards())
+    return sum(int(sh.X.nnz) if hasattr(sh.X, "nnz") else int(np.count_nonzero(sh.X)) for sh in dpipe.open_store(str(store)).iter_shards())
 
 
 # ---------------------------------------------------------------------------
