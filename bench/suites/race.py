@@ -171,8 +171,8 @@ def _prepare(name: str, cfg: Config, exe: str) -> dict[str, Any]:
     record = folder / "prepare.json"
     paths = {"train": folder / "train.zarr", "test": folder / "test.zarr", "train_svm": folder / "train.svm", "test_svm": folder / "test.svm"}
     io_digest = _io_digest()
-    if record.exists() and all(p.exists() for p in paths.values()) and json.loads(record.read_text()).get("io_digest") == io_digest:
-        prep = json.loads(record.read_text())
+    prep = json.loads(record.read_text()) if record.exists() else {}
+    if prep.get("io_digest") == io_digest and all(p.exists() for p in paths.values()):
         prep["reused"] = True
         print(f"  {name}: stores and svmlight files reused (made {prep['made']}: ingest {prep['ingest_seconds']:.1f} s, "
               f"svmlight {prep['svmlight_seconds']:.1f} s)", flush=True)

@@ -82,6 +82,8 @@ PLACEMENT_SLACK = 1
 #: a worker's footprint with dpipe's pass kernels loaded, measured here (Linux x86-64, Python 3.11): 200 MB.
 #: Used only to explain workers that died before they could be measured.
 FOOTPRINT_FLOOR = 200_000_000
+#: the most shards :meth:`MemoryNeed.workable_shard_rows` prices (each a task per pass): shard sizes below n / this are not advised
+MAX_ADVISED_SHARDS = 100_000
 #: margin on the computed minimum (allocator slack, the 100 ms between two of the nanny's memory checks)
 SAFETY = 1.08
 
@@ -230,7 +232,8 @@ class MemoryNeed:
         lay = self.layout
         if lay is None or lay.persisted or not worker.limit or lay.n_rows < 2:
             return None
-        grid = np.unique(np.geomspace(min(1000, lay.n_rows), lay.n_rows, 120).astype(np.int64))
+        smallest = min(lay.n_rows, max(1000, -(-lay.n_rows // MAX_ADVISED_SHARDS)))
+        grid = np.unique(np.geomspace(smallest, lay.n_rows, 120).astype(np.int64))
         needs = [(uniform_shards(lay, int(r)).minimum_limit(worker), int(r)) for r in grid]
         best_need, best_rows = min(needs, key=lambda t: (t[0], -t[1]))
         return best_rows if best_need <= worker.limit - 10e6 else None
