@@ -1,23 +1,11 @@
 """Open a dataset store and read it shard by shard.
 
-A store is a directory holding ``manifest.json`` and either a Zarr v3 group with
-arrays ``X`` (n x d float32), ``y`` (n int8 in {-1, +1}) and optionally ``group``
-(int16 codes) and ``weight`` (float32), or a Parquet dataset with one file per shard
-(``part-00000.parquet`` ...) whose columns are ``X`` (fixed-size list of d float32),
-``y``, and optionally ``group`` and ``weight``.
-
-A CSR store (manifest ``layout: csr``, schema 3) keeps the features sparse. In Zarr,
-``X`` is a group in AnnData's ``csr_matrix`` encoding: ``X/indptr`` (n + 1 int64 row
-offsets into the whole store, chunked with the shards), ``X/indices`` (int32 column
-indices) and ``X/data`` (float32 values), the group's attributes holding
-``encoding-type: csr_matrix`` and ``shape``. In Parquet, a part holds two list columns,
-``indices`` (list of int32) and ``values`` (list of float32): Arrow's list offsets and
-values are then the shard's CSR arrays, read without a copy. A map column holds the same
-buffers (the files are the same size) but read slower here: 200,000 rows of 50 values
-(2^20 features) took 92-122 ms as two list columns and 132-154 ms as a map (medians of 7,
-three rounds). A shard reads as a
-``scipy.sparse.csr_array`` (:mod:`dpipe.reduce._block`); its indices are checked to lie
-in ``[0, d)`` on every read.
+A store is a directory holding ``manifest.json`` and the arrays of one store format
+(:mod:`dpipe.io._store_format`): a Zarr v3 group (:mod:`dpipe.io._zarr_store`) or one
+Parquet file per shard (:mod:`dpipe.io._parquet_store`). Its features are a dense float32
+block or, in a CSR store (manifest ``layout: csr``, schema 3), sparse rows, read as a
+``scipy.sparse.csr_array`` (:mod:`dpipe.reduce._block`) whose indices are checked to lie in
+``[0, d)`` on every read.
 
 :func:`read_shard` is a pure function of (path, format, shard bounds, expected
 contents): dask workers call it to load their shards.
@@ -50,34 +38,23 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
-import json
 import os
-import re
 import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
-import zarr
 
 from .._config import get_setting
 from ..exceptions import DataWarning, ParameterError, StoreError
-from ..reduce._block import block_nbytes, concat_rows, csr_block, empty_block
+from ..reduce._block import block_nbytes, concat_rows, empty_block, is_csr
 from ._checksum import shard_digests
-from ._manifest import MANIFEST_NAME, Manifest, canonical_json, decode_manifest, read_manifest_raw
+from ._manifest import Manifest, decode_manifest, read_manifest_raw
+from ._store_format import store_format
 
-__all__ = ["Shard", "ShardCheck", "Store", "as_store", "open_store", "read_shard", "resolve_verify", "ZARR_MANIFEST_KEY", "OLD_STORE_MESSAGE"]
-
-#: key of the manifest in the Zarr group's attributes
-ZARR_MANIFEST_KEY = "dpipe_manifest"
+__all__ = ["Shard", "ShardCheck", "Store", "as_store", "open_store", "read_shard", "resolve_verify", "OLD_STORE_MESSAGE"]
 
 #: message of a store written before checksums (format with the store's path)
 OLD_STORE_MESSAGE = "{path}: written by dpipe <= 0.1 without checksums; re-ingest it, or run `dpipe verify --record {path}` to add them"
-
-#: the arrays of a CSR store's ``X`` group (AnnData's csr_matrix encoding)
-_CSR_ARRAYS = ("indptr", "indices", "data")
-
-_PART = re.compile(r"part-(\d{5,})\.parquet$")
 
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
@@ -176,110 +153,6 @@ class ShardCheck(NamedTuple):
     nnz: int | None = None
 
 
-def _check_chunk_files(path: str, root: Any, name: str, start: int, stop: int, where: str) -> None:
-    """Every chunk file of array ``name`` holding rows ``start:stop`` exists and is not empty."""
-    arr = root[name]
-    if stop <= start or any(s == 0 for s in arr.shape):
-        return
-    rows = arr.chunks[0]
-    tail = (0,) * (len(arr.shape) - 1)  # X is one chunk wide
-    for c in range(start // rows, (stop - 1) // rows + 1):
-        key = arr.metadata.encode_chunk_key((c, *tail))
-        fn = os.path.join(path, name, *key.split("/"))
-        try:
-            size = os.stat(fn).st_size
-        except FileNotFoundError:
-            raise StoreError(f"{where}: chunk file {name}/{key} (rows {c * rows}..{min((c + 1) * rows, arr.shape[0])}) is missing") from None
-        if size == 0:
-            raise StoreError(f"{where}: chunk file {name}/{key} is empty")
-
-
-def _check_part_position(table: Any, index: int, start: int, stop: int, where: str) -> None:
-    meta = table.schema.metadata or {}
-    raw = meta.get(b"dpipe.shard")
-    if raw is None:
-        return  # written before parts carried their position
-    try:
-        pos = json.loads(raw)
-        got = (int(pos["index"]), int(pos["start"]), int(pos["stop"]))
-    except (ValueError, KeyError, TypeError):
-        raise StoreError(f"{where}: part file's dpipe.shard metadata is unreadable ({raw[:80]!r})") from None
-    if got != (index, start, stop):
-        raise StoreError(f"{where}: part file holds shard {got[0]} (rows {got[1]}..{got[2]}): parts swapped, copied or moved")
-
-
-@functools.lru_cache(maxsize=16)
-def _open_group_cached(path: str, identity: tuple[int, int, int]) -> dict[str, Any]:
-    root = zarr.open_group(path, mode="r")
-    out = {name: root[name] for name in ("y", "group", "weight") if name in root}
-    if "X" in root:
-        x = root["X"]
-        if isinstance(x, zarr.Group):  # a CSR store: its three arrays, keyed by their paths
-            out.update({f"X/{k}": x[k] for k in _CSR_ARRAYS if k in x})
-        else:
-            out["X"] = x
-    return out
-
-
-def _open_group(path: str) -> dict[str, Any]:
-    """The store's zarr arrays by name, opened once per process while its ``zarr.json`` is the same file.
-
-    Opening a group and its arrays costs about 5 ms of metadata reads; a streamed pass
-    reads every shard on every pass. A store replaced by a writer (a rename: a new
-    inode) is opened again.
-    """
-    st = os.stat(os.path.join(path, "zarr.json"))
-    return _open_group_cached(path, (st.st_ino, st.st_mtime_ns, st.st_size))
-
-
-def _shard_chunk(path: str, arr: Any, start: int, stop: int) -> tuple[str, str] | None:
-    """``(file, codec)`` of the one chunk of a 2-d array that holds exactly rows ``start:stop``, else None.
-
-    ``codec`` is ``"raw"`` (codecs: ``bytes``, little-endian: the file is the chunk's C-order
-    values) or ``"zstd"`` (``bytes`` then ``zstd``: the file is one zstd frame of them); zarr v3
-    writes a chunk at the array's edge at full chunk size. Other codecs: None (zarr reads it).
-    """
-    codecs = arr.metadata.codecs
-    if not codecs or type(codecs[0]).__name__ != "BytesCodec" or str(getattr(codecs[0].endian, "value", codecs[0].endian)) not in ("little", "None"):
-        return None
-    kind = "raw" if len(codecs) == 1 else "zstd" if len(codecs) == 2 and type(codecs[1]).__name__ == "ZstdCodec" else None
-    rows, width = arr.chunks
-    one_chunk = start % rows == 0 and (stop - start == rows or (stop == arr.shape[0] and stop - start < rows))
-    if kind is None or stop <= start or width != arr.shape[1] or not one_chunk:
-        return None
-    fn = os.path.join(path, "X", *arr.metadata.encode_chunk_key((start // rows, 0)).split("/"))
-    try:
-        size = os.stat(fn).st_size
-    except FileNotFoundError:
-        return None
-    return (fn, kind) if kind == "zstd" or size == rows * width * 4 else None
-
-
-def _read_x(path: str, arr: Any, start: int, stop: int, mmap: bool) -> np.ndarray:
-    """Rows ``start:stop`` of ``X``: straight from the shard's chunk file when it is one raw or zstd chunk.
-
-    Zarr's own read path costs 45-130 ms for a 47 MB kdd99 chunk whose zstd frame decodes in
-    10 ms (numcodecs, which zarr's codec calls too, and which releases the GIL: the local
-    engine's threads then load shards in parallel); a raw chunk is memory-mapped (``mmap``)
-    or copied once.
-    """
-    chunk = _shard_chunk(path, arr, start, stop)
-    if chunk is None:
-        return np.asarray(arr[start:stop], dtype=np.float32)
-    fn, kind = chunk
-    shape = tuple(arr.chunks)
-    if kind == "raw":
-        X = np.memmap(fn, dtype="<f4", mode="r", shape=shape)[: stop - start]
-        return X if mmap else np.array(X)
-    from numcodecs import Zstd
-
-    with open(fn, "rb") as f:
-        frame = f.read()
-    out = np.empty(shape, dtype="<f4")
-    Zstd().decode(frame, out=out)
-    return out[: stop - start]
-
-
 def _check_csr(X: Any, n_features: int, where: str, nnz: int | None) -> None:
     """A CSR block's offsets rise, and its indices lie in ``[0, d)`` (the kernels index ``w`` with them unchecked); O(nnz)."""
     ip = X.indptr
@@ -293,32 +166,6 @@ def _check_csr(X: Any, n_features: int, where: str, nnz: int | None) -> None:
         raise StoreError(f"{where}: X holds {X.nnz} stored values, the manifest says {nnz}")
 
 
-def _read_csr_zarr(path: str, root: dict[str, Any], start: int, stop: int, n_features: int, check: ShardCheck | None, where: str) -> Any:
-    """Rows ``start:stop`` of a Zarr CSR store's ``X`` group."""
-    ip = np.asarray(root["X/indptr"][start : stop + 1], dtype=np.int64)
-    if ip.size != stop - start + 1:
-        raise StoreError(f"{where}: X/indptr has {ip.size} offsets for the shard's {stop - start} rows (expected {stop - start + 1})")
-    a, b = int(ip[0]), int(ip[-1])
-    if check is not None and check.chunk_files:
-        _check_chunk_files(path, root, "X/indptr", start, stop + 1, where)
-        _check_chunk_files(path, root, "X/indices", a, b, where)
-        _check_chunk_files(path, root, "X/data", a, b, where)
-    if b < a:
-        raise StoreError(f"{where}: X's row offsets (indptr) are not increasing")
-    return csr_block(np.asarray(root["X/data"][a:b], dtype=np.float32), np.asarray(root["X/indices"][a:b]), ip - a, n_features)
-
-
-def _read_csr_parquet(table: Any, n: int, n_features: int, where: str) -> Any:
-    """A Parquet part's ``indices`` and ``values`` list columns as one CSR block (Arrow's buffers, no copy)."""
-    ind = table.column("indices").combine_chunks()
-    val = table.column("values").combine_chunks()
-    offsets = ind.offsets.to_numpy()
-    if not np.array_equal(offsets, val.offsets.to_numpy()):
-        raise StoreError(f"{where}: the indices and values columns disagree on how many values each row holds")
-    base, end = (int(offsets[0]), int(offsets[-1])) if offsets.size else (0, 0)  # a sliced list array's values extend beyond its rows
-    return csr_block(val.values.to_numpy(zero_copy_only=False)[base:end], ind.values.to_numpy(zero_copy_only=False)[base:end], offsets - base, n_features)
-
-
 def read_shard(path: str, format: str, index: int, start: int, stop: int, n_features: int,
                check: ShardCheck | None = None, verify: bool = False, *, mmap: bool = False) -> Shard:
     """Read shard ``index`` (rows ``start:stop``) of the store at ``path``.
@@ -326,57 +173,23 @@ def read_shard(path: str, format: str, index: int, start: int, stop: int, n_feat
     With ``check`` (from :meth:`Store.shard_args`) the cheap integrity checks run;
     with ``verify`` every array is re-hashed and compared with ``check.digests``.
 
-    A Zarr shard whose features are one chunk, raw or zstd (``dpipe.store-codec``), is read
-    from its chunk file without zarr's read path (:func:`_read_x`): a zstd frame is decoded
-    straight into the array; a raw chunk, with ``mmap``, is a read-only memory map of the
-    file (a streamed pass then reads the page cache at memory speed, and the kernel's
-    readahead overlaps a disk read with the compute), otherwise one copy of it. A map stays valid while dpipe replaces the store
-    (writers rename, never truncate); truncating the file under a running pass would
-    crash its worker (SIGBUS).
+    ``mmap``: a Zarr shard whose features are one raw chunk is a read-only memory map of its
+    file (:meth:`~dpipe.io._zarr_store.ZarrFormat.read`; a streamed pass then reads the page
+    cache at memory speed, and the kernel's readahead overlaps a disk read with the compute).
+    A map stays valid while dpipe replaces the store (writers rename, never truncate);
+    truncating the file under a running pass would crash its worker (SIGBUS).
     """
     where = f"{path}, shard {index} (rows {start}..{stop})"
+    fmt = store_format(format, path)
     try:
-        if format == "zarr":
-            root = _open_group(path)
-            csr = "X/indptr" in root
-            if check is not None and check.chunk_files:
-                if not csr:
-                    _check_chunk_files(path, root, "X", start, stop, where)
-                _check_chunk_files(path, root, "y", start, stop, where)
-            X = _read_csr_zarr(path, root, start, stop, n_features, check, where) if csr else _read_x(path, root["X"], start, stop, mmap)
-            y = np.asarray(root["y"][start:stop], dtype=np.int8)
-            group = np.asarray(root["group"][start:stop]) if "group" in root else None
-            weight = np.asarray(root["weight"][start:stop]) if "weight" in root else None
-        elif format == "parquet":
-            import pyarrow.parquet as pq  # here: a worker reading a Zarr store never loads pyarrow (about 35 MB)
-
-            fn = os.path.join(path, f"part-{index:05d}.parquet")
-            if check is not None and not os.path.exists(fn):
-                raise StoreError(f"{where}: part file {os.path.basename(fn)} is missing")
-            table = pq.read_table(fn)
-            n = table.num_rows
-            if check is not None:
-                _check_part_position(table, index, start, stop, where)
-            if n != stop - start:
-                raise StoreError(f"{where}: file has {n} rows, manifest says {stop - start}")
-            names = table.column_names
-            csr = "indices" in names
-            if csr:
-                X = _read_csr_parquet(table, n, n_features, where)
-            else:
-                xcol = table.column("X").combine_chunks()
-                X = np.asarray(xcol.values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(n, n_features)
-            y = table.column("y").to_numpy().astype(np.int8, copy=False)
-            group = table.column("group").to_numpy() if "group" in names else None
-            weight = table.column("weight").to_numpy() if "weight" in names else None
-        else:
-            raise StoreError(f"{path}: unknown store format {format!r}")
+        X, y, group, weight = fmt.read(path, index, start, stop, n_features, check, where, mmap)
     except StoreError:
         raise
     except Exception as exc:  # zarr / arrow errors: name the shard
         raise StoreError(f"{where}: cannot read ({type(exc).__name__}: {exc})") from exc
     if X.shape != (stop - start, n_features):
         raise StoreError(f"{where}: X has shape {X.shape}, manifest says ({stop - start}, {n_features})")
+    csr = is_csr(X)
     if csr:
         _check_csr(X, n_features, where, None if check is None else check.nnz)
     if check is not None and csr != (check.nnz is not None):
@@ -412,34 +225,6 @@ def _check_contents(X, y, group, weight, check: ShardCheck, index: int, start: i
             if got.get(name) != h:
                 raise StoreError(f"{where}: content hash of {name} differs from the one recorded at write time "
                                  "(values changed, or chunks / parts swapped, copied or lost since)")
-
-
-def _array_shape(node: zarr.Array | zarr.Group) -> tuple[int, ...]:
-    """The shape of a Zarr array; a group where an array belongs is a damaged store (a TypeError, reported as unreadable)."""
-    if not isinstance(node, zarr.Array):
-        raise TypeError(f"{node.path!r} is a group, not an array")
-    return tuple(node.shape)
-
-
-def _zarr_attrs_manifest(path: str, root: Any) -> Any:
-    attrs = dict(root.attrs)
-    if ZARR_MANIFEST_KEY not in attrs:
-        raise StoreError(f"{path}: the Zarr group's attributes ({os.path.join(path, 'zarr.json')}) hold no {ZARR_MANIFEST_KEY}; "
-                         f"{MANIFEST_NAME} cannot be checked against them")
-    return attrs[ZARR_MANIFEST_KEY]
-
-
-def _compare_manifests(path: str, attrs_manifest: Any, file_manifest: Any) -> None:
-    """Refuse the store when its two copies of the manifest differ (canonical forms)."""
-    if canonical_json(attrs_manifest) == canonical_json(file_manifest):
-        return
-    if isinstance(attrs_manifest, dict) and isinstance(file_manifest, dict):
-        keys = sorted(k for k in set(attrs_manifest) | set(file_manifest) if canonical_json(attrs_manifest.get(k)) != canonical_json(file_manifest.get(k)))
-        what = f" (field(s) {', '.join(keys)})"
-    else:
-        what = ""
-    raise StoreError(f"{path}: the manifest in the Zarr attributes ({os.path.join(path, 'zarr.json')}) and "
-                     f"{os.path.join(path, MANIFEST_NAME)} disagree{what}; the store is refused")
 
 
 class Store:
@@ -489,44 +274,7 @@ class Store:
         raw = read_manifest_raw(self.path)
         self.manifest: Manifest = decode_manifest(raw, where=self.path, directory=self.path)
         m = self.manifest
-        if m.format == "zarr":
-            try:
-                root = zarr.open_group(self.path, mode="r")
-                arrays = {name: _array_shape(root[name]) for name in ("y", "group", "weight") if name in root}
-                x = root["X"] if "X" in root else None
-                if isinstance(x, zarr.Group):
-                    shape: Any = x.attrs.get("shape", ())  # JSON as written: compared below
-                    arrays["X"] = tuple(shape)
-                    arrays.update({f"X/{k}": _array_shape(x[k]) for k in _CSR_ARRAYS if k in x})
-                elif x is not None:
-                    arrays["X"] = tuple(x.shape)
-            except Exception as exc:
-                raise StoreError(f"{self.path}: not a readable Zarr store ({type(exc).__name__}: {exc})") from exc
-            if not _recording:
-                _compare_manifests(self.path, _zarr_attrs_manifest(self.path, root), json.loads(raw))
-            if arrays.get("X") != (m.n_rows, m.n_features):
-                raise StoreError(f"{self.path}: X has shape {arrays.get('X')}, manifest says ({m.n_rows}, {m.n_features})")
-            if (m.layout == "csr") != ("X/indptr" in arrays):
-                raise StoreError(f"{self.path}: X is {'CSR' if 'X/indptr' in arrays else 'dense'}, the manifest says layout {m.layout}")
-            if m.layout == "csr":
-                for name, want in (("X/indptr", (m.n_rows + 1,)), ("X/indices", (m.nnz,)), ("X/data", (m.nnz,))):
-                    if arrays.get(name) != want:
-                        raise StoreError(f"{self.path}: {name} has shape {arrays.get(name)}, the manifest says {want}")
-            for name, needed in (("y", True), ("group", m.group_counts is not None), ("weight", m.has_weight)):
-                if needed and arrays.get(name) != (m.n_rows,):
-                    raise StoreError(f"{self.path}: {name} has shape {arrays.get(name)}, manifest says ({m.n_rows},)")
-        elif m.format == "parquet":
-            for i in range(m.n_shards):
-                fn = os.path.join(self.path, f"part-{i:05d}.parquet")
-                if not os.path.exists(fn):
-                    raise StoreError(f"{self.path}: shard {i} is missing ({os.path.basename(fn)})")
-                if os.path.getsize(fn) == 0:
-                    raise StoreError(f"{self.path}: shard {i}: {os.path.basename(fn)} is empty")
-            extra = sorted(f for f in os.listdir(self.path) if (mt := _PART.match(f)) and int(mt.group(1)) >= m.n_shards)
-            if extra:
-                raise StoreError(f"{self.path}: {extra[0]} is not in the manifest ({m.n_shards} shards): a shard was dropped from the manifest")
-        else:  # pragma: no cover - the schema allows only the two
-            raise StoreError(f"{self.path}: unknown store format {m.format!r}")
+        store_format(m.format, self.path).check_open(self.path, m, raw, _recording)
         self._set_verify(mode, _recording)
         if not m.has_checksums and not _recording:
             warnings.warn(OLD_STORE_MESSAGE.format(path=self.path), DataWarning, stacklevel=2)

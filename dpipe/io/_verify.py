@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 
@@ -10,8 +9,9 @@ import msgspec
 
 from ..exceptions import StoreError
 from ._checksum import CHECKSUM_ALGORITHM, shard_digests
-from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, decode_manifest, write_json_atomic, write_manifest
-from ._store import ZARR_MANIFEST_KEY, ShardCheck, Store, read_shard
+from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, decode_manifest, write_manifest
+from ._store import ShardCheck, Store, read_shard
+from ._store_format import store_format
 
 __all__ = ["verify_store", "record_checksums"]
 
@@ -38,7 +38,8 @@ def record_checksums(path: str | os.PathLike, progress: Progress | None = None) 
 
     Every shard is read with the cheap checks (chunk files present, row and class
     counts as in the manifest); the new manifest (schema 2) is written through a
-    temporary file and a rename, into the Zarr attributes first, then ``manifest.json``.
+    temporary file and a rename, into the format's own copy first (a Zarr group's attributes),
+    then ``manifest.json``.
     The checksums vouch for the data as they are now: run it on a store you trust.
     """
     st = Store(os.fspath(path), verify=False, _recording=True)
@@ -61,11 +62,6 @@ def record_checksums(path: str | os.PathLike, progress: Progress | None = None) 
             progress(i + 1, st.n_shards, rows)
     new = msgspec.structs.replace(m, schema_version=SCHEMA_VERSION, shards=records, checksum_algorithm=CHECKSUM_ALGORITHM)
     decode_manifest(new.to_dict(), st.path, directory=st.path)  # the record must read back
-    if m.format == "zarr":
-        zjson = os.path.join(st.path, "zarr.json")
-        with open(zjson) as f:
-            meta = json.load(f)
-        meta.setdefault("attributes", {})[ZARR_MANIFEST_KEY] = new.to_dict()
-        write_json_atomic(zjson, meta, indent=2)
+    store_format(m.format, st.path).record_manifest(st.path, new)
     write_manifest(st.path, new)
     return new

@@ -1,4 +1,4 @@
-"""Write a sharded dataset store (Zarr v3 group or Parquet dataset) safely.
+"""Write a sharded dataset store safely, in any store format (:mod:`dpipe.io._store_format`).
 
 The store is written into a temporary sibling of its destination and renamed into
 place by :meth:`ShardWriter.commit`; a failure at any point removes the temporary
@@ -7,28 +7,22 @@ destination's lock (:func:`dpipe._output.destination_lock`) throughout: one writ
 destination, and only a holder removes what a killed writer left.
 
 Every shard's row count, class counts and a content hash of each array's decoded
-values (:mod:`dpipe.io._checksum`) go into the manifest (schema 2). Zarr arrays are
-written with ``write_empty_chunks`` so that every chunk has a file (a missing chunk
-file is then damage, never "all zeros"); every Parquet part carries its shard index
-and row range in its key-value metadata (``dpipe.shard``), so a part swapped with or
-copied over another is caught without hashing.
+values (:mod:`dpipe.io._checksum`) go into the manifest (schema 2). The format lays the
+arrays down (:meth:`~dpipe.io._store_format.StoreFormat.sink`) with its own protection
+against moved or lost pieces: Zarr writes every chunk's file, Parquet records each part's
+position in its metadata.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, cast
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-import zarr
-from zarr.codecs import ZstdCodec
 
 from .._config import get_setting
 from .._output import check_not_inside, destination_lock, is_dpipe_store
@@ -37,16 +31,9 @@ from ..reduce._block import LAYOUTS, block_nnz, concat_rows, is_csr, to_float32
 from ._checksum import CHECKSUM_ALGORITHM, shard_digests
 from ._ingest_options import STORE_FORMATS
 from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, stored_feature_names, write_manifest
+from ._store_format import store_format
 
-if TYPE_CHECKING:
-    from zarr.core.array_spec import ArrayConfigParams
-
-__all__ = ["ShardWriter", "STORE_FORMATS", "STORE_CODECS", "choose_codec", "default_shard_rows", "shard_rows_for", "prepare_destination",
-           "store_lock"]
-
-#: values per Zarr chunk of a CSR store's ``X/indices`` and ``X/data``: 4 MB of each, so that reading a shard decodes at most two
-#: chunks beyond its own values (a streamed worker's memory; a 32 MB chunk restarted workers capped at 500 MB)
-CSR_CHUNK_VALUES = 1 << 20
+__all__ = ["ShardWriter", "STORE_FORMATS", "default_shard_rows", "shard_rows_for", "prepare_destination", "store_lock"]
 
 
 def default_shard_rows(n_features: int, target_bytes: int, nnz_per_row: float | None = None) -> int:
@@ -74,35 +61,6 @@ def shard_rows_for(n_rows: int, n_features: int, balance: bool = True, nnz_per_r
     # as many shards as that takes, of equal size: 2e6 rows at 133,333 a shard are 16 shards of
     # 125,000, not 15 full ones and a last shard of 5 rows
     return max(1, -(-n_rows // -(-n_rows // rows))) if balance and n_rows > 0 else rows
-
-
-#: ``store-codec: auto`` compresses the features with zstd when it at least shrinks them by this factor
-CODEC_MIN_RATIO = 2.0
-#: bytes of the first shard's features that ``auto`` compresses to decide
-CODEC_SAMPLE_BYTES = 4 << 20
-STORE_CODECS = ("auto", "zstd", "none")
-
-
-def choose_codec(X: np.ndarray, setting: str) -> str:
-    """The zarr codec of a store's features: ``"zstd"`` or ``"none"`` (``dpipe.store-codec``).
-
-    ``auto`` compresses up to 4 MB of the first shard with zstd (level 0) and keeps zstd when it
-    shrinks them at least 2x. Measured here (one thread, reading a shard from the page cache):
-    kdd99's one-hot and count columns shrink 85x and read at 1.9 GB/s with zstd against 0.9 GB/s
-    raw; 10^6 x 120 Gaussian features shrink only 1.3x and read at 0.40 GB/s with zstd against
-    1.23 GB/s raw (decompression, not the disk, bounds a streamed pass).
-    """
-    if setting not in STORE_CODECS:
-        raise ParameterError(f"The dpipe.store-codec setting must be one of {STORE_CODECS}. Got {setting!r} instead.")
-    if setting != "auto":
-        return setting
-    rows = max(1, CODEC_SAMPLE_BYTES // max(1, 4 * X.shape[1]))
-    sample = np.ascontiguousarray(X[:rows], dtype=np.float32).tobytes()
-    if not sample:
-        return "zstd"
-    from numcodecs import Zstd
-
-    return "zstd" if len(sample) >= CODEC_MIN_RATIO * len(Zstd(level=0).encode(sample)) else "none"
 
 
 def store_lock(dest: str | os.PathLike) -> contextlib.AbstractContextManager[str]:
@@ -227,33 +185,7 @@ class ShardWriter:
         self.shard_records: list[ShardRecord] = []
         self.shard_nnz: list[int] = []
         self.nnz = 0
-        if format == "zarr":
-            root = zarr.open_group(self._tmp, mode="w")
-            chunks = (self.shard_rows, max(1, self.n_features))
-            cfg: ArrayConfigParams = {"write_empty_chunks": True}  # every chunk gets a file: a missing one is damage
-            self._x: zarr.Array | None = None  # created at the first shard, whose features choose the codec (:func:`choose_codec`)
-            self._x_args: dict[str, Any] = dict(name="X", shape=(0, self.n_features), chunks=chunks, dtype="float32", config=cfg)
-            self._y = root.create_array("y", shape=(0,), chunks=(self.shard_rows,), dtype="int8", config=cfg)
-            self._g = root.create_array("group", shape=(0,), chunks=(self.shard_rows,), dtype="int16", config=cfg) if with_group else None
-            self._w = root.create_array("weight", shape=(0,), chunks=(self.shard_rows,), dtype="float32", config=cfg) if with_weight else None
-            self._root = root
-            if self.layout == "csr":
-                self._create_csr(root, cfg)
-
-    def _create_csr(self, root: Any, cfg: ArrayConfigParams) -> None:
-        """The ``X`` group of a CSR store (AnnData's csr_matrix encoding); values and indices zstd-compressed unless
-        ``dpipe.store-codec`` is ``none``."""
-        self.codec = "none" if str(get_setting("store-codec")) == "none" else "zstd"
-        compressors = [ZstdCodec(level=0)] if self.codec == "zstd" else None
-        x = root.create_group("X")
-        x.attrs.update({"encoding-type": "csr_matrix", "encoding-version": "0.1.0", "shape": [0, self.n_features]})
-        chunk = min(CSR_CHUNK_VALUES, max(1 << 16, int(get_setting("shard-bytes")) // 8))
-        self._indptr = x.create_array("indptr", shape=(1,), chunks=(self.shard_rows,), dtype="int64", config=cfg, compressors=compressors)
-        self._indptr[0:1] = np.zeros(1, np.int64)
-        idx = "int32" if self.n_features < 2**31 else "int64"
-        self._indices = x.create_array("indices", shape=(0,), chunks=(chunk,), dtype=idx, config=cfg, compressors=compressors)
-        self._data = x.create_array("data", shape=(0,), chunks=(chunk,), dtype="float32", config=cfg, compressors=compressors)
-        self._xgroup = x
+        self._sink = store_format(format, self.dest).sink(self._tmp, self.n_features, self.shard_rows, self.layout, with_group, with_weight)
 
     # -- context manager ---------------------------------------------------------
     def __enter__(self) -> ShardWriter:
@@ -287,14 +219,6 @@ class ShardWriter:
                 raise
             self.abort()
             raise StoreError(f"{self.dest}: cannot write the store: {exc.strerror or exc or type(exc).__name__}") from exc
-
-    def _create_x(self, X: np.ndarray) -> zarr.Array:
-        """Create the zarr ``X`` array with the codec the first non-empty shard's features choose (at commit: no rows)."""
-        if self._x is not None:
-            return self._x
-        self.codec = choose_codec(X, str(get_setting("store-codec")))
-        self._x = self._root.create_array(**self._x_args, compressors=[ZstdCodec(level=0)] if self.codec == "zstd" else None)
-        return self._x
 
     # -- writing -----------------------------------------------------------------
     def _as_layout(self, X: Any) -> Any:
@@ -359,42 +283,7 @@ class ShardWriter:
         weight = np.asarray(weight, dtype=np.float32) if self.with_weight else None
         digests = shard_digests(index, start, stop, X, y, group, weight)
         nnz = block_nnz(X)
-        if self.format == "zarr":
-            if self.layout == "csr":
-                self._write_csr_zarr(X, start, stop)
-            elif self._x is not None or stop > start:  # the first rows choose the codec; an empty shard before them changes nothing
-                x = self._create_x(X)
-                x.resize((stop, self.n_features))
-                if stop > start:
-                    x[start:stop] = X
-            self._y.resize((stop,))
-            if stop > start:
-                self._y[start:stop] = y
-            if self._g is not None:
-                assert group is not None  # with_group: the column was created and every shard has one
-                self._g.resize((stop,))
-                if stop > start:
-                    self._g[start:stop] = group
-            if self._w is not None:
-                assert weight is not None  # with_weight, likewise
-                self._w.resize((stop,))
-                if stop > start:
-                    self._w[start:stop] = weight
-        else:
-            if self.layout == "csr":
-                offsets = pa.array(np.asarray(X.indptr, dtype=np.int32))
-                cols = {"indices": pa.ListArray.from_arrays(offsets, pa.array(np.asarray(X.indices, dtype=np.int32))),
-                        "values": pa.ListArray.from_arrays(offsets, pa.array(X.data, type=pa.float32())), "y": pa.array(y, type=pa.int8())}
-            else:
-                flat = pa.array(X.reshape(-1), type=pa.float32())
-                cols = {"X": pa.FixedSizeListArray.from_arrays(flat, self.n_features), "y": pa.array(y, type=pa.int8())}
-            if self.with_group:
-                cols["group"] = pa.array(np.asarray(group, dtype=np.int16), type=pa.int16())
-            if self.with_weight:
-                cols["weight"] = pa.array(np.asarray(weight, dtype=np.float32), type=pa.float32())
-            position = json.dumps({"index": index, "start": start, "stop": stop})
-            table = pa.table(cols).replace_schema_metadata({"dpipe.shard": position})
-            pq.write_table(table, os.path.join(self._tmp, f"part-{index:05d}.parquet"))
+        self._sink.write(index, start, stop, X, y, group, weight)
         counts = [int((y == -1).sum()), int((y == 1).sum())]
         self.shard_bounds.append([start, stop])
         self.class_counts.append(counts)
@@ -404,18 +293,6 @@ class ShardWriter:
         if self.with_group:
             self.group_counts.append(np.bincount(np.asarray(group, dtype=np.int64), minlength=0))
         self.n_rows = stop
-
-    def _write_csr_zarr(self, X: Any, start: int, stop: int) -> None:
-        """Append one shard's rows to the ``X`` group: offsets into the whole store, then its indices and values."""
-        a, b = self.nnz, self.nnz + X.nnz
-        self._indptr.resize((stop + 1,))
-        if stop > start:
-            self._indptr[start + 1 : stop + 1] = a + np.asarray(X.indptr[1:], dtype=np.int64)
-        if b > a:
-            self._indices.resize((b,))
-            self._data.resize((b,))
-            self._indices[a:b] = X.indices
-            self._data[a:b] = X.data
 
     def commit(self, **manifest_fields: Any) -> Manifest:
         """Write the last partial shard and the manifest, then rename into place.
@@ -431,10 +308,6 @@ class ShardWriter:
 
         if self._buf_rows:
             self._flush(self._buf_rows)
-        if self.format == "zarr" and self.layout == "dense":
-            self._create_x(np.zeros((0, self.n_features), dtype=np.float32))
-        if self.format == "zarr" and self.layout == "csr":
-            self._xgroup.attrs["shape"] = [self.n_rows, self.n_features]
         groups = manifest_fields.pop("groups", None)
         group_counts = None
         if self.with_group:
@@ -461,8 +334,7 @@ class ShardWriter:
             feature_names_stored=stored_feature_names(self.feature_names),
             **manifest_fields,
         )
-        if self.format == "zarr":
-            self._root.attrs["dpipe_manifest"] = manifest.to_dict()
+        self._sink.finish(manifest)
         write_manifest(self._tmp, manifest)
         from .._modes import set_default_mode
 

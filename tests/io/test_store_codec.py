@@ -46,7 +46,7 @@ def test_direct_chunk_reads_equal_zarr_reads(tmp_path, shards, some_direct, code
     import zarr
 
     from dpipe.engine import LocalDataset
-    from dpipe.io._store import _shard_chunk
+    from dpipe.io._zarr_store import _shard_chunk
     from dpipe.reduce import class_scores
     from dpipe.testing import write_store
 
