@@ -5,7 +5,6 @@ how pass 2 encodes its pieces into rows, for svmlight (:class:`SvmlightJob`) and
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,15 +13,12 @@ import numpy as np
 from .._progress import advance
 from ..exceptions import InputError, ParameterError, StoreError
 from ..reduce._block import csr_block
-from ._csv_source import detect_header, read_csv_block, split_csv_line
 from ._hashing import FeatureHashing
-from ._ingest_sources import CSV_BLOCK_BYTES, SVM_BLOCK_BYTES, TextSource, hash_file, iter_blocks, peek_lines, prefetch
+from ._ingest_sources import SVM_BLOCK_BYTES, TextSource, iter_blocks, prefetch
 from ._labels import LabelCounter, LabelRule, Where, class_absent_message
 from ._manifest import Manifest
-from ._parquet_source import iter_parquet, parquet_columns
 from ._svmlight import parse_block
 from ._tabular import (
-    HASHED_ONLY,
     MISSING_VALUES,
     Column,
     TabularEncoder,
@@ -30,6 +26,7 @@ from ._tabular import (
     TabularSchema,
     resolve_column,
 )
+from ._tabular_sources import tabular_source
 
 __all__ = ["OWNER", "SourceFile", "SvmlightJob", "TabularJob", "like_label"]
 
@@ -257,6 +254,7 @@ class TabularJob:
             self.hashing = FeatureHashing.from_dict(like.encoding["hashing"], f"{like.source.get('path')}: manifest encoding")
             self.hashing = FeatureHashing(self.hashing.n_features)  # the slots in use are this store's own
         self.source_format = source_format
+        self.source = tabular_source(source_format)
         self.read_rows = read_rows
         self.label_opt, self.group_opt, self.weight_opt = label, group_col, weight_col
         self.header_opt = header
@@ -269,83 +267,18 @@ class TabularJob:
         self.warnings: list[str] = []
 
     # -- layout ------------------------------------------------------------------
-    def _sniff_csv(self) -> list[str]:
-        names: list[str] | None = None
-        ref: SourceFile | None = None
-        for f in self.files:
-            lines = peek_lines(f.path, self.skip_rows, 2)
-            f.skip = self.skip_rows
-            if not lines:
-                continue
-            first = split_csv_line(lines[0][1])
-            second = split_csv_line(lines[1][1]) if len(lines) > 1 else None
-            if second is not None and len(first) != len(second):
-                raise InputError(
-                    f"wrong number of columns: {len(second)}, but line {lines[0][0]} has {len(first)}; "
-                    "if the file starts with preamble lines, skip them with skip_rows=",
-                    path=f.path,
-                    line=lines[1][0],
-                )
-            has_header = self.header_opt if isinstance(self.header_opt, bool) else detect_header(first, second)
-            f.header = has_header
-            if has_header:
-                f.skip = lines[0][0]
-                these = [c if c else str(i) for i, c in enumerate(first)]
-                dup = sorted(c for c, k in Counter(these).items() if k > 1)
-                if dup:
-                    raise InputError(f"duplicate column name(s) {dup} in the header", path=f.path, line=lines[0][0])
-            else:
-                these = [str(i) for i in range(len(first))]
-            if names is None:
-                names, ref = these, f
-                continue
-            assert ref is not None  # set with names
-            if len(these) != len(names):
-                raise InputError(f"{len(these)} columns, but {ref.path} has {len(names)}", path=f.path, line=lines[0][0])
-            if has_header and ref.header and these != names:
-                raise InputError(f"header {these} differs from the header of {ref.path}", path=f.path, line=lines[0][0])
-        if names is None:
-            raise InputError("empty input (no rows)", path=self.files[0].path)
-        if self.like is not None:
-            like_names = [c.name for c in self._like_columns()]
-            for f in self.files:
-                if f.header and names != like_names:
-                    raise InputError(f"header {names} differs from the columns of the like= store {like_names}", path=f.path, line=max(1, f.skip))
-            if len(names) != len(like_names):
-                assert ref is not None  # names came from a file
-                raise InputError(f"{len(names)} columns, but the like= store was ingested from {len(like_names)}", path=ref.path, line=ref.skip + 1)
-            names = like_names
-        self.header = bool(self.files[0].header)
-        return names
-
-    def _like_columns(self) -> list[Column]:
+    def like_columns(self) -> list[Column]:
         """The like= store's source columns; without its label column when this source is unlabelled."""
         assert self.like is not None  # called only with a like= store
         cols = TabularSchema.from_list(self.like.encoding["columns"]).columns
         return [c for c in cols if c.role != "label"] if self.unlabeled else cols
 
-    def _parquet_layout(self) -> tuple[list[str], list[str | None]]:
-        names, kinds = parquet_columns(self.files[0].path)
-        for f in self.files[1:]:
-            n2, k2 = parquet_columns(f.path)
-            if n2 != names:
-                raise InputError(f"columns {n2} differ from those of {self.files[0].path} ({names})", path=f.path)
-        self.header = None
-        return names, kinds
-
     def _columns(self) -> list[Column]:
         path = self.files[0].path
-        if self.source_format == "csv":
-            names = self._sniff_csv()
-            kinds: list[str | None] = [None] * len(names)
-        else:
-            names, kinds = self._parquet_layout()
+        names, kinds = self.source.columns(self)
         if self.like is not None:
-            cols = self._like_columns()
-            if self.source_format == "parquet":
-                missing = [c.name for c in cols if c.name not in names]
-                if missing:
-                    raise InputError(f"lacks the column(s) {missing} of the like= store", path=path)
+            cols = self.like_columns()
+            self.source.check_like(names, [c.name for c in cols], path)
             like_names = [c.name for c in cols]
             for spec, role, param in ((self.label_opt, "label", "label"), (self.group_opt, "group", "group_col"), (self.weight_opt, "weight", "weight_col")):
                 if spec is None:
@@ -374,48 +307,26 @@ class TabularJob:
         for j, name in enumerate(names):
             role = "label" if j == li else "group" if j == gi else "weight" if j == wi else "feature"
             kind = kinds[j]
-            if self.source_format == "parquet":
-                if kind is None:
-                    raise InputError(f"column {name!r} has a type that cannot be ingested (numbers, booleans, strings; with hash_features also "
-                                     "lists of strings and maps of string to number)", path=path)
-                if role == "weight" and kind != "numeric":
-                    raise InputError(f"weight column {name!r} is not numeric", path=path)
-                if kind in HASHED_ONLY and role != "feature":
-                    raise InputError(f"{role} column {name!r} holds {kind} ({kind} columns can only be hashed features)", path=path)
-                if kind in HASHED_ONLY and self.hashing is None:
-                    raise ParameterError(f"The {name!r} column of {path} holds {'lists of tokens' if kind == 'tokens' else 'maps of token -> number'}, "
-                                         f"which only feature hashing encodes: give the 'hash_features' parameter of {OWNER}.")
+            self.source.check_column(name, role, kind, self.hashing is not None, path, OWNER)
             cols.append(Column(name, role, kind if role in ("feature", "group") else None))
         self.names = names
         return cols
 
     def _batches(self, first_pass: bool) -> Iterator[tuple[list, Any]]:
-        n_cols = len(self.names)
         for f in self.files:
             if not first_pass:
                 f.check_unchanged()
-            if self.source_format == "csv":
-
-                def parse(data, nl, first_line, f=f):
-                    return read_csv_block(data, nl, first_line, n_cols, f.path, f.order, self._numeric)
-
-                yield from f.blocks(self.read_rows, CSV_BLOCK_BYTES, first_pass, parse)
-            else:
-                if first_pass:
-                    f.sha256, f.bytes = hash_file(f.path)
-                yield from prefetch(iter_parquet(f.path, self.names, self.read_rows, f.order))
-                if first_pass:
-                    advance(nbytes=f.stamp[0])  # pass 1's progress: one more file read
+            yield from self.source.batches(self, f, first_pass)
 
     # -- passes ------------------------------------------------------------------
     def scan(self) -> None:
         cols = self._columns()
         groups = list(self.like.groups) if self.like is not None and self.like.groups is not None else None
         scanner = TabularScanner(cols, unseen=self.unseen, groups=groups, hashing=self.hashing)
-        self._numeric = scanner.numeric_columns()
+        self.numeric = scanner.numeric_columns()
         for arrays, rows in self._batches(True):
             scanner.scan(arrays, rows)
-            self._numeric = scanner.numeric_columns()
+            self.numeric = scanner.numeric_columns()
         if scanner.n_rows == 0:
             raise InputError("empty input (no rows)", path=self.files[0].path)
         schema = scanner.schema()
@@ -439,13 +350,13 @@ class TabularJob:
         self.nonzeros = self.nnz if self.hashing is not None else (
             scanner.numeric_nonzeros + self.n_rows * sum(c.is_feature and c.type == "categorical" for c in schema.columns))
         self.encoder = TabularEncoder(schema, self.label_map, self.groups)
-        self._numeric = schema.numeric_columns()
+        self.numeric = schema.numeric_columns()
         li = schema.index("label")
         self.encoding = {
             "kind": "tabular",
             "source_format": self.source_format,
             "header": self.header,
-            "delimiter": "," if self.source_format == "csv" else None,
+            "delimiter": self.source.delimiter,
             "missing": list(MISSING_VALUES),
             "columns": schema.to_list(),
             "label": None if li is None else {**self.rule.to_dict(), "column": schema.columns[li].name, "classes": scanner.labels.classes(self.label_map)},
