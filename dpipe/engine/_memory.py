@@ -19,15 +19,16 @@ Measured against this model (without :data:`SAFETY`), streaming fits peaked at
 A CSR shard is read through zarr's own path and holds more while a pass runs
 (:data:`CSR_WORKING_COPIES`), and a wide store's d-vectors count, a few per pass
 (:data:`D_VECTORS`) and one per shard of the worker (:data:`SHARD_D_VECTORS`):
-streaming 10^6 x 2^20 text rows in 6 shards on two workers restarted and paused workers
-at 500 and 600 MB a worker and ran clean at 700 MB; this model asks for 700 MB, so 500 MB
-is refused at the start instead of paused workers waiting for ever. The refusal names the
+streaming 10^6 x 2^20 text rows in 6 shards on two workers peaked at 453-476 MB a worker;
+this model asks for 560 MB, so 500 MB is refused at the start instead of paused workers
+waiting for ever. The refusal names the
 shard size that needs the least (:meth:`MemoryNeed.workable_shard_rows`): not always a
 smaller one, since at 2^20 features a shard's d-vectors outweigh its rows (13 shards of
 that store needed more memory than 6). A known miss at that width: in the 22 shards of
 46,117 rows it names for 550 MB, the workers kept about 460 MB between passes (the model
-says 220 MB) and stalled; the 8 MB d-vectors come from the heap below the workers' mmap
-threshold (:data:`WORKER_ALLOCATOR`) and are not all returned.
+says 220 MB) and stalled: the 8 MB d-vectors then came from the heap below the workers' mmap
+threshold and were not all returned; that threshold is now 4 MiB (:data:`WORKER_ALLOCATOR`), not
+re-measured at 22 shards.
 
 dask pauses a worker whose memory passes ``distributed.worker.memory.pause`` (80 %
 of its limit by default) and its nanny restarts one past ``terminate`` (95 %). A
@@ -58,9 +59,10 @@ __all__ = [
 #: a pass over a shard holds about this many copies of its feature bytes (decoded, zarr's chunk buffer, compressed)
 WORKING_COPIES = 3
 #: the same for a CSR shard, read through zarr's own path (its values and indices straddle chunks shared with the next
-#: shard). Measured on 10^6 x 2^20 text rows in 58 MB shards, streamed on 2 workers: restarts and pauses at 500 and
-#: 600 MB a worker, none at 700 MB; 5 copies put the smallest workable limit at 660 MB (3 copies said 450 MB)
-CSR_WORKING_COPIES = 5
+#: shard). Measured on 10^6 x 2^20 text rows in 58 MB shards, streamed on 2 workers (auc, 10 Newton steps): workers
+#: peaked at 453-476 MB with 8 MB d-vectors mmapped (:data:`WORKER_ALLOCATOR`), at 523-555 MB with them on the heap
+#: (where this was 5); 3 copies predict 486 MB, and 560 MB as the smallest workable limit
+CSR_WORKING_COPIES = 3
 #: float64 d-vectors a worker holds while a pass runs: ``w`` in the arguments of its queued tasks, a gradient or
 #: column-moments result, the two inputs and the output of a tree combine. Nothing at d = 100; 64 MB at d = 2^20
 D_VECTORS = 8
@@ -103,10 +105,13 @@ EMBEDDED_WORKER_MEMORY = {
 #: fault in and are zeroed on first touch. dpipe's passes allocate such arrays per shard (scores,
 #: sort keys and orders, gathered rows); measured on 10^7 x 120 rows, 2 workers: scoring and sorting
 #: every shard 1.03 -> 0.62 s, and X @ w alone 0.49 -> 0.40 s (bench/results/scaling.md). Arrays up
-#: to 16 MiB come from the heap instead, and up to 64 MiB of freed heap is kept for reuse: at most
-#: that much more resident memory per worker, within :data:`SAFETY`'s margin on real limits.
+#: to 4 MiB come from the heap instead (a shard's per-row float64 arrays up to 524,288 rows), and up to
+#: 64 MiB of freed heap is kept for reuse: at most that much more resident memory per worker, within
+#: :data:`SAFETY`'s margin on real limits. Larger arrays stay mmapped and go back to the system when freed:
+#: with a 16 MiB threshold a wide store's 8 MB d-vectors (2^20 features) stayed on a fragmented heap, and
+#: workers streaming 10^6 x 2^20 text rows peaked at 523-555 MB instead of 453-476 MB.
 WORKER_ALLOCATOR = {
-    "MALLOC_MMAP_THRESHOLD_": 16 * 2**20,
+    "MALLOC_MMAP_THRESHOLD_": 4 * 2**20,
     "MALLOC_TRIM_THRESHOLD_": 64 * 2**20,
 }
 

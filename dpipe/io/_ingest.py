@@ -69,9 +69,9 @@ from .._validation import check_choice, check_int
 from ..exceptions import DataWarning, InputError, ParameterError
 from ._fit_transform import check_log1p, ingest_transformed, stored_transform
 from ._hashing import COLLISION_WARNING, check_hash_features
-from ._ingest_jobs import OWNER, SourceFile, SvmlightJob, TabularJob
+from ._ingest_jobs import OWNER, SvmlightJob, TabularJob
 from ._ingest_options import INGEST_LAYOUTS, SOURCE_FORMATS, UNSEEN, ingest_defaults
-from ._ingest_sources import detect_source_format
+from ._ingest_sources import SourceFile, detect_source_format
 from ._labels import LabelRule
 from ._manifest import Manifest
 from ._parquet_source import parquet_files

@@ -4,17 +4,15 @@ how pass 2 encodes its pieces into rows, for svmlight (:class:`SvmlightJob`) and
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from .._progress import advance
 from ..exceptions import InputError, ParameterError, StoreError
 from ..reduce._block import csr_block
 from ._hashing import FeatureHashing
-from ._ingest_sources import SVM_BLOCK_BYTES, TextSource, iter_blocks, prefetch
+from ._ingest_sources import SVM_BLOCK_BYTES, SourceFile
 from ._labels import LabelCounter, LabelRule, Where, class_absent_message
 from ._manifest import Manifest
 from ._svmlight import parse_block
@@ -28,7 +26,7 @@ from ._tabular import (
 )
 from ._tabular_sources import tabular_source
 
-__all__ = ["OWNER", "SourceFile", "SvmlightJob", "TabularJob", "like_label"]
+__all__ = ["OWNER", "SvmlightJob", "TabularJob", "like_label"]
 
 OWNER = "ingest"
 
@@ -39,46 +37,6 @@ def like_label(like: Manifest) -> dict[str, Any]:
         raise ParameterError(f"The 'like' parameter of {OWNER} names an unlabelled store; give the labelled source the training store "
                              "as like= (or pass unlabeled=True)")
     return like.encoding["label"]
-
-
-class SourceFile:
-    """One source file and what pass 1 learnt about it."""
-
-    def __init__(self, path: str, order: int, src_index: int) -> None:
-        self.path = path
-        self.order = order
-        self.src_index = src_index
-        self.sha256 = ""
-        self.bytes = 0
-        self.skip = 0
-        self.header = False
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            raise InputError(f"cannot open ({exc.strerror or exc})", path=path) from None
-        self.stamp = (st.st_size, st.st_mtime_ns)
-
-    def check_unchanged(self) -> None:
-        st = os.stat(self.path)
-        if (st.st_size, st.st_mtime_ns) != self.stamp:
-            raise InputError("the file changed while it was being ingested", path=self.path)
-
-    def blocks(self, max_lines: int, max_bytes: int, hash: bool, parse) -> Iterator[Any]:
-        """Parsed blocks of the file (``parse(data, newlines, first_line)``), read ahead in a thread."""
-        with TextSource(self.path, hash=hash) as src:
-            gen = prefetch(parse(d, nl, ln) for d, nl, ln in iter_blocks(src.stream, self.path, max_lines, max_bytes, self.skip))
-            counted = 0
-            try:
-                for block in gen:
-                    yield block
-                    if hash:  # pass 1's progress: the file's bytes read (as stored: compressed for a .gz)
-                        advance(nbytes=src.raw.count - counted)
-                        counted = src.raw.count
-            finally:
-                gen.close()
-            if hash:
-                self.sha256, self.bytes = src.finish()
-                advance(nbytes=self.bytes - counted)
 
 
 # ---------------------------------------------------------------------------------

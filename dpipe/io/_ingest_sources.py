@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from .._progress import advance
 from ..exceptions import InputError
 from ._svmlight import looks_like_svmlight
 
-__all__ = ["detect_source_format", "TextSource", "CountingRaw", "iter_blocks", "prefetch", "peek_lines", "hash_file", "READ_ERRORS",
+__all__ = ["SourceFile", "detect_source_format", "TextSource", "CountingRaw", "iter_blocks", "prefetch", "peek_lines", "hash_file", "READ_ERRORS",
            "CHUNK_BYTES", "SVM_BLOCK_BYTES", "CSV_BLOCK_BYTES"]
 
 _COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
@@ -289,3 +290,43 @@ def detect_source_format(path: str, skip_rows: int = 0) -> str:
 # ---------------------------------------------------------------------------------
 # parameters
 # ---------------------------------------------------------------------------------
+
+
+class SourceFile:
+    """One source file and what pass 1 learnt about it."""
+
+    def __init__(self, path: str, order: int, src_index: int) -> None:
+        self.path = path
+        self.order = order
+        self.src_index = src_index
+        self.sha256 = ""
+        self.bytes = 0
+        self.skip = 0
+        self.header = False
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise InputError(f"cannot open ({exc.strerror or exc})", path=path) from None
+        self.stamp = (st.st_size, st.st_mtime_ns)
+
+    def check_unchanged(self) -> None:
+        st = os.stat(self.path)
+        if (st.st_size, st.st_mtime_ns) != self.stamp:
+            raise InputError("the file changed while it was being ingested", path=self.path)
+
+    def blocks(self, max_lines: int, max_bytes: int, hash: bool, parse) -> Iterator[Any]:
+        """Parsed blocks of the file (``parse(data, newlines, first_line)``), read ahead in a thread."""
+        with TextSource(self.path, hash=hash) as src:
+            gen = prefetch(parse(d, nl, ln) for d, nl, ln in iter_blocks(src.stream, self.path, max_lines, max_bytes, self.skip))
+            counted = 0
+            try:
+                for block in gen:
+                    yield block
+                    if hash:  # pass 1's progress: the file's bytes read (as stored: compressed for a .gz)
+                        advance(nbytes=src.raw.count - counted)
+                        counted = src.raw.count
+            finally:
+                gen.close()
+            if hash:
+                self.sha256, self.bytes = src.finish()
+                advance(nbytes=self.bytes - counted)

@@ -24,11 +24,10 @@ import numpy as np
 
 from ..exceptions import StoreError
 from ..reduce._block import csr_block
-from ._store_format import ShardColumns, ShardSink, StoreFormat
+from ._store_format import ShardCheck, ShardColumns, ShardSink, StoreFormat
 
 if TYPE_CHECKING:
     from ._manifest import Manifest
-    from ._store import ShardCheck
 
 __all__ = ["ParquetFormat"]
 

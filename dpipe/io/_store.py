@@ -40,7 +40,7 @@ import copy
 import dataclasses
 import os
 import warnings
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from ..exceptions import DataWarning, ParameterError, StoreError
 from ..reduce._block import block_nbytes, concat_rows, empty_block, is_csr
 from ._checksum import shard_digests
 from ._manifest import Manifest, decode_manifest, read_manifest_raw
-from ._store_format import store_format
+from ._store_format import ShardCheck, store_format
 
 __all__ = ["Shard", "ShardCheck", "Store", "as_store", "open_store", "read_shard", "resolve_verify", "OLD_STORE_MESSAGE"]
 
@@ -123,34 +123,6 @@ class Shard:
     def nbytes(self) -> int:
         """Bytes held by the arrays."""
         return block_nbytes(self.X) + sum(a.nbytes for a in (self.y, self.group, self.weight) if a is not None)
-
-
-class ShardCheck(NamedTuple):
-    """What a shard must hold, from the manifest; travels with :meth:`Store.shard_args` to the workers.
-
-    Attributes
-    ----------
-    class_counts : (n_negative, n_positive)
-        The manifest's two counts.
-    digests : dict or None
-        Recorded content hashes (schema 2), compared in verify mode.
-    has_group, has_weight : bool
-        Which optional arrays the shard has.
-    chunk_files : bool
-        Whether every Zarr chunk must have a file (stores with checksums, written with ``write_empty_chunks``).
-    labelled : bool
-        False: the store has no labels and ``y`` must be all 0.
-    nnz : int or None
-        CSR stores: the shard's stored values (None: a dense store).
-    """
-
-    class_counts: tuple[int, ...]
-    digests: dict[str, str] | None
-    has_group: bool
-    has_weight: bool
-    chunk_files: bool
-    labelled: bool = True
-    nnz: int | None = None
 
 
 def _check_csr(X: Any, n_features: int, where: str, nnz: int | None) -> None:

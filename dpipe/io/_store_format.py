@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 import importlib
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -24,12 +24,40 @@ from ..exceptions import StoreError
 
 if TYPE_CHECKING:
     from ._manifest import Manifest
-    from ._store import ShardCheck
 
-__all__ = ["ShardColumns", "ShardSink", "StoreFormat", "store_format"]
+__all__ = ["ShardCheck", "ShardColumns", "ShardSink", "StoreFormat", "store_format"]
 
 #: a shard's columns as a format reads them: X (dense float32 or CSR), y, group, weight
 ShardColumns = tuple[Any, np.ndarray, "np.ndarray | None", "np.ndarray | None"]
+
+
+class ShardCheck(NamedTuple):
+    """What a shard must hold, from the manifest; travels with :meth:`~dpipe.io._store.Store.shard_args` to the workers.
+
+    Attributes
+    ----------
+    class_counts : (n_negative, n_positive)
+        The manifest's two counts.
+    digests : dict or None
+        Recorded content hashes (schema 2), compared in verify mode.
+    has_group, has_weight : bool
+        Which optional arrays the shard has.
+    chunk_files : bool
+        Whether every Zarr chunk must have a file (stores with checksums, written with ``write_empty_chunks``).
+    labelled : bool
+        False: the store has no labels and ``y`` must be all 0.
+    nnz : int or None
+        CSR stores: the shard's stored values (None: a dense store).
+    """
+
+    class_counts: tuple[int, ...]
+    digests: dict[str, str] | None
+    has_group: bool
+    has_weight: bool
+    chunk_files: bool
+    labelled: bool = True
+    nnz: int | None = None
+
 
 #: manifest ``format`` -> (module, class), imported on first use
 _FORMATS = {"zarr": ("._zarr_store", "ZarrFormat"), "parquet": ("._parquet_store", "ParquetFormat")}

@@ -10,18 +10,36 @@ from __future__ import annotations
 import abc
 from collections import Counter
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .._progress import advance
 from ..exceptions import InputError, ParameterError
 from ._csv_source import detect_header, read_csv_block, split_csv_line
-from ._ingest_sources import CSV_BLOCK_BYTES, hash_file, peek_lines, prefetch
+from ._ingest_sources import CSV_BLOCK_BYTES, SourceFile, hash_file, peek_lines, prefetch
 from ._tabular import HASHED_ONLY
 
 if TYPE_CHECKING:
-    from ._ingest_jobs import SourceFile, TabularJob
+    from ._manifest import Manifest
 
-__all__ = ["TabularSource", "tabular_source"]
+__all__ = ["TabularJob", "TabularSource", "tabular_source"]
+
+
+class TabularJob(Protocol):
+    """What a source reads of its ingest job (:class:`dpipe.io._ingest_jobs.TabularJob`)."""
+
+    files: list[SourceFile]
+    like: Manifest | None
+    header_opt: bool | str | None
+    skip_rows: int
+    read_rows: int
+    #: the columns' names once known, and the numeric columns' positions (a CSV block's typed columns)
+    names: list[str]
+    numeric: Any
+    #: whether the CSV files have a header line (None: Parquet), set by :meth:`TabularSource.columns`
+    header: bool | None
+
+    def like_columns(self) -> list[Any]:
+        """The like= store's source columns."""
 
 
 class TabularSource(abc.ABC):

@@ -10,8 +10,8 @@ import msgspec
 from ..exceptions import StoreError
 from ._checksum import CHECKSUM_ALGORITHM, shard_digests
 from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, decode_manifest, write_manifest
-from ._store import ShardCheck, Store, read_shard
-from ._store_format import store_format
+from ._store import Store, read_shard
+from ._store_format import ShardCheck, store_format
 
 __all__ = ["verify_store", "record_checksums"]
 

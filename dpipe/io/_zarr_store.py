@@ -27,12 +27,11 @@ from .._config import get_setting
 from ..exceptions import ParameterError, StoreError
 from ..reduce._block import csr_block
 from ._manifest import MANIFEST_NAME, Manifest, canonical_json, write_json_atomic
-from ._store_format import ShardColumns, ShardSink, StoreFormat
+from ._store_format import ShardCheck, ShardColumns, ShardSink, StoreFormat
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArrayConfigParams
 
-    from ._store import ShardCheck
 
 __all__ = ["ZarrFormat", "ZARR_MANIFEST_KEY", "STORE_CODECS", "choose_codec"]
 

@@ -179,7 +179,7 @@ def weighted_row_sums_and_squares(shard, pos_rows: np.ndarray, neg_rows: np.ndar
     g, c = np.zeros(shard.n_rows), np.zeros(shard.n_rows)
     g[pos_rows], g[neg_rows] = g_pos, g_neg
     c[pos_rows], c[neg_rows] = c_pos, c_neg
-    return np.stack(rmatvec_squares(shard.X, g, c))
+    return rmatvec_squares(shard.X, g, c)
 
 
 def direction_pass(shard, w: np.ndarray, key: str, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
