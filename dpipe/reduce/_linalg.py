@@ -131,14 +131,14 @@ def _row_dot_pair(typingctx, x, u, w):
 @numba.njit(nogil=True, cache=True)
 def _matvec(X, w, out):
     for r in range(X.shape[0]):
-        out[r] = _row_dot(X[r], w)
+        out[r] = _row_dot(X[r], w)  # type: ignore[call-arg]  # numba supplies the typing context
     return out
 
 
 @numba.njit(nogil=True, cache=True)
 def _matvec_pair(X, u, w, out_u, out_w):
     for r in range(X.shape[0]):
-        out_u[r], out_w[r] = _row_dot_pair(X[r], u, w)
+        out_u[r], out_w[r] = _row_dot_pair(X[r], u, w)  # type: ignore[call-arg]  # numba supplies the typing context
 
 
 @numba.njit(nogil=True, cache=True, fastmath=False)
@@ -242,14 +242,14 @@ def _csr_row_dot_pair(typingctx, indices, data, u, w, lo, hi):
 @numba.njit(nogil=True, cache=True)
 def _csr_matvec(indptr, indices, data, w, out):
     for r in range(out.size):
-        out[r] = _csr_row_dot(indices, data, w, indptr[r], indptr[r + 1])
+        out[r] = _csr_row_dot(indices, data, w, indptr[r], indptr[r + 1])  # type: ignore[call-arg]  # numba supplies the typing context
     return out
 
 
 @numba.njit(nogil=True, cache=True)
 def _csr_matvec_pair(indptr, indices, data, u, w, out_u, out_w):
     for r in range(out_u.size):
-        out_u[r], out_w[r] = _csr_row_dot_pair(indices, data, u, w, indptr[r], indptr[r + 1])
+        out_u[r], out_w[r] = _csr_row_dot_pair(indices, data, u, w, indptr[r], indptr[r + 1])  # type: ignore[call-arg]  # numba supplies the typing context
 
 
 @numba.njit(nogil=True, cache=True, fastmath=False)
