@@ -26,7 +26,7 @@ __all__ = ["LANES", "matvec", "matvec_pair", "rmatvec", "rmatvec_squares", "rows
 
 
 #: lanes of a row sum ``x . w``: lane ``j`` adds the products of the columns ``k = j (mod LANES)`` in increasing
-#: ``k``, then the lanes add in a fixed tree (:func:`_fold_lanes`). A CSR row's stored values go to the same lanes in
+#: ``k``, then the lanes add in a fixed tree (:func:`_fold_ir`). A CSR row's stored values go to the same lanes in
 #: the same order, and a dense zero adds a signed zero, which leaves a lane (never ``-0.0``) unchanged: so a dense and
 #: a CSR block of the same rows give bitwise the same ``X @ w``.
 LANES = 8
