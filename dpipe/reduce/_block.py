@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["LAYOUTS", "is_csr", "layout_of", "csr_block", "empty_block", "block_nbytes", "block_nnz", "take_rows", "slice_rows",
-           "concat_rows", "dense_rows", "first_nonfinite", "value_at", "to_float32", "column_weighted_moments", "MOMENT_BLOCK_VALUES"]
+           "concat_rows", "dense_rows", "first_nonfinite", "value_at", "to_float32"]
 
 #: the feature layouts of a store (its manifest's ``layout``)
 LAYOUTS = ("dense", "csr")
@@ -145,50 +145,3 @@ def value_at(X: Any, row: int, col: int) -> float:
         hit = np.flatnonzero(X.indices[lo:hi] == col)
         return float(X.data[lo + hit[0]]) if hit.size else 0.0
     return float(X[row, col])
-
-
-#: stored values a column-moments block handles at once (its float64 temporaries: a few times 8 MB)
-MOMENT_BLOCK_VALUES = 1 << 20
-
-
-def _row_blocks(indptr: np.ndarray, per_block: int) -> list[tuple[int, int]]:
-    """Row ranges whose stored values number about ``per_block`` each (a row with more is a block of its own)."""
-    n = indptr.size - 1
-    bounds = [0]
-    while bounds[-1] < n:
-        start = bounds[-1]
-        stop = int(np.searchsorted(indptr, indptr[start] + per_block, side="right")) - 1
-        bounds.append(min(n, max(stop, start + 1)))
-    return list(zip(bounds[:-1], bounds[1:]))
-
-
-def column_weighted_moments(X: Any, v: np.ndarray | None) -> tuple[float, np.ndarray, np.ndarray]:
-    """``(total weight, weighted mean, weighted centred sum of squares)`` of every column of a CSR block, O(nnz).
-
-    The centred sum is taken in two passes over the stored values (the zeros contribute
-    ``(total - weight of the stored entries) mean^2`` exactly), not as ``E[x^2] - mean^2``;
-    both go through blocks of :data:`MOMENT_BLOCK_VALUES` stored values, so the temporaries
-    stay a few tens of MB whatever the shard (a streamed worker's memory limit holds).
-    """
-    n, d = X.shape
-    vv = np.ones(n) if v is None else np.asarray(v, dtype=np.float64)
-    total = float(vv.sum())
-    if total <= 0:
-        return 0.0, np.zeros(d), np.zeros(d)
-    blocks = _row_blocks(np.asarray(X.indptr), MOMENT_BLOCK_VALUES)
-
-    def stored(a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        lo, hi = int(X.indptr[a]), int(X.indptr[b])
-        return np.repeat(vv[a:b], np.diff(X.indptr[a : b + 1])), X.indices[lo:hi], X.data[lo:hi].astype(np.float64)
-
-    mean, m2 = np.zeros(d), np.zeros(d)  # m2 first holds the stored entries' weight per column
-    for a, b in blocks:
-        rv, cols, x = stored(a, b)
-        mean += np.bincount(cols, weights=rv * x, minlength=d)
-        m2 += np.bincount(cols, weights=rv, minlength=d)
-    mean /= total
-    m2 = (total - m2) * mean**2  # the zeros' part
-    for a, b in blocks:
-        rv, cols, x = stored(a, b)
-        m2 += np.bincount(cols, weights=rv * (x - mean[cols]) ** 2, minlength=d)
-    return total, mean, m2

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import numba
 import numpy as np
 
-from ._block import column_weighted_moments, dense_rows, is_csr
+from ._block import dense_rows, is_csr
 from ._finite import check_features, check_weights
 
-__all__ = ["unit_scales", "ClassMoments", "ColumnMoments", "column_moments_of_shard", "merge_column_moments", "shard_moments", "class_moments_of_shard", "merge_moments", "BLOCK_ROWS"]
+__all__ = ["unit_scales", "ClassMoments", "ColumnMoments", "column_moments_of_shard", "column_weighted_moments", "merge_column_moments", "shard_moments",
+           "class_moments_of_shard", "merge_moments", "BLOCK_ROWS"]
 
 #: Rows converted to float64 at a time; bounds the temporary memory of a shard pass.
 BLOCK_ROWS = 8192
@@ -224,37 +226,94 @@ class ColumnMoments:
         return np.sqrt(self.std**2 + self.mean**2)
 
 
-def column_moments_of_shard(shard, block_rows: int = BLOCK_ROWS) -> ColumnMoments:
-    """:class:`ColumnMoments` of one shard (weighted by its weight column, if any), in float64 blocks merged pairwise.
+def column_moments_of_shard(shard) -> ColumnMoments:
+    """:class:`ColumnMoments` of one shard (weighted by its weight column, if any): :func:`column_weighted_moments`.
 
     Raises :class:`~dpipe.exceptions.ShardValueError` at a non-finite feature or sample weight.
     """
     check_weights(shard)
     with np.errstate(invalid="ignore", over="ignore"):  # an inf feature gives inf - inf: the check below names it
-        out = _column_moments(shard, block_rows)
+        out = ColumnMoments(*column_weighted_moments(shard.X, shard.weight))
     if not (np.isfinite(out.mean).all() and np.isfinite(out.m2).all()):
         check_features(shard)
     return out
 
 
-def _column_moments(shard, block_rows: int) -> ColumnMoments:
-    X = shard.X
-    d = X.shape[1]
-    if is_csr(X):  # O(nnz): a sparse block is never densified
-        return ColumnMoments(*column_weighted_moments(X, shard.weight))
-    out = ColumnMoments(0, np.zeros(d), np.zeros(d))
-    for start in range(0, X.shape[0], block_rows):
-        B = np.asarray(X[start : start + block_rows], dtype=np.float64)
-        if shard.weight is None:
-            mean = B.mean(axis=0)
-            out = merge_column_moments(out, ColumnMoments(B.shape[0], mean, ((B - mean) ** 2).sum(axis=0)))
-            continue
-        v = np.asarray(shard.weight[start : start + block_rows], dtype=np.float64)
-        total = float(v.sum())
-        if total > 0:
-            mean = (v @ B) / total
-            out = merge_column_moments(out, ColumnMoments(total, mean, v @ (B - mean) ** 2))
-    return out
+def column_weighted_moments(X, v: np.ndarray | None) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(total weight, weighted mean, weighted centred sum of squares)`` of every column of a dense or CSR block.
+
+    The same sums in the same order for both layouts, so a dense block and a CSR block of the
+    same rows give bitwise the same moments (and the fits that take column scales from them,
+    the same models). Two passes over the non-zero values, O(n d) dense and O(nnz) CSR, no
+    temporaries: per column, ``sum v x`` and the weight of the non-zero values, each added
+    row after row; then the centred sum is the zeros' part ``(total - their weight) mean^2``
+    plus ``v (x - mean)^2`` of every non-zero value, row after row (two passes, not
+    ``E[x^2] - mean^2``). A zero stored in a CSR block counts as a zero, not a value.
+    """
+    n, d = X.shape
+    vv = np.ones(n) if v is None else np.ascontiguousarray(v, dtype=np.float64)
+    total = float(vv.sum())
+    if total <= 0:
+        return 0.0, np.zeros(d), np.zeros(d)
+    mean, m2 = np.zeros(d), np.zeros(d)  # m2 first holds the non-zero values' weight per column
+    if is_csr(X):
+        _csr_column_sums(X.indptr, X.indices, X.data, vv, mean, m2)
+    else:
+        X = np.ascontiguousarray(X)
+        _column_sums(X, vv, mean, m2)
+    mean /= total
+    m2 = (total - m2) * mean**2
+    if is_csr(X):
+        _csr_centred_squares(X.indptr, X.indices, X.data, vv, mean, m2)
+    else:
+        _centred_squares(X, vv, mean, m2)
+    return total, mean, m2
+
+
+# A dense zero adds v * 0 = +-0.0 to a sum (never -0.0) and +0.0 to the others: bitwise nothing, as a CSR block's
+# missing value. Every sum is taken row after row (vectorized across the columns, never reassociated).
+@numba.njit(nogil=True, cache=True)
+def _column_sums(X, v, s, nonzero_weight):
+    n, d = X.shape
+    for r in range(n):
+        vr = v[r]
+        for k in range(d):
+            x = np.float64(X[r, k])
+            s[k] += vr * x
+            nonzero_weight[k] += vr if x != 0.0 else 0.0
+
+
+@numba.njit(nogil=True, cache=True)
+def _csr_column_sums(indptr, indices, data, v, s, nonzero_weight):
+    for r in range(indptr.size - 1):
+        vr = v[r]
+        for p in range(indptr[r], indptr[r + 1]):
+            x = np.float64(data[p])
+            if x != 0.0:
+                s[indices[p]] += vr * x
+                nonzero_weight[indices[p]] += vr
+
+
+@numba.njit(nogil=True, cache=True)
+def _centred_squares(X, v, mean, m2):
+    n, d = X.shape
+    for r in range(n):
+        vr = v[r]
+        for k in range(d):
+            x = np.float64(X[r, k])
+            t = x - mean[k]
+            m2[k] += vr * (t * t) if x != 0.0 else 0.0
+
+
+@numba.njit(nogil=True, cache=True)
+def _csr_centred_squares(indptr, indices, data, v, mean, m2):
+    for r in range(indptr.size - 1):
+        vr = v[r]
+        for p in range(indptr[r], indptr[r + 1]):
+            x = np.float64(data[p])
+            if x != 0.0:
+                t = x - mean[indices[p]]
+                m2[indices[p]] += vr * (t * t)
 
 
 def merge_column_moments(a: ColumnMoments, b: ColumnMoments) -> ColumnMoments:

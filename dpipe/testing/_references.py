@@ -63,8 +63,23 @@ def curvature_apply_reference(c: Curvature, u_pos: np.ndarray, u_neg: np.ndarray
 # float64 products (dpipe.reduce._linalg)
 # ---------------------------------------------------------------------------
 def matvec_reference(X: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """NumPy reference of :func:`~dpipe.reduce._linalg.matvec`."""
-    return np.asarray(X, dtype=np.float64) @ np.asarray(w, dtype=np.float64)
+    """NumPy reference of :func:`~dpipe.reduce._linalg.matvec`, bitwise: the same sums in the same order.
+
+    Lane ``j`` of :data:`~dpipe.reduce._linalg.LANES` adds ``x_k w_k`` over the columns
+    ``k = j (mod LANES)`` in increasing ``k``; the lanes are then added in halves
+    (``lane[j] + lane[j + h]``, ``h = LANES / 2, ..., 1``).
+    """
+    from ..reduce._linalg import LANES
+
+    X, w = np.asarray(X, dtype=np.float64), np.asarray(w, dtype=np.float64)
+    lanes = np.zeros((LANES, X.shape[0]))
+    for k in range(X.shape[1]):
+        lanes[k % LANES] += X[:, k] * w[k]
+    h = LANES // 2
+    while h >= 1:
+        lanes[:h] = lanes[:h] + lanes[h : 2 * h]
+        h //= 2
+    return lanes[0]
 
 
 def rmatvec_reference(X: np.ndarray, g: np.ndarray) -> np.ndarray:

@@ -248,7 +248,7 @@ def test_column_moments_merge_equals_numpy():
     from dpipe.reduce import column_moments_of_shard, merge_column_moments
 
     X, y = classification_data(3000, 6, seed=7)
-    parts = [column_moments_of_shard(Shard(X=X[a:b], y=y[a:b]), block_rows=250) for a, b in ((0, 1000), (1000, 1000), (1000, 3000))]
+    parts = [column_moments_of_shard(Shard(X=X[a:b], y=y[a:b])) for a, b in ((0, 1000), (1000, 1000), (1000, 3000))]
     cm = merge_column_moments(merge_column_moments(parts[0], parts[1]), parts[2])
     X64 = X.astype(np.float64)
     np.testing.assert_allclose(cm.mean, X64.mean(0), rtol=1e-12)

@@ -7,9 +7,9 @@ import pytest
 import scipy.sparse as sp
 
 from dpipe.io import Shard
-from dpipe.reduce._block import column_weighted_moments, concat_rows, csr_block, dense_rows, first_nonfinite, is_csr, take_rows, to_float32, value_at
+from dpipe.reduce._block import concat_rows, csr_block, dense_rows, first_nonfinite, is_csr, take_rows, to_float32, value_at
 from dpipe.reduce._linalg import matvec, matvec_pair, rmatvec, rows_product
-from dpipe.reduce._moments import column_moments_of_shard, shard_moments
+from dpipe.reduce._moments import column_moments_of_shard, column_weighted_moments, shard_moments
 
 
 def _blocks(n=400, d=37, density=0.1, seed=0):
@@ -28,12 +28,12 @@ def test_products_on_csr_equal_dense_and_float64_reference():
     ref = D.astype(np.float64)
     assert is_csr(X) and not is_csr(D)
     np.testing.assert_allclose(matvec(X, w), ref @ w, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(matvec(X, w), matvec(D, w), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(matvec(X, w), matvec(D, w))  # the same lanes, the same order: bitwise
     np.testing.assert_array_equal(rmatvec(X, g), rmatvec(D, g))  # the same order of additions: bitwise
     np.testing.assert_allclose(rmatvec(X, g), ref.T @ g, rtol=1e-12, atol=1e-12)
     pu, pw = matvec_pair(X, u, w)
     np.testing.assert_allclose(pu, ref @ u, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(pw, ref @ w, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(pw, matvec(D, w))
     rows = np.array([0, 5, 17, 399])
     Dk = rng.uniform(0.1, 2, rows.size)
     want = np.concatenate([ref[rows].T @ (Dk * (ref[rows] @ w - 0.3)), [-(Dk * (ref[rows] @ w - 0.3)).sum()]])
@@ -84,9 +84,9 @@ def test_column_and_class_moments_match_dense(weighted):
     v = rng.integers(0, 4, D.shape[0]).astype(np.float32) if weighted else None
     a = column_moments_of_shard(Shard(X=X, y=y, weight=v))
     b = column_moments_of_shard(Shard(X=D, y=y, weight=v))
-    assert a.count == pytest.approx(b.count)
-    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(a.m2, b.m2, rtol=1e-10, atol=1e-10)
+    assert a.count == b.count  # the same sums in the same order: bitwise
+    np.testing.assert_array_equal(a.mean, b.mean)
+    np.testing.assert_array_equal(a.m2, b.m2)
     total, mean, m2 = column_weighted_moments(X, v)
     vv = np.ones(D.shape[0]) if v is None else v.astype(np.float64)
     ref_mean = vv @ D / vv.sum()
@@ -97,15 +97,21 @@ def test_column_and_class_moments_match_dense(weighted):
     np.testing.assert_allclose(ma.m2, mb.m2, rtol=1e-10, atol=1e-10)
 
 
-def test_column_moments_in_small_blocks_equal_one_block(monkeypatch):
-    from dpipe.reduce import _block
-
+def test_column_moments_count_a_stored_zero_as_a_zero():
     X, D = _blocks(seed=5)
-    v = np.random.default_rng(6).random(D.shape[0])
-    whole = column_weighted_moments(X, v)
-    monkeypatch.setattr(_block, "MOMENT_BLOCK_VALUES", 37)  # many blocks, some of one row
-    assert len(_block._row_blocks(X.indptr, 37)) > 20
-    blocked = column_weighted_moments(X, v)
-    assert blocked[0] == whole[0]
-    np.testing.assert_allclose(blocked[1], whole[1], rtol=1e-13, atol=1e-15)
-    np.testing.assert_allclose(blocked[2], whole[2], rtol=1e-12, atol=1e-13)
+    rng = np.random.default_rng(6)
+    v = rng.random(D.shape[0])
+    keep = D != 0
+    keep[::3] = True  # every value of every third row stored, zeros included
+    D[1, 2] = -0.0
+    keep[1, 2] = True
+    rows, cols = np.nonzero(keep)
+    stored = sp.csr_array((D[rows, cols], (rows, cols)), shape=D.shape)
+    assert stored.nnz > X.nnz
+    for weight in (None, v):
+        want = column_weighted_moments(D, weight)
+        for block in (X, stored):
+            got = column_weighted_moments(block, weight)
+            assert got[0] == want[0]
+            np.testing.assert_array_equal(got[1], want[1])
+            np.testing.assert_array_equal(got[2], want[2])
