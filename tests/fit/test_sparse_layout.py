@@ -109,11 +109,11 @@ def test_every_objective_trains_the_same_model_on_both_layouts(stores, objective
 @pytest.mark.parametrize("objective", list(OBJECTIVES))
 def test_the_cluster_trains_both_layouts_as_the_local_engine(stores, client, objective):
     """Weighted stores (the harder case: the weights enter every sum); the unweighted ones are the local test's. The rate
-    family stops after 2 MM steps of at most 40 inner iterations: at its tight stops it makes a thousand round trips
+    family stops after 1 MM step of at most 10 inner iterations: at its tight stops it makes a thousand round trips
     to the workers (two minutes a fit), and the same bits at every step need no convergence to show."""
     opts = _options(objective)
     if _family(objective) == "rate":
-        opts.update(max_iter=40, mm_steps=2)
+        opts.update(max_iter=10, mm_steps=1)
     local = dpipe.train(stores["csr", True], objective, engine="local", **opts)
     remote = dpipe.train(stores["csr", True], objective, client=client, **opts)
     _same(remote, local)
