@@ -23,6 +23,14 @@ log = logging.getLogger("dpipe.solvers")
 #: with ``rtol``, a line search that can no longer decrease the objective (the rounding floor) counts as converged once the
 #: gradient norm is this far below its largest; above it the stop is reported as early (a badly scaled problem)
 LINE_SEARCH_FLOOR = 1e-4
+#: scipy's ``ftol``: a step that lowers the objective by less than this relative amount ends the run as converged
+FTOL = 1e3 * np.finfo(float).eps
+#: with ``rtol``, a line search that fails once the gradient is this far below its largest also counts as converged when
+#: the decrease still ahead is below what the objective resolves: the last step's decrease times the square of the
+#: gradient's last drop (``J - J* ~ ||g||^2`` near the minimum) within ``10 FTOL`` of ``|J|``. How far the iterate is then
+#: determined follows from the conditioning: with a ridge ``lam``, a J within ``dJ`` of the minimum is a ``w`` within
+#: ``sqrt(2 dJ / lam)`` of the minimizer.
+ROUNDING_FLOOR_GRADIENT = 1e-2
 
 
 class Objective(Protocol):
@@ -185,7 +193,7 @@ def minimize_lbfgs(
         jac=True,
         method="L-BFGS-B",
         callback=on_iteration,
-        options={"maxcor": int(memory), "maxiter": int(max_iter), "gtol": float(tol) * scale, "ftol": 1e3 * np.finfo(float).eps},
+        options={"maxcor": int(memory), "maxiter": int(max_iter), "gtol": float(tol) * scale, "ftol": FTOL},
     )
     elapsed = time.perf_counter() - t0
     gmax = float(np.max(np.abs(res.jac))) / scale if res.jac is not None and np.size(res.jac) else 0.0
@@ -203,7 +211,13 @@ def minimize_lbfgs(
     elif res.nit >= max_iter:
         status, success = 1, False
     else:
-        status, success = 2, gmax <= 10 * tol or (rtol is not None and g_end <= max(10 * rtol, LINE_SEARCH_FLOOR) * last.get("g_top", 0.0))
+        g_top = last.get("g_top", 0.0)
+        at_floor = False
+        if len(history) >= 2 and history[-2]["grad_norm"] > 0 and np.isfinite(history[-2]["fun"]) and np.isfinite(history[-1]["fun"]):
+            ahead = max(history[-2]["fun"] - history[-1]["fun"], 0.0) * (history[-1]["grad_norm"] / history[-2]["grad_norm"]) ** 2
+            at_floor = ahead <= 10 * FTOL * max(1.0, abs(history[-1]["fun"]))
+        status, success = 2, gmax <= 10 * tol or (rtol is not None and (g_end <= max(10 * rtol, LINE_SEARCH_FLOOR) * g_top
+                                                                        or (g_end <= ROUNDING_FLOOR_GRADIENT * g_top and at_floor)))
     log.log(logging.INFO if log_every else logging.DEBUG, "%sdone: %s after %d iterations, %d evaluations, f=%.10g, max|g|=%.2e, %.2fs",
             name, msg, res.nit, nfev, res.fun, gmax, elapsed)
     if status == 1:
