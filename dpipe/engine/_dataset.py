@@ -375,14 +375,24 @@ class ShardedDataset:
                     calls = [getattr(host, method)(*args) for (_, host, _), args in zip(self._hosts, per_host)]
                 return [result_bounded(call, self._what(method), self.client, alive=self._hosts_finished) for call in calls]
             except host_lost_errors() + (RuntimeError,) as error:
-                if isinstance(error, StaleScores):
+                if not self._host_lost(error):
                     raise
-                if isinstance(error, RuntimeError) and not isinstance(error, host_lost_errors()):
-                    time.sleep(HOST_CHECK_SECONDS)  # "Worker holding Actor was lost" may come before the scheduler marks the host's future
-                    if self._hosts_finished():
-                        raise
                 self._drop_hosts(error)
                 raise HostsLost(f"{self.name}: {type(error).__name__}: {error}") from error
+
+    def _host_lost(self, error: BaseException) -> bool:
+        """Whether ``error`` from a call on the shard hosts means a host is gone (its worker, or the connection to it).
+
+        A ``RuntimeError`` counts once a host's future is no longer finished: distributed raises "Worker holding Actor
+        was lost" when the actor's worker died, sometimes before the scheduler has marked the future (hence the wait);
+        any other RuntimeError, and :class:`StaleScores`, are the call's own.
+        """
+        if isinstance(error, StaleScores):
+            return False
+        if isinstance(error, RuntimeError) and not isinstance(error, host_lost_errors()):
+            time.sleep(HOST_CHECK_SECONDS)
+            return not self._hosts_finished()
+        return True
 
     def _map_gather(self, fn: Callable, args: tuple) -> list:
         if self._hosts_alive():
@@ -390,8 +400,10 @@ class ShardedDataset:
                 with self.client.as_current():  # actor proxies bind to the current client
                     calls = [(positions, host.map(fn, args)) for positions, host, _ in self._hosts]
                 return self._host_results(fn, calls)
-            except host_lost_errors() as e:
-                self._drop_hosts(e)
+            except host_lost_errors() + (RuntimeError,) as error:
+                if not self._host_lost(error):
+                    raise
+                self._drop_hosts(error)
         return self._gather(self._submit_map(fn, args), fn)
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
