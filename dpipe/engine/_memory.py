@@ -19,16 +19,12 @@ Measured against this model (without :data:`SAFETY`), streaming fits peaked at
 A CSR shard is read through zarr's own path and holds more while a pass runs
 (:data:`CSR_WORKING_COPIES`), and a wide store's d-vectors count, a few per pass
 (:data:`D_VECTORS`) and one per shard of the worker (:data:`SHARD_D_VECTORS`):
-streaming 10^6 x 2^20 text rows in 6 shards on two workers peaked at 453-476 MB a worker;
-this model asks for 560 MB, so 500 MB is refused at the start instead of paused workers
-waiting for ever. The refusal names the
+streaming 10^6 x 2^20 text rows in 6 shards on two workers peaked at 449-476 MB a worker
+(560 MB ran clean); this model asks for 600 MB, and refuses 500 MB at the start instead of
+paused workers waiting for ever. The refusal names the
 shard size that needs the least (:meth:`MemoryNeed.workable_shard_rows`): not always a
 smaller one, since at 2^20 features a shard's d-vectors outweigh its rows (13 shards of
-that store needed more memory than 6). A known miss at that width: in the 22 shards of
-46,117 rows it names for 550 MB, the workers kept about 460 MB between passes (the model
-says 220 MB) and stalled: the 8 MB d-vectors then came from the heap below the workers' mmap
-threshold and were not all returned; that threshold is now 4 MiB (:data:`WORKER_ALLOCATOR`), not
-re-measured at 22 shards.
+that store needed more memory than 6), and none where no size fits ("use more workers").
 
 dask pauses a worker whose memory passes ``distributed.worker.memory.pause`` (80 %
 of its limit by default) and its nanny restarts one past ``terminate`` (95 %). A
@@ -60,17 +56,18 @@ __all__ = [
 WORKING_COPIES = 3
 #: the same for a CSR shard, read through zarr's own path (its values and indices straddle chunks shared with the next
 #: shard). Measured on 10^6 x 2^20 text rows in 58 MB shards, streamed on 2 workers (auc, 10 Newton steps): workers
-#: peaked at 453-476 MB with 8 MB d-vectors mmapped (:data:`WORKER_ALLOCATOR`), at 523-555 MB with them on the heap
-#: (where this was 5); 3 copies predict 486 MB, and 560 MB as the smallest workable limit
+#: peaked at 449-476 MB with 8 MB d-vectors mmapped (:data:`WORKER_ALLOCATOR`), at 523-555 MB with them on the heap
+#: (where this was 5)
 CSR_WORKING_COPIES = 3
 #: float64 d-vectors a worker holds while a pass runs: ``w`` in the arguments of its queued tasks, a gradient or
 #: column-moments result, the two inputs and the output of a tree combine. Nothing at d = 100; 64 MB at d = 2^20
 D_VECTORS = 8
-#: and per shard it holds: each shard's result (a gradient, column moments) waits for the tree's combine. Measured on
-#: 10^6 x 2^20 text rows streamed on 2 workers (peak RSS of the process tree, 2 Newton steps): 1.65 GB in 6 shards,
-#: 2.10 GB in 13; in 13 shards 500 MB a worker paused and restarted workers. One vector a shard fits every run
-#: (with :data:`SAFETY`: 13 shards need 570 MB, 6 shards 700 MB, where 700 MB ran clean)
-SHARD_D_VECTORS = 1
+#: and per shard it holds: each shard's result waits for the tree's combine, two d-vectors for auc's Newton (the gradient
+#: and the Jacobi diagonal, one (2, d) array) and for column moments (means and centred sums). Measured on 10^6 x 2^20
+#: text rows streamed on 2 workers (auc): in 6 shards the workers peaked at 449-476 MB (this model: 521 MB, so a 600 MB
+#: limit with SAFETY; 560 MB ran clean); re-written in 14 shards of 73,374 rows, which one vector a shard said would fit
+#: 500 MB, they paused and restarted at 500 MB. With two, no shard size fits 500 MB on 2 workers
+SHARD_D_VECTORS = 2
 #: bytes a worker holds per row of its shards during a fit: float64 scores awaiting the gather (8), the
 #: int32 row order remembered for two fits (8) and the float64 row weights of the gradient tasks (8).
 #: A rate fit keeps 9-10 instead (cells and anchor margins, dpipe.reduce._rates); auc-rate both (34: not yet counted)

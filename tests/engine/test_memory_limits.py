@@ -50,12 +50,13 @@ def test_memory_need_counts_wide_vectors_and_a_csr_shards_read():
     wide_csr = memory_need([40 * MB], [400], 2, persisted=False, n_features=2**20, csr=True)
     assert wide_csr.resident == dense.resident
     assert wide_csr.working == CSR_WORKING_COPIES * 40 * MB + (D_VECTORS + SHARD_D_VECTORS) * 8 * 2**20  # one shard on the worker
-    # the measured case (10^6 x 2^20 text rows, 6 shards of 58 MB, 2 workers streamed, auc): workers peaked at 453-476 MB
-    # with a footprint of 197-204 MB; the model's peak covers that, and its limit (with SAFETY) stays below 600 MB
+    # the measured case (10^6 x 2^20 text rows, 6 shards of 58 MB, 2 workers streamed, auc): workers peaked at 449-476 MB
+    # with a footprint of 197-204 MB, and 560 MB ran clean; the model's peak covers that, and its limit (with SAFETY) is
+    # above 500 MB (where 14 smaller shards paused and restarted workers) and not far above 560 MB
     need = memory_need([58 * MB] * 6, [166_667] * 6, 2, persisted=False, n_features=2**20, csr=True)
     worker = WorkerMemory(footprint=204 * MB, limit=0, pause=0.8, terminate=0.95)
     assert worker.footprint + need.resident + need.working >= 476 * MB
-    assert 500 * MB < need.minimum_limit(worker) <= 600 * MB
+    assert 560 * MB < need.minimum_limit(worker) <= 650 * MB
 
 
 def test_a_refused_streaming_limit_names_the_shard_rows_that_need_the_least():
@@ -64,7 +65,7 @@ def test_a_refused_streaming_limit_names_the_shard_rows_that_need_the_least():
     MB_ = 1e6
     rows, per_row = [166_667] * 6, 58 * MB_ / 166_667
     need = memory_need([int(r * per_row) for r in rows], rows, 2, persisted=False, n_features=2**20, csr=True)
-    tight = WorkerMemory(footprint=204 * MB_, limit=550 * MB_, pause=0.8, terminate=0.95)
+    tight = WorkerMemory(footprint=204 * MB_, limit=600 * MB_, pause=0.8, terminate=0.95)
     assert need.minimum_limit(tight) > tight.limit
     fit = need.workable_shard_rows(tight)
     assert fit is not None and 10_000 < fit < 166_667
@@ -78,7 +79,7 @@ def test_a_refused_streaming_limit_names_the_shard_rows_that_need_the_least():
         check_memory_limits({"w": tight}, need, "s.zarr", "stream")
     too_tight = WorkerMemory(footprint=204 * MB_, limit=450 * MB_, pause=0.8, terminate=0.95)  # no shard size fits
     assert need.workable_shard_rows(too_tight) is None
-    with pytest.raises(ParameterError, match=r"at least 570 MB, or use more workers$"):
+    with pytest.raises(ParameterError, match=r"at least 610 MB, or use more workers$"):
         check_memory_limits({"w": too_tight}, need, "s.zarr", "stream")
     persisted = memory_need([int(r * per_row) for r in rows], rows, 2, persisted=True, n_features=2**20, csr=True)
     assert persisted.workable_shard_rows(tight) is None  # persisted shards: their bytes count whatever their size
