@@ -209,15 +209,17 @@ def _check_one_stdout_document(a: argparse.Namespace, what: str) -> None:
 
 def _cmd_train(a: argparse.Namespace) -> int | None:
     from .._output import locked_output
-    from ..fit import PARAMS, train
     from ._json import STDOUT, emit, emit_model, train_summary
 
     _check_one_stdout_document(a, "model")
     out = None if a.out == STDOUT else a.out  # '-': the model on stdout, after the fit (nothing half-written)
-    given = {name: getattr(a, name) for name in PARAMS if getattr(a, name) is not None}
-    if a.constraints_file:
-        given["constraints"] = [*given.get("constraints", []), *_read_constraints_file(a.constraints_file)]
-    with locked_output(out, overwrite=a.overwrite, what="model") if out else contextlib.nullcontext():  # one writer of --out, fit included
+    # one writer of --out, fit included; taken before the fit layer is imported, so that a refused --out fails at once
+    with locked_output(out, overwrite=a.overwrite, what="model") if out else contextlib.nullcontext():
+        from ..fit import PARAMS, train
+
+        given = {name: getattr(a, name) for name in PARAMS if getattr(a, name) is not None}
+        if a.constraints_file:
+            given["constraints"] = [*given.get("constraints", []), *_read_constraints_file(a.constraints_file)]
         model = train(a.store, a.objective, validation=a.validation, datasets=_parse_datasets(a.datasets), out=out, overwrite=a.overwrite,
                       train_metrics=a.train_metrics, constraint_validation=_parse_validation(a.constraint_validation), **given, **_cluster_keywords(a))
     fit = model.fit
