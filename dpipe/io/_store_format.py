@@ -15,6 +15,7 @@ never loads pyarrow.
 from __future__ import annotations
 
 import abc
+import functools
 import importlib
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -131,11 +132,7 @@ def store_format(name: str, path: str = "") -> StoreFormat:
     return _instance(module, cls)
 
 
-_INSTANCES: dict[str, StoreFormat] = {}
-
-
+@functools.cache
 def _instance(module: str, cls: str) -> StoreFormat:
-    fmt = _INSTANCES.get(cls)
-    if fmt is None:
-        fmt = _INSTANCES[cls] = getattr(importlib.import_module(module, __package__), cls)()
-    return fmt
+    """The one (stateless) instance of a format class, imported on first use."""
+    return getattr(importlib.import_module(module, __package__), cls)()
