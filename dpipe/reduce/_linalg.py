@@ -17,7 +17,12 @@ value to its column's lane with a masked vector add. Measured against the compil
 (``fastmath``) kernels they replace, one thread, best of 3 x 9 runs (old and new interleaved) on a shared
 2-core machine: dense ``X @ w`` 0.74-1.13x (1,333,333 x 30: 13.5 ms against 18.2; 338,983 x 118,
 160 MB: 11.9 against 12.1; 10^6 x 120: 36 against 33), the pair product 0.65-1.14x; CSR
-``X @ w`` 1.02-1.10x (kdd99-like, 13 values a row: 12.5 ms against 11.5 for 494,021 rows).
+``X @ w`` 1.02-1.10x (kdd99-like, 13 values a row: 12.5 ms against 11.5 for 494,021 rows). The CSR kernels
+against that masked add and NumPy-style signed indexing, one thread, best of 21 (old and new interleaved), one shard
+(kdd99: 98,804 x 118, 1.36M stored values; Reuters: 7,770 x 8,315, 340k; 2,500 x 10^5, 200k): ``X @ w`` 0.89 ns a
+stored value against 1.15 on kdd99 (1.21 ms against 1.56), 1.02-1.05 against 1.13-1.15 on the others; the pair
+1.17-1.19 against 1.52-1.60 (2.06 against 2.04 at 10^5 columns); ``X.T @ g`` 0.65-0.85 against 1.17-1.35 (kdd99:
+0.89 ms against 1.59); with the squares 0.87-1.98 against 1.73-2.99; :func:`rows_product` 1.3-1.9x.
 Each kernel has a plain NumPy reference in :mod:`dpipe.testing` (``X @ w``'s adds in the lanes' order: bitwise).
 """
 
@@ -175,23 +180,58 @@ def _rmatvec_squares(X, g, c, out, out_sq):
                 out_sq[k] += cr * (x * x)
 
 
-def _csr_row_dots_ir(context, builder, sig, args):
-    """LLVM IR of a CSR row's sums ``x . w`` (``args``: indices, data, the ``w``, then the row's ``lo, hi`` in the
-    stored values) in the lanes of :func:`_lane_dots_ir`: each stored value, in the row's (sorted) order, added to the
-    lane of its column (a masked vector add: the other lanes add nothing)."""
+def _lane_bits(module):
+    """The constant table ``1 << j`` (one byte each, ``j < LANES``): lane ``j``'s mask, read as ``<LANES x i1>``."""
+    name = "dpipe_lane_bits"
+    g = module.globals.get(name)
+    if g is None:
+        ty = ir.ArrayType(ir.IntType(8), LANES)
+        g = ir.GlobalVariable(module, ty, name=name)
+        g.initializer = ir.Constant(ty, [1 << j for j in range(LANES)])
+        g.global_constant = True
+        g.linkage = "internal"
+    return g
+
+
+def _csr_lane_add_ir(builder, ia, da, was, accs, p):
+    """``acc + x_p w[c_p]`` in the lane ``c_p mod LANES`` of each ``acc`` (one per ``w``) for the stored value ``p``:
+    a masked vector add, so the other lanes add nothing.
+
+    Bound by the vector shuffle port, not by reading: ``x_p`` and ``w[c_p]`` are splat as they load (x86: a
+    broadcasting convert and a broadcast operand of the multiply, no shuffle) and the lane's mask is read from a byte
+    table (:func:`_lane_bits`) instead of compared: 7 instructions a stored value instead of 10, 1.3x as fast.
+    The product is the same ``fpext(x) * w`` in every lane, so the sums are bitwise those of a scalar product."""
     i64, i32, f64 = ir.IntType(64), ir.IntType(32), ir.DoubleType()
     vd, vi = ir.VectorType(f64, LANES), ir.VectorType(i32, LANES)
-    ia = context.make_array(sig.args[0])(context, builder, args[0])
-    da = context.make_array(sig.args[1])(context, builder, args[1])
-    was = [context.make_array(t)(context, builder, a) for t, a in zip(sig.args[2:-2], args[2:-2])]
-    lo = context.cast(builder, args[-2], sig.args[-2], types.int64)
-    hi = context.cast(builder, args[-1], sig.args[-1], types.int64)
-    f32 = sig.args[1].dtype == types.float32
 
     def splat(v, vty):
         return builder.shuffle_vector(builder.insert_element(ir.Constant(vty, None), v, ir.Constant(i32, 0)),
                                       ir.Constant(vty, None), ir.Constant(vi, [0] * LANES))
 
+    c = builder.load(builder.gep(ia.data, [p]))
+    c = builder.sext(c, i64) if c.type.width < 64 else c
+    x = builder.load(builder.gep(da.data, [p]))
+    x = splat(x, ir.VectorType(x.type, LANES))
+    x = builder.fpext(x, vd) if x.type != vd else x
+    lane = builder.bitcast(builder.load(builder.gep(_lane_bits(builder.module), [ir.Constant(i64, 0), builder.and_(c, ir.Constant(i64, LANES - 1))])), ir.VectorType(ir.IntType(1), LANES))
+    out = []
+    for a, wa in zip(accs, was):
+        prod = builder.fmul(x, splat(builder.load(builder.gep(wa.data, [c])), vd))
+        out.append(builder.select(lane, builder.fadd(a, prod), a))
+    return out
+
+
+def _csr_row_dots_ir(context, builder, sig, args):
+    """LLVM IR of a CSR row's sums ``x . w`` (``args``: indices, data, the ``w``, then the row's ``lo, hi`` in the
+    stored values) in the lanes of :func:`_lane_dots_ir`: each stored value, in the row's (sorted) order, added to the
+    lane of its column (:func:`_csr_lane_add_ir`)."""
+    i64 = ir.IntType(64)
+    vd = ir.VectorType(ir.DoubleType(), LANES)
+    ia = context.make_array(sig.args[0])(context, builder, args[0])
+    da = context.make_array(sig.args[1])(context, builder, args[1])
+    was = [context.make_array(t)(context, builder, a) for t, a in zip(sig.args[2:-2], args[2:-2])]
+    lo = context.cast(builder, args[-2], sig.args[-2], types.int64)
+    hi = context.cast(builder, args[-1], sig.args[-1], types.int64)
     fn, entry = builder.function, builder.block
     head, body, done = (fn.append_basic_block(f"csr_lanes.{name}") for name in ("head", "body", "done"))
     builder.branch(head)
@@ -203,14 +243,8 @@ def _csr_row_dots_ir(context, builder, sig, args):
         a.add_incoming(ir.Constant(vd, None), entry)
     builder.cbranch(builder.icmp_signed("<", p, hi), body, done)
     builder.position_at_end(body)
-    c = builder.load(builder.gep(ia.data, [p]))
-    c = builder.sext(c, i64) if c.type.width < 64 else c
-    x = builder.load(builder.gep(da.data, [p]))
-    x = builder.fpext(x, f64) if f32 else x
-    lane = builder.icmp_signed("==", ir.Constant(vi, list(range(LANES))), splat(builder.trunc(builder.and_(c, ir.Constant(i64, LANES - 1)), i32), vi))
-    for a, wa in zip(accs, was):
-        prod = splat(builder.fmul(x, builder.load(builder.gep(wa.data, [c]))), vd)
-        a.add_incoming(builder.select(lane, builder.fadd(a, prod), a), body)
+    for a, new in zip(accs, _csr_lane_add_ir(builder, ia, da, was, accs, p)):
+        a.add_incoming(new, body)
     p.add_incoming(builder.add(p, ir.Constant(i64, 1)), body)
     builder.branch(head)
     builder.position_at_end(done)
@@ -263,11 +297,12 @@ def _csr_matvec_pair(indptr, indices, data, u, w, out_u, out_w):
 
 @numba.njit(nogil=True, cache=True, fastmath=False)
 def _csr_rmatvec(indptr, indices, data, g, out):
+    # unsigned positions and columns (a CSR block's are never negative): no wraparound test on each index
     for r in range(indptr.size - 1):
         gr = g[r]
         if gr != 0.0:
-            for p in range(indptr[r], indptr[r + 1]):
-                out[indices[p]] += gr * np.float64(data[p])
+            for p in range(np.uint64(indptr[r]), np.uint64(indptr[r + 1])):
+                out[np.uint64(indices[p])] += gr * np.float64(data[p])
     return out
 
 
@@ -277,10 +312,11 @@ def _csr_rmatvec_squares(indptr, indices, data, g, c, out, out_sq):
         gr = g[r]
         cr = c[r]
         if gr != 0.0 or cr != 0.0:
-            for p in range(indptr[r], indptr[r + 1]):
+            for p in range(np.uint64(indptr[r]), np.uint64(indptr[r + 1])):  # unsigned: as in _csr_rmatvec
                 x = np.float64(data[p])
-                out[indices[p]] += gr * x
-                out_sq[indices[p]] += cr * (x * x)
+                k = np.uint64(indices[p])
+                out[k] += gr * x
+                out_sq[k] += cr * (x * x)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -305,11 +341,12 @@ def _csr_rows_product(indptr, indices, data, rows, D, dw, db, out):
     for k in range(rows.size):
         r = rows[k]
         u = -db
-        for p in range(indptr[r], indptr[r + 1]):
-            u += np.float64(data[p]) * dw[indices[p]]
+        lo, hi = np.uint64(indptr[r]), np.uint64(indptr[r + 1])  # unsigned: as in _csr_rmatvec
+        for p in range(lo, hi):
+            u += np.float64(data[p]) * dw[np.uint64(indices[p])]
         q = D[k] * u
-        for p in range(indptr[r], indptr[r + 1]):
-            out[indices[p]] += q * np.float64(data[p])
+        for p in range(lo, hi):
+            out[np.uint64(indices[p])] += q * np.float64(data[p])
         out[d] -= q
     return out
 
