@@ -48,6 +48,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from dask.sizeof import sizeof
 from dask.utils import funcname
 
@@ -71,6 +72,10 @@ if TYPE_CHECKING:  # distributed is imported by the cluster's code paths only: L
 __all__ = ["ShardedDataset", "CACHE_MODES", "choose_cache"]
 
 log = logging.getLogger("dpipe.engine")
+
+
+#: arguments of a pass at least this big (a float64 d-vector from 2^15 features) go to the workers once, not with each task
+SCATTER_BYTES = 1 << 18
 
 
 def _apply_streamed(fn: Callable, shard_args: tuple, *args: Any) -> Any:
@@ -190,7 +195,7 @@ class ShardedDataset:
         per_row = self.store.nbytes / max(1, self.store.manifest.n_rows)
         row_bytes = RANGE_ROW_BYTES if persisted and exchange_may_run(self.store.manifest.n_rows) else ROW_BYTES
         return memory_need([int(r * per_row) for r in rows], rows, len(self.workers), persisted, row_bytes,
-                           n_features=self.store.manifest.n_features, csr=self.store.manifest.layout == "csr")
+                           n_features=self.store.manifest.n_features, csr=self.store.manifest.layout == "csr", driver_fanin=self.driver_fanin)
 
     def _resolve_cache(self, cache: str, measured: dict[str, WorkerMemory]) -> str:
         """The cache mode for these workers, refusing a memory limit too small for it (:mod:`._memory`).
@@ -234,9 +239,22 @@ class ShardedDataset:
         return gather_bounded(self.client, futures, self._what(fn), watch)
 
     def _submit_map(self, fn: Callable, args: Sequence[Any]) -> list:
+        args = self._shipped(args)
         if self.cache == "memory":
             return [self.client.submit(single_blas_thread, fn, s, *args, key=_task_key(fn)) for s in self._shards]
         return [self.client.submit(_apply_streamed, fn, self.store.shard_args(i), *args, key=_task_key(fn)) for i in range(self.n_shards)]
+
+    def _shipped(self, args: Sequence[Any]) -> tuple:
+        """``args`` with every array of :data:`SCATTER_BYTES` or more replaced by a future of it, scattered to every worker.
+
+        A task's literal arguments travel inside the task, so a pass of one task per shard
+        sent such a vector once per shard, and each worker held one copy per task queued on it
+        (``w`` of 8 MB at 2^20 features, with distributed's warning about large graphs); scattered,
+        it travels once to each worker, which keeps one copy while the pass's tasks refer to it.
+        """
+        if not any(isinstance(a, np.ndarray) and a.nbytes >= SCATTER_BYTES for a in args):
+            return tuple(args)
+        return tuple(self.client.scatter(a, broadcast=True, hash=False) if isinstance(a, np.ndarray) and a.nbytes >= SCATTER_BYTES else a for a in args)
 
     def _start_hosts(self) -> list[tuple[list[int], Any, Any]]:
         """One :class:`ShardHost` actor per worker, over the shards persisted there."""
@@ -439,6 +457,7 @@ class ShardedDataset:
                 return pairwise(self._host_results(fn, calls), combine)
             except host_lost_errors() as e:
                 self._drop_hosts(e)
+        args = self._shipped(args)
         if self.cache == "memory":
             futures = [self.client.submit(single_blas_thread, fn, s, *args, *a, key=_task_key(fn)) for s, a in zip(self._shards, per_shard)]
         else:

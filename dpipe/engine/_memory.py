@@ -16,15 +16,14 @@ Measured against this model (without :data:`SAFETY`), streaming fits peaked at
 418 MB for 417 MB predicted (2e6 x 120 rows in 64 MB shards, two workers) and at
 318 MB for 331 MB predicted (7e6 x 120 rows in 16 MB shards).
 
-A CSR shard is read through zarr's own path and holds more while a pass runs
-(:data:`CSR_WORKING_COPIES`), and a wide store's d-vectors count, a few per pass
-(:data:`D_VECTORS`) and one per shard of the worker (:data:`SHARD_D_VECTORS`):
-streaming 10^6 x 2^20 text rows in 6 shards on two workers peaked at 449-476 MB a worker
-(560 MB ran clean); this model asks for 600 MB, and refuses 500 MB at the start instead of
-paused workers waiting for ever. The refusal names the
+A CSR shard is decoded a chunk at a time (:data:`CSR_WORKING_COPIES`), and a wide store's
+d-vectors count, a few per pass (:data:`D_VECTORS`) and, where the results of a pass wait on
+the worker, one per shard of the worker (:data:`SHARD_D_VECTORS`): streaming 10^6 x 2^20 text
+rows in 6 shards on two workers peaked at 347-353 MB a worker; this model asks for 410 MB, and
+refuses less at the start instead of paused workers waiting for ever. The refusal names the
 shard size that needs the least (:meth:`MemoryNeed.workable_shard_rows`): not always a
-smaller one, since at 2^20 features a shard's d-vectors outweigh its rows (13 shards of
-that store needed more memory than 6), and none where no size fits ("use more workers").
+smaller one, since at 2^20 features a shard's d-vectors outweigh its rows where they wait
+on the worker, and none where no size fits ("use more workers").
 
 dask pauses a worker whose memory passes ``distributed.worker.memory.pause`` (80 %
 of its limit by default) and its nanny restarts one past ``terminate`` (95 %). A
@@ -54,19 +53,22 @@ __all__ = [
 
 #: a pass over a shard holds about this many copies of its feature bytes (decoded, zarr's chunk buffer, compressed)
 WORKING_COPIES = 3
-#: the same for a CSR shard, read through zarr's own path (its values and indices straddle chunks shared with the next
-#: shard). Measured on 10^6 x 2^20 text rows in 58 MB shards, streamed on 2 workers (auc, 10 Newton steps): workers
-#: peaked at 449-476 MB with 8 MB d-vectors mmapped (:data:`WORKER_ALLOCATOR`), at 523-555 MB with them on the heap
-#: (where this was 5)
-CSR_WORKING_COPIES = 3
-#: float64 d-vectors a worker holds while a pass runs: ``w`` in the arguments of its queued tasks, a gradient or
-#: column-moments result, the two inputs and the output of a tree combine. Nothing at d = 100; 64 MB at d = 2^20
+#: the same for a CSR shard: its values and indices, and one 4 MB chunk of them being decoded with its compressed bytes
+#: (``dpipe.io._zarr_store._read_range``; through zarr's concurrent read a shard's values alone peaked at 2.2 times their
+#: bytes, and this was 3). Measured on 10^6 x 2^20 text rows in 58 MB shards, streamed on 2 workers (auc, 10 Newton
+#: steps): workers peaked at 347-353 MB with a footprint of 197 MB (this model: 356 MB before SAFETY)
+CSR_WORKING_COPIES = 1.3
+#: float64 d-vectors a worker holds while a pass runs: ``w`` (scattered once a pass, ``ShardedDataset._shipped``, and
+#: its copy on the way in), the result being computed and the previous one being fetched (two each for auc's Newton, a
+#: (2, d) array), the two inputs and the output of a tree combine. Nothing at d = 100; 64 MB at d = 2^20
 D_VECTORS = 8
-#: and per shard it holds: each shard's result waits for the tree's combine, two d-vectors for auc's Newton (the gradient
-#: and the Jacobi diagonal, one (2, d) array) and for column moments (means and centred sums). Measured on 10^6 x 2^20
-#: text rows streamed on 2 workers (auc): in 6 shards the workers peaked at 449-476 MB (this model: 521 MB, so a 600 MB
-#: limit with SAFETY; 560 MB ran clean); re-written in 14 shards of 73,374 rows, which one vector a shard said would fit
-#: 500 MB, they paused and restarted at 500 MB. With two, no shard size fits 500 MB on 2 workers
+#: and per shard it holds where its shards' results wait on it until the pass ends: two d-vectors for auc's Newton (the
+#: gradient and the Jacobi diagonal, one (2, d) array) and for column moments (means and centred sums). That is the case
+#: for persisted shards (a shard host answers for all its shards at once) and for a tree combined on the workers (more
+#: shards than ``dpipe.driver-fanin``, whose leaves the pass watches); streamed passes of fewer shards send each result
+#: to the driver as its task finishes (:func:`._waits.gather_bounded`). Measured before that (every result waiting) on
+#: 10^6 x 2^20 text rows streamed on 2 workers (auc): re-written in 14 shards of 73,374 rows, which one vector a shard
+#: said would fit 500 MB, the workers paused and restarted at 500 MB
 SHARD_D_VECTORS = 2
 #: bytes a worker holds per row of its shards during a fit: float64 scores awaiting the gather (8), the
 #: int32 row order remembered for two fits (8) and the float64 row weights of the gradient tasks (8).
@@ -252,13 +254,14 @@ class StoreLayout:
     row_bytes: int
     n_features: int
     csr: bool
+    driver_fanin: int = 0
 
 
 def uniform_shards(layout: StoreLayout, rows: int) -> MemoryNeed:
     """The :class:`MemoryNeed` of the same store written in shards of ``rows`` rows."""
     sizes = [rows] * (layout.n_rows // rows) + ([layout.n_rows % rows] if layout.n_rows % rows else [])
     return memory_need([int(r * layout.bytes_per_row) for r in sizes], sizes, layout.n_workers, layout.persisted, layout.row_bytes,
-                       n_features=layout.n_features, csr=layout.csr)
+                       n_features=layout.n_features, csr=layout.csr, driver_fanin=layout.driver_fanin)
 
 
 def shards_per_worker(n_shards: int, n_workers: int) -> int:
@@ -267,21 +270,24 @@ def shards_per_worker(n_shards: int, n_workers: int) -> int:
 
 
 def memory_need(shard_bytes: list[int], shard_rows: list[int], n_workers: int, persisted: bool, row_bytes: int = ROW_BYTES,
-                n_features: int = 0, csr: bool = False) -> MemoryNeed:
+                n_features: int = 0, csr: bool = False, driver_fanin: int = 0) -> MemoryNeed:
     """What one worker holds for a store spread over ``n_workers`` (evenly, give or take a shard, as the scheduler places it).
 
     ``row_bytes`` per row of its shards: :data:`ROW_BYTES`, or :data:`RANGE_ROW_BYTES` where the
     workers may merge and weigh the scores (persisted shards, ``dpipe.rank-exchange``). While a
     pass runs: :data:`WORKING_COPIES` (:data:`CSR_WORKING_COPIES` for a ``csr`` store) of the
-    largest shard, and :data:`D_VECTORS` float64 vectors of ``n_features``.
+    largest shard, and :data:`D_VECTORS` float64 vectors of ``n_features``, plus :data:`SHARD_D_VECTORS` per shard of
+    the worker unless the shards are streamed and at most ``driver_fanin`` (``dpipe.driver-fanin``; 0: a tree combined
+    on the workers whatever the number of shards).
     """
     per_worker = shards_per_worker(len(shard_bytes), n_workers)
     largest = sorted(shard_bytes, reverse=True)[:per_worker]
     most_rows = sorted(shard_rows, reverse=True)[:per_worker]
     resident = (sum(largest) if persisted else 0) + row_bytes * sum(most_rows)
     copies = CSR_WORKING_COPIES if csr else WORKING_COPIES
-    working = copies * max(shard_bytes, default=0) + (D_VECTORS + SHARD_D_VECTORS * per_worker) * 8 * n_features
-    layout = StoreLayout(sum(shard_rows), n_workers, sum(shard_bytes) / max(1, sum(shard_rows)), persisted, row_bytes, n_features, csr)
+    waiting = per_worker if persisted or len(shard_bytes) > driver_fanin else 0
+    working = copies * max(shard_bytes, default=0) + (D_VECTORS + SHARD_D_VECTORS * waiting) * 8 * n_features
+    layout = StoreLayout(sum(shard_rows), n_workers, sum(shard_bytes) / max(1, sum(shard_rows)), persisted, row_bytes, n_features, csr, driver_fanin)
     return MemoryNeed(resident=int(resident), working=int(working), layout=layout)
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import re
 
+import dask
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -42,6 +43,27 @@ def test_csr_store_round_trip_with_groups_and_weights(tmp_path, fmt):
         np.testing.assert_array_equal(sh.group, g[a:b])
         np.testing.assert_array_equal(sh.weight, v[a:b])
     np.testing.assert_array_equal(st.read_all().X.toarray(), D)
+
+
+@pytest.mark.parametrize("codec", ["zstd", "none"])
+def test_zarr_csr_shards_straddling_chunks_read_exactly_as_zarr_reads_them(tmp_path, monkeypatch, codec):
+    """A shard's values and indices are decoded chunk by chunk from their files (bounded memory): the same values as
+    zarr's own read, for shards that start and end inside chunks, span several, or fill one exactly."""
+    from dpipe.io import _zarr_store
+
+    monkeypatch.setattr(_zarr_store, "CSR_CHUNK_VALUES", 64)
+    D, y, _, _ = _rows(n=700)
+    with dask.config.set({"dpipe.store-codec": codec}):
+        path = write_store(tmp_path / "s", sp.csr_array(D), y, [5, 0, 60, 300, 335], layout="csr")
+    root = zarr.open_group(path, mode="r")
+    assert root["X/data"].chunks == (64,) and root["X/data"].shape[0] > 10 * 64
+    st = open_store(path, verify=True)
+    for i, (a, b) in enumerate(st.manifest.shard_bounds):
+        X = st.read_shard(i).X
+        lo, hi = int(root["X/indptr"][a]), int(root["X/indptr"][b])
+        np.testing.assert_array_equal(X.data, root["X/data"][lo:hi])
+        np.testing.assert_array_equal(X.indices, root["X/indices"][lo:hi])
+        np.testing.assert_array_equal(X.toarray(), D[a:b])
 
 
 def test_zarr_csr_store_is_anndata_csr_encoded(tmp_path):
