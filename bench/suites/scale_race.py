@@ -147,7 +147,8 @@ def nonzeros(store: Path) -> int:
 # processes
 # ---------------------------------------------------------------------------
 def run_tree(cmd: list[str], *, timeout: float | None = None, interval: float = 0.2, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run ``cmd`` to its exit: seconds, exit status, output, and the peak summed RSS of its process tree.
+    """Run ``cmd`` to its exit: seconds, exit status, output, the peak summed RSS of its process tree and the largest
+    high-water mark of one of its descendants (``peak_child_rss``: a worker of an embedded cluster).
 
     The tree (the process and all its descendants) is sampled every ``interval`` seconds:
     the peak of the summed RSS, and each process's own high-water mark (``VmHWM``, exact
@@ -193,7 +194,8 @@ def run_tree(cmd: list[str], *, timeout: float | None = None, interval: float = 
         err.seek(0)
         timed_out = timeout is not None and seconds > timeout
         return {"seconds": seconds, "returncode": proc.returncode, "timed_out": timed_out, "stdout": out.read(), "stderr": err.read(),
-                "peak_tree_rss": max(peak, max(hwm.values(), default=0)), "peak_top_rss": hwm.get(proc.pid, 0)}
+                "peak_tree_rss": max(peak, max(hwm.values(), default=0)), "peak_top_rss": hwm.get(proc.pid, 0),
+                "peak_child_rss": max((v for k, v in hwm.items() if k != proc.pid), default=0)}
 
 
 def _vm_hwm(pid: int) -> int:

@@ -20,7 +20,8 @@
 4. **The big text store** (:data:`BIG`: 10^6 rows x 2^20 features, about 50 non-zeros a row):
    written as svmlight (scikit-learn's writer), ``dpipe ingest`` of that file (peak RSS of
    the process), one AUC evaluation against two plain passes over the same persisted shards
-   on the 2-worker cluster, and ``dpipe train`` streamed at 500 MB and 600 MB per worker (what the memory model asks).
+   on the 2-worker cluster, and ``dpipe train`` streamed at 500 MB per worker (the issue's budget) and at 400 MB, which
+   the memory model refuses naming a shard size; the store is then re-ingested in shards of that size and trained again.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ QUICK_GENERATED = ((10_000, 100_000, 100),)
 BIG = (1_000_000, 2**20, 50)
 QUICK_BIG = (100_000, 2**20, 50)
 #: memory limits per worker of the streamed runs on the big store (the issue asks for 500 MB)
-STREAM_LIMITS = ("500MB", "600MB")
+STREAM_LIMITS = ("500MB", "400MB")
 #: a streamed run still going after this many seconds is killed and reported (paused workers wait for memory forever)
 STREAM_TIMEOUT = 300
 TRAIN, TEST = "reuters-moneyfx.trn.bz2", "reuters-moneyfx.tst.bz2"
@@ -261,6 +262,7 @@ def _generated(cfg: Config, exe: str) -> list[dict[str, Any]]:
             model = Path(tmp) / "m.json"
             r = run_tree([exe, "train", str(path), "--out", str(model), "--engine", "dask", "--workers", "2", "-q"], timeout=1800)
             rec: dict[str, Any] = {**made, "seconds_train": r["seconds"], "returncode": r["returncode"], "peak_tree_rss": r["peak_tree_rss"],
+                                   "peak_worker_rss": r["peak_child_rss"],
                                    "restarts": sum(("restart" in ln.lower() or "nanny" in ln.lower() and "died" in ln.lower())
                                                    for ln in r["stderr"].splitlines()),
                                    "stderr_tail": [ln for ln in r["stderr"].splitlines() if ln.strip()][-3:]}
@@ -268,7 +270,7 @@ def _generated(cfg: Config, exe: str) -> list[dict[str, Any]]:
                 fit = json.loads(model.read_text())["fit"]
                 rec.update(nit=fit["nit"], fit=fit["time_data"] + fit["time_solve"], objective=json.loads(model.read_text())["objective"])
         print(f"  generated {rows} x {features}: trained in {rec['seconds_train']:.1f} s (exit {rec['returncode']}), "
-              f"peak tree RSS {rec['peak_tree_rss'] / 2**20:.0f} MB", flush=True)
+              f"peak tree RSS {rec['peak_tree_rss'] / 2**20:.0f} MB, worker {rec['peak_worker_rss'] / 2**20:.0f} MB", flush=True)
         out.append(rec)
     return out
 
@@ -376,14 +378,14 @@ def _streamed(exe: str, store: Path, limit: str, note: str = "") -> dict[str, An
                       "--memory-limit", limit, "--cache", "stream", "-q"], timeout=STREAM_TIMEOUT)
         lines = r["stderr"].splitlines()
         st: dict[str, Any] = {"limit": limit, "seconds": r["seconds"], "returncode": r["returncode"], "timed_out": r["timed_out"],
-                              "peak_tree_rss": r["peak_tree_rss"], "restarts": sum("Restarting worker" in ln for ln in lines),
+                              "peak_tree_rss": r["peak_tree_rss"], "peak_worker_rss": r["peak_child_rss"], "restarts": sum("Restarting worker" in ln for ln in lines),
                               "pauses": sum("Pausing worker" in ln for ln in lines),
                               "stderr_tail": [ln for ln in lines if ln.strip()][-3:]}
         if r["returncode"] == 0:
             fit = json.loads((Path(tmp) / "m.json").read_text())["fit"]
             st.update(nit=fit["nit"], fit=fit["time_data"] + fit["time_solve"])
     print(f"  big: streamed at {limit} a worker{note}: {r['seconds']:.1f} s (exit {r['returncode']}{', timed out' if r['timed_out'] else ''}), "
-          f"peak tree RSS {r['peak_tree_rss'] / 2**20:.0f} MB, {st['restarts']} restarts, {st['pauses']} pauses", flush=True)
+          f"peak tree RSS {r['peak_tree_rss'] / 2**20:.0f} MB, worker {r['peak_child_rss'] / 2**20:.0f} MB, {st['restarts']} restarts, {st['pauses']} pauses", flush=True)
     return st
 
 
@@ -436,10 +438,11 @@ def markdown(payload: dict[str, Any]) -> str:
     g = payload.get("generated")
     if g:
         lines += ["## Generated text-like stores on the embedded 2-worker cluster (every default)", "",
-                  *table_head(["rows x features", "non-zeros", "train whole s", "fit s", "iterations", "peak RSS of the process tree", "restarts", "exit"])]
+                  *table_head(["rows x features", "non-zeros", "train whole s", "fit s", "iterations", "peak RSS of the process tree", "of one worker", "restarts", "exit"])]
         for rec in g:
             lines.append(f"| {rec['rows']:,} x {rec['features']:,} | {rec['nnz']:,} | {rec['seconds_train']:.1f} | "
-                         f"{rec.get('fit', float('nan')):.2f} | {rec.get('nit', '-')} | {rec['peak_tree_rss'] / 2**20:.0f} MB | {rec['restarts']} | {rec['returncode']} |")
+                         f"{rec.get('fit', float('nan')):.2f} | {rec.get('nit', '-')} | {rec['peak_tree_rss'] / 2**20:.0f} MB | "
+                         f"{rec.get('peak_worker_rss', 0) / 2**20:.0f} MB | {rec['restarts']} | {rec['returncode']} |")
     b = payload.get("big")
     if b:
         ing = b["ingest"]
@@ -457,7 +460,8 @@ def markdown(payload: dict[str, Any]) -> str:
             lines.append(f"- `dpipe train --engine dask --workers 2 --memory-limit {st['limit']} --cache stream`: {st['seconds']:.1f} s "
                          f"(exit {st['returncode']}{', timed out' if st.get('timed_out') else ''}"
                          f"{_fit_part(st)}), peak RSS of the "
-                         f"process tree {st['peak_tree_rss'] / 2**20:.0f} MB, {st['restarts']} worker restarts, {st['pauses']} pauses.")
+                         f"process tree {st['peak_tree_rss'] / 2**20:.0f} MB, of one worker {st.get('peak_worker_rss', 0) / 2**20:.0f} MB, "
+                         f"{st['restarts']} worker restarts, {st['pauses']} pauses.")
     return "\n".join(lines) + "\n"
 
 
