@@ -75,7 +75,12 @@ log = logging.getLogger("dpipe.engine")
 
 
 #: arguments of a pass at least this big (a float64 d-vector from 2^15 features) go to the workers once, not with each task
-SCATTER_BYTES = 1 << 18
+SHIP_ONCE_BYTES = 1 << 18
+
+
+def _argument(value: Any) -> Any:
+    """The task that holds a big argument of a pass (:meth:`ShardedDataset._shipped`)."""
+    return value
 
 
 def _apply_streamed(fn: Callable, shard_args: tuple, *args: Any) -> Any:
@@ -245,16 +250,16 @@ class ShardedDataset:
         return [self.client.submit(_apply_streamed, fn, self.store.shard_args(i), *args, key=_task_key(fn)) for i in range(self.n_shards)]
 
     def _shipped(self, args: Sequence[Any]) -> tuple:
-        """``args`` with every array of :data:`SCATTER_BYTES` or more replaced by a future of it, scattered to every worker.
+        """``args`` with every array of :data:`SHIP_ONCE_BYTES` or more replaced by the future of a task returning it.
 
         A task's literal arguments travel inside the task, so a pass of one task per shard
         sent such a vector once per shard, and each worker held one copy per task queued on it
-        (``w`` of 8 MB at 2^20 features, with distributed's warning about large graphs); scattered,
-        it travels once to each worker, which keeps one copy while the pass's tasks refer to it.
+        (``w`` of 8 MB at 2^20 features, with distributed's warning about large graphs). As one
+        task's result it travels once to each worker, which keeps one copy while the pass's tasks
+        refer to it; and unlike scattered data, the scheduler computes it again if its worker dies.
         """
-        if not any(isinstance(a, np.ndarray) and a.nbytes >= SCATTER_BYTES for a in args):
-            return tuple(args)
-        return tuple(self.client.scatter(a, broadcast=True, hash=False) if isinstance(a, np.ndarray) and a.nbytes >= SCATTER_BYTES else a for a in args)
+        return tuple(self.client.submit(_argument, a, pure=False, key=_task_key(_argument)) if isinstance(a, np.ndarray) and a.nbytes >= SHIP_ONCE_BYTES
+                     else a for a in args)
 
     def _start_hosts(self) -> list[tuple[list[int], Any, Any]]:
         """One :class:`ShardHost` actor per worker, over the shards persisted there."""

@@ -157,3 +157,27 @@ def test_real_rows_train_the_same_model_on_both_layouts(a9a_stores, objective):
     dense = dpipe.train(a9a_stores["dense"], objective, engine="local", **opts)
     sparse = dpipe.train(a9a_stores["csr"], objective, engine="local", **opts)
     _same(sparse, dense)
+
+
+@pytest.mark.parametrize("objective", ["auc", "auc-smooth"])
+def test_a_wide_store_streamed_on_the_cluster_trains_as_the_local_engine(tmp_path, client, objective):
+    """At 2^16 features ``w`` (512 KB) goes to the workers as one task's result a pass, not inside every shard's task, and
+    each shard's result is fetched as its task ends (:func:`dpipe.engine._waits.gather_bounded`): the same model."""
+    from distributed import get_task_stream
+
+    rng = np.random.default_rng(3)
+    n, d = 400, 2**16
+    cols = np.sort(rng.choice(d, size=(n, 12)), axis=1)
+    X = np.zeros((n, d), dtype=np.float32)
+    X[np.arange(n)[:, None], cols] = rng.normal(size=(n, 12)).astype(np.float32)
+    y = np.where(X[:, :: d // 64].sum(axis=1) + 0.2 * rng.normal(size=n) > 0, 1, -1).astype(np.int8)
+    path = write_store(tmp_path / "wide.zarr", X, y, [120, 80, 0, 200], layout="csr")
+    opts = {"lam": 1e-2}  # the defaults otherwise
+    local = dpipe.train(path, objective, engine="local", **opts)
+    with get_task_stream(client) as tasks:
+        remote = dpipe.train(path, objective, client=client, cache="stream", **opts)
+    _same(remote, local)
+    keys = [t["key"] for t in tasks.data]
+    shipped = sum(str(k).startswith("_argument-") for k in keys)
+    shard_tasks = sum("_pass-" in str(k) for k in keys)
+    assert 0 < shipped and 2 * shipped <= shard_tasks  # once a pass of 4 shard tasks (twice for Newton's w and direction)
