@@ -52,6 +52,8 @@ import threading
 import time
 from collections.abc import Iterator
 
+import msgspec
+
 from ._formats import MODEL_FORMAT, REGISTRY_FORMAT, STORE_MANIFEST_NAME, STORE_SCHEMA_VERSIONS
 from .exceptions import DestinationBusyError, OutputError, OutputExistsError
 
@@ -93,6 +95,12 @@ def is_dpipe_store(path: str) -> bool:
     return isinstance(doc, dict) and doc.get("schema_version") in STORE_SCHEMA_VERSIONS and {"n_rows", "shard_bounds"} <= doc.keys()
 
 
+class _FormatMarker(msgspec.Struct):
+    """The one field :func:`is_dpipe_file` reads of a JSON object (the others are skipped, not built)."""
+
+    format: object = None
+
+
 def is_dpipe_file(path: str, what: str) -> bool:
     """Whether ``path`` is a file dpipe wrote as ``what`` ("model", "metrics", "report", "predictions" or "plot"), by its format marker."""
     if not os.path.isfile(path):
@@ -103,8 +111,9 @@ def is_dpipe_file(path: str, what: str) -> bool:
                 if f.read(64).lstrip()[:1] != b"{":  # not JSON: do not read a large foreign file
                     return False
                 f.seek(0)
-                d = json.load(f)
-            return isinstance(d, dict) and d.get("format") == _JSON_FORMATS[what]
+                text = f.read()
+            # the marker alone: msgspec checks the whole document but builds nothing else (a 10^6-feature model is 21 MB)
+            return msgspec.json.decode(text, type=_FormatMarker).format == _JSON_FORMATS[what]
         if what == "predictions":
             import pyarrow.parquet as pq
 
@@ -114,7 +123,7 @@ def is_dpipe_file(path: str, what: str) -> bool:
             with open(path, "rb") as f:
                 head = f.read(1 << 16)
             return head.startswith(_PNG_SIGNATURE) and b"tEXtdpipe.format\x00" + PLOT_FORMAT.encode() in head
-    except (ValueError, OSError, UnicodeDecodeError):  # pyarrow's ArrowInvalid is a ValueError
+    except (ValueError, OSError, UnicodeDecodeError):  # pyarrow's ArrowInvalid and msgspec's DecodeError are ValueErrors
         return False
     return False
 
