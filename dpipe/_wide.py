@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["INLINE_MAX", "compact_names", "expand_names", "is_pattern", "encode_vector", "decode_vector"]
+__all__ = ["INLINE_MAX", "NamePattern", "compact_names", "expand_names", "is_pattern", "same_names", "encode_vector", "decode_vector"]
 
 #: longer name lists are written compactly when they follow a pattern
 INLINE_MAX = 10_000
@@ -27,9 +27,82 @@ INLINE_MAX = 10_000
 _TAIL = re.compile(r"(.*?)(0|[1-9][0-9]*)$")
 
 
+class NamePattern(Sequence[str]):
+    """The names ``prefix + str(start + j)`` for ``j = 0 .. count - 1``, without building them.
+
+    What a wide store's or model's pattern reads as: a read-only sequence of strings whose
+    names are made when asked for, so a store of 2^20 features opens without 10^6 Python
+    strings (75 MB and 0.4 s on the driver, 10 times that at 10^7 features). It compares
+    equal to any sequence of the same names, and finds a name's position by parsing it.
+    """
+
+    __slots__ = ("prefix", "start", "length")
+
+    def __init__(self, prefix: str, start: int, count: int) -> None:
+        self.prefix, self.start, self.length = prefix, start, count
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [f"{self.prefix}{self.start + j}" for j in range(*i.indices(self.length))]
+        j = i + self.length if i < 0 else i
+        if not 0 <= j < self.length:
+            raise IndexError(f"name {i} of {self.length}")
+        return f"{self.prefix}{self.start + j}"
+
+    def __iter__(self) -> Iterator[str]:
+        return (f"{self.prefix}{self.start + j}" for j in range(self.length))
+
+    def index(self, name: Any, start: int = 0, stop: int | None = None) -> int:
+        """The position of ``name`` (``ValueError`` when it is not one of the names)."""
+        rest = name[len(self.prefix):] if isinstance(name, str) and name.startswith(self.prefix) else ""
+        j = int(rest) - self.start if rest.isascii() and rest.isdigit() and rest == str(int(rest)) else -1
+        if not max(0, start) <= j < (self.length if stop is None else min(stop, self.length)):
+            raise ValueError(f"{name!r} is not in the names {self.prefix}{self.start}..{self.prefix}{self.start + self.length - 1}")
+        return j
+
+    def count(self, name: Any) -> int:
+        """1 if ``name`` is one of the names, else 0 (each appears once)."""
+        return int(name in self)
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self.index(name)
+        except ValueError:
+            return False
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, NamePattern):
+            return self.length == other.length and (self.length == 0 or (self.prefix, self.start) == (other.prefix, other.start))
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(other) == self.length and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, which are unhashable
+
+    def __repr__(self) -> str:
+        return f"NamePattern({self.prefix!r}, {self.start}, {self.length})"
+
+    def to_json(self) -> dict[str, Any]:
+        """The pattern as :func:`compact_names` writes it."""
+        return {"prefix": self.prefix, "start": self.start, "count": self.length}
+
+
+def same_names(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether two sequences hold the same names in the same order (two patterns compare without building a name)."""
+    if isinstance(a, NamePattern) or isinstance(b, NamePattern):
+        return a == b
+    return list(a) == list(b)
+
+
 def compact_names(names: Sequence[str]) -> list[str] | dict[str, Any]:
     """``names`` as a pattern ``{"prefix", "start", "count"}`` when there are more than :data:`INLINE_MAX` of them and
     they follow one, else as a list."""
+    if isinstance(names, NamePattern):
+        return names.to_json() if len(names) > INLINE_MAX else list(names)
     names = list(names)
     if len(names) <= INLINE_MAX:
         return names
@@ -47,14 +120,14 @@ def is_pattern(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"prefix", "start", "count"}
 
 
-def expand_names(value: Any, where: str) -> list[str]:
-    """The list of names that ``value`` (a list, or a pattern) stands for; ``ValueError`` naming ``where`` otherwise."""
+def expand_names(value: Any, where: str) -> Sequence[str]:
+    """The names that ``value`` (a list, or a pattern: a :class:`NamePattern`) stands for; ``ValueError`` naming ``where`` otherwise."""
     if isinstance(value, list):
         return value
     if is_pattern(value):
         prefix, start, count = value["prefix"], value["start"], value["count"]
         if isinstance(prefix, str) and type(start) is int and type(count) is int and start >= 0 and count >= 0:
-            return [f"{prefix}{start + j}" for j in range(count)]
+            return NamePattern(prefix, start, count)
     raise ValueError(f"{where}: feature_names must be a list of strings or {{prefix, start, count}}, got {str(value)[:80]}")
 
 

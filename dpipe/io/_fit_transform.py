@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .._transform import SCALES, FeatureTransform
+from .._wide import same_names
 from ..exceptions import InputError, ParameterError, StoreError
 from ..reduce._block import first_nonfinite, is_csr, take_rows, value_at
 from ._manifest import Manifest
@@ -81,7 +82,7 @@ def _transform_of(encoding: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if t is None else {k: t.get(k) for k in _TRANSFORM_FIELDS}
 
 
-def check_same_features(feature_names: list[str], encoding: dict[str, Any] | None, st: Store, what: str) -> None:
+def check_same_features(feature_names: Sequence[str], encoding: dict[str, Any] | None, st: Store, what: str) -> None:
     """Refuse a store whose features are not those of a training store (or model): the same names, in order, and the
     same fitted transform. A store ingested without ``--like`` from a transformed training store has the names but raw
     values: it would be scored wrongly without a word.
@@ -92,7 +93,7 @@ def check_same_features(feature_names: list[str], encoding: dict[str, Any] | Non
         One line naming the store and what differs, pointing to ``--like``.
     """
     m = st.manifest
-    if list(m.feature_names) != list(feature_names):
+    if not same_names(m.feature_names, feature_names):
         if m.n_features != len(feature_names):
             raise ValueError(f"{st.path}: the store has {m.n_features} features, the {what} {len(feature_names)}; ingest it with --like the training store")
         bad = next(i for i, (a, b) in enumerate(zip(m.feature_names, feature_names)) if a != b)
@@ -440,7 +441,7 @@ def transform_store(
         t = stored_transform(lm, os.fspath(like))
         if t is None:
             raise ParameterError(f"The 'like' parameter of {owner} names {os.fspath(like)}, which has no transform.")
-        if list(lm.feature_names) != list(m.feature_names):
+        if not same_names(lm.feature_names, m.feature_names):
             raise ParameterError(f"The 'like' parameter of {owner} names {os.fspath(like)}, whose features differ from {st.path}'s.")
     with store_lock(dest):  # one writer of dest, from the check before the fitting pass to the rename
         prepare_destination(dest, overwrite)

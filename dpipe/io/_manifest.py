@@ -29,13 +29,14 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
 
 from .._formats import STORE_MANIFEST_NAME, STORE_SCHEMA_VERSIONS
 from .._modes import set_default_mode
-from .._wide import INLINE_MAX, compact_names, expand_names
+from .._wide import INLINE_MAX, NamePattern, compact_names, expand_names
 from ..exceptions import StoreError
 from ._checksum import CHECKSUM_ALGORITHM
 
@@ -124,7 +125,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     format: Literal["zarr", "parquet"]
     n_rows: int
     n_features: int
-    feature_names: list[str]
+    feature_names: Sequence[str]  # a list, or a wide store's :class:`~dpipe._wide.NamePattern` (its names made when asked for)
     shard_bounds: list[list[int]]
     class_counts: list[list[int]]
     labelled: bool = True
@@ -170,7 +171,7 @@ class Manifest(msgspec.Struct, kw_only=True):
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON dictionary (a schema-1 manifest keeps its old layout, so its digest is unchanged)."""
-        d = msgspec.to_builtins(self)
+        d = msgspec.to_builtins(self, enc_hook=_pattern_json)
         stored = d.pop("feature_names_stored", None)
         if stored is not None:
             d["feature_names"] = stored
@@ -197,6 +198,13 @@ class Manifest(msgspec.Struct, kw_only=True):
         return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
+def _pattern_json(obj: Any) -> Any:
+    """A :class:`~dpipe._wide.NamePattern` in :meth:`Manifest.to_dict`: its compact form (replaced by ``feature_names_stored``)."""
+    if isinstance(obj, NamePattern):
+        return obj.to_json()
+    raise NotImplementedError(f"cannot write a {type(obj).__name__}")
+
+
 def canonical_json(obj: Any) -> str:
     """Canonical JSON text (sorted keys, no spaces): two manifests agree when these are equal."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
@@ -214,7 +222,7 @@ def _field_of(error: msgspec.ValidationError) -> tuple[str, str]:
     return "(top level)", text
 
 
-def stored_feature_names(names: list[str], schema_version: int = SCHEMA_VERSION) -> dict[str, Any] | None:
+def stored_feature_names(names: Sequence[str], schema_version: int = SCHEMA_VERSION) -> dict[str, Any] | None:
     """How a manifest of this schema writes ``names``: None (the list), a pattern, or a reference to ``feature_names.json``."""
     if schema_version < 3 or len(names) <= INLINE_MAX:
         return None
@@ -271,8 +279,12 @@ def decode_manifest(raw: Any, where: str, directory: str | None = None) -> Manif
     if type(version) is not int or version not in READABLE_SCHEMA_VERSIONS:
         raise StoreError(f"{where}: manifest field schema_version: unsupported value {version!r} (this dpipe reads {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})")
     raw, stored = _expand_feature_names(raw, where, directory)
+    names = raw.get("feature_names")
     try:
-        m = msgspec.convert({**raw, "feature_names_stored": stored} if stored is not None else raw, Manifest, strict=True)
+        if isinstance(names, NamePattern):  # checked as a pattern; the Struct holds it as it is
+            m = msgspec.structs.replace(msgspec.convert({**raw, "feature_names": [], "feature_names_stored": stored}, Manifest, strict=True), feature_names=names)
+        else:
+            m = msgspec.convert({**raw, "feature_names_stored": stored} if stored is not None else raw, Manifest, strict=True)
     except msgspec.ValidationError as exc:
         field, msg = _field_of(exc)
         raise StoreError(f"{where}: manifest field {field}: {msg}") from None

@@ -19,13 +19,14 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal, cast
 
 import numpy as np
 
 from .._config import get_setting
 from .._output import check_not_inside, destination_lock, is_dpipe_store
+from .._wide import NamePattern
 from ..exceptions import DPipeError, ParameterError, StoreError
 from ..reduce._block import LAYOUTS, block_nnz, concat_rows, is_csr, to_float32
 from ._checksum import CHECKSUM_ALGORITHM, shard_digests
@@ -135,7 +136,7 @@ class ShardWriter:
         self,
         dest: str,
         n_features: int,
-        feature_names: list[str],
+        feature_names: Sequence[str],
         shard_rows: int,
         format: str = "zarr",
         with_group: bool = False,
@@ -160,7 +161,7 @@ class ShardWriter:
             self.overwrite = overwrite
             self.format = cast(Literal["zarr", "parquet"], format)  # checked against STORE_FORMATS above
             self.n_features = int(n_features)
-            self.feature_names = list(feature_names)
+            self.feature_names = feature_names if isinstance(feature_names, NamePattern) else list(feature_names)  # a pattern stays one
             self.shard_rows = int(shard_rows)
             self.with_group = with_group
             self.with_weight = with_weight

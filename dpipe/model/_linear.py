@@ -22,7 +22,7 @@ from .._modes import current_umask as _umask
 from .._output import destination_lock
 from .._ramp import ramp
 from .._transform import FeatureTransform
-from .._wide import compact_names, decode_vector, encode_vector, expand_names, is_pattern
+from .._wide import NamePattern, compact_names, decode_vector, encode_vector, expand_names, is_pattern
 from ..exceptions import OutputError, ParameterError
 from ._probability import ProbabilityCalibration
 
@@ -130,9 +130,9 @@ def _check_document(d: Any, where: str) -> None:
         except ValueError as exc:
             raise ParameterError(str(exc)) from None
     if names is not None:
-        if not isinstance(names, list):
+        if not isinstance(names, (list, NamePattern)):
             raise bad("feature_names", f"expected a list of strings, got {_kind(names)}")
-        for i, v in enumerate(names):
+        for i, v in enumerate(names if isinstance(names, list) else ()):  # a pattern's names are strings
             if not isinstance(v, str):
                 raise bad(f"feature_names[{i}]", f"expected a string, got {_kind(v)}")
         if len(names) != len(coef):
@@ -199,7 +199,9 @@ class LinearModel:
     ) -> None:
         self.coef = np.asarray(coef, dtype=np.float64).reshape(-1)
         self.intercept = float(intercept)
-        self.feature_names = list(feature_names) if feature_names is not None else [f"x{i}" for i in range(self.coef.size)]
+        #: the names, a list or (a wide model's) :class:`~dpipe._wide.NamePattern`
+        self.feature_names: Sequence[str] = (feature_names if isinstance(feature_names, NamePattern) else list(feature_names) if feature_names is not None
+                                             else [f"x{i}" for i in range(self.coef.size)])
         if len(self.feature_names) != self.coef.size:
             raise ValueError(f"LinearModel: {len(self.feature_names)} feature names for {self.coef.size} weights")
         if not (np.all(np.isfinite(self.coef)) and math.isfinite(self.intercept)):
@@ -439,7 +441,7 @@ class LinearModel:
         """CSR rows of sparse records ``{feature name: value}`` (svmlight training data); an unknown name is an error."""
         from ..reduce._block import csr_block
 
-        if self._name_index is None:
+        if self._name_index is None and not isinstance(self.feature_names, NamePattern):  # a pattern parses a name
             self._name_index = {name: j for j, name in enumerate(self.feature_names)}
         indptr: list[int] = [0]
         indices: list[int] = []
@@ -456,10 +458,12 @@ class LinearModel:
         return X if self.transform is None else self.transform.apply(X, where="LinearModel")
 
     def _feature_index(self, name: Any, record: int) -> int:
-        assert self._name_index is not None  # made by _sparse_records
         try:
+            if isinstance(self.feature_names, NamePattern):
+                return self.feature_names.index(name)
+            assert self._name_index is not None  # made by _sparse_records
             return self._name_index[name]
-        except KeyError:
+        except (KeyError, ValueError):
             raise ValueError(f"LinearModel: record {record} names feature {name!r}, which the model does not have "
                              f"({self.n_features} features: {', '.join(map(str, self.feature_names[:3]))}, ...)") from None
 

@@ -250,6 +250,35 @@ def test_wide_model_is_written_compactly_and_reads_back_exactly(tmp_path):
     np.testing.assert_array_equal(back.decision_function(X), model.decision_function(X))
 
 
+def test_a_wide_store_and_its_model_keep_their_name_pattern_unbuilt(tmp_path):
+    """A store whose 12,000 names follow ``f1 .. fd`` opens, trains, saves, loads, evaluates and scores named records
+    with the names as a :class:`dpipe._wide.NamePattern`: no list of d strings is built on the way."""
+    from dpipe._wide import NamePattern
+
+    d, rows = 12_000, 200
+    rng = np.random.default_rng(1)
+    cols = rng.integers(0, d, (rows, 4))
+    X = sp.csr_array((rng.random(rows * 4).astype(np.float32), (np.repeat(np.arange(rows), 4), cols.ravel())), shape=(rows, d))
+    X.sum_duplicates()
+    y = np.where(X[:, : d // 2].sum(axis=1) > X[:, d // 2 :].sum(axis=1), 1, -1).astype(np.int8)
+    path, src = str(tmp_path / "wide.zarr"), tmp_path / "wide.svm"
+    src.write_text("".join(f"{y[i]:+d} " + " ".join(f"{j + 1}:{float(v)!r}" for j, v in zip(X[[i]].indices, X[[i]].data)) + "\n" for i in range(rows)))
+    ingest(str(src), path, n_features=d)  # svmlight's names f1 .. fd, its encoding for raw records
+    st = open_store(path)
+    names = st.manifest.feature_names
+    assert isinstance(names, NamePattern) and names == [f"f{j + 1}" for j in range(d)] and names.index("f12000") == d - 1
+    model = dpipe.train(path, engine="local", lam=1e-2, train_metrics=False)
+    assert isinstance(model.feature_names, NamePattern)
+    back = dpipe.LinearModel.load(model.save(tmp_path / "m.json"))
+    assert isinstance(back.feature_names, NamePattern) and back.feature_names == model.feature_names
+    assert dpipe.evaluate(back, path, engine="local")["roc_auc"] == dpipe.evaluate(model, path, engine="local")["roc_auc"]
+    r = 7
+    record = {f"f{int(j) + 1}": float(v) for j, v in zip(X[[r]].indices, X[[r]].data)}
+    assert back.score_records([record])[0] == pytest.approx(back.decision_function(X[[r]])[0], rel=1e-12)
+    with pytest.raises(ValueError, match="names feature 'f0', which the model does not have"):
+        back.score_records([{"f0": 1.0}])
+
+
 def test_transform_statistics_of_a_weighted_csr_block_equal_the_dense_ones():
     from dpipe.io._fit_transform import FeatureStats
 
