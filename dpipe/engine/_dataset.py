@@ -241,7 +241,9 @@ class ShardedDataset:
         return f"{self.name}: {name}"
 
     def _gather(self, futures: list, fn: Callable | str, watch: list | None = None) -> list:
-        return gather_bounded(self.client, futures, self._what(fn), watch)
+        # results fetched as their tasks end where a shard's result is a d-vector worth a worker's memory
+        eager = 8 * self.n_features >= SHIP_ONCE_BYTES
+        return gather_bounded(self.client, futures, self._what(fn), watch, eager=eager)
 
     def _submit_map(self, fn: Callable, args: Sequence[Any]) -> list:
         args = self._shipped(args)

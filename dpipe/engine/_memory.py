@@ -58,7 +58,7 @@ WORKING_COPIES = 3
 #: bytes, and this was 3). Measured on 10^6 x 2^20 text rows in 58 MB shards, streamed on 2 workers (auc, 10 Newton
 #: steps): workers peaked at 347-353 MB with a footprint of 197 MB (this model: 356 MB before SAFETY)
 CSR_WORKING_COPIES = 1.3
-#: float64 d-vectors a worker holds while a pass runs: ``w`` (scattered once a pass, ``ShardedDataset._shipped``, and
+#: float64 d-vectors a worker holds while a pass runs: ``w`` (sent once a pass, ``ShardedDataset._shipped``, and
 #: its copy on the way in), the result being computed and the previous one being fetched (two each for auc's Newton, a
 #: (2, d) array), the two inputs and the output of a tree combine. Nothing at d = 100; 64 MB at d = 2^20
 D_VECTORS = 8
@@ -66,7 +66,8 @@ D_VECTORS = 8
 #: gradient and the Jacobi diagonal, one (2, d) array) and for column moments (means and centred sums). That is the case
 #: for persisted shards (a shard host answers for all its shards at once) and for a tree combined on the workers (more
 #: shards than ``dpipe.driver-fanin``, whose leaves the pass watches); streamed passes of fewer shards send each result
-#: to the driver as its task finishes (:func:`._waits.gather_bounded`). Measured before that (every result waiting) on
+#: to the driver as its task finishes (:func:`._waits.gather_bounded`, eager from 2^15 features; below, a shard's results
+#: wait, but they are d-vectors of at most 256 KB). Measured before that (every result waiting) on
 #: 10^6 x 2^20 text rows streamed on 2 workers (auc): re-written in 14 shards of 73,374 rows, which one vector a shard
 #: said would fit 500 MB, the workers paused and restarted at 500 MB
 SHARD_D_VECTORS = 2
