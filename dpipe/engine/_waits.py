@@ -58,11 +58,13 @@ def gather_bounded(client: Client, futures: Sequence[Any], what: str, watch: Seq
     shard, where waiting for the whole pass kept three of them on every worker. Not by
     default: a fetch per task cost 4 % of a streamed fit of 10^6 x 120 rows in 8 shards,
     whose results are small.
+
     Fails with :class:`~dpipe.exceptions.ClusterError` when none of ``watch`` (default
     ``futures``; the leaves of a tree reduction, when ``futures`` are its last merges)
-    finished for ``dpipe.timeout`` seconds; ``what`` names the wait in that error. A fetch only moves finished results,
-    unless a worker died in between: then the scheduler recomputes them and the fetch
-    waits once more, up to the same bound. Raises the first failed task's error.
+    finished for ``dpipe.timeout`` seconds; ``what`` names the wait in that error. A fetch
+    only moves finished results, unless a worker died in between: then the scheduler
+    recomputes them and the fetch waits once more, up to the same bound. Raises the first
+    failed task's error.
     """
     from distributed import wait
 

@@ -188,8 +188,10 @@ def _read_range(path: str, name: str, arr: Any, start: int, stop: int) -> np.nda
     Zarr decodes the chunks of one read concurrently, each beside its compressed bytes: a
     CSR shard's 28 MB of values, 7 chunks, peaked at 63 MB. One chunk at a time peaks at the
     values and one chunk (a streamed worker's memory, :mod:`dpipe.engine._memory`); a raw or
-    zstd chunk is decoded straight from its file as :func:`_read_x` does (as fast as zarr's
-    concurrent read: the decoder releases the GIL, and zarr's per-call cost is gone).
+    zstd chunk is decoded straight from its file as :func:`_read_x` does. Alone, a 58 MB shard
+    then reads in 64 ms against zarr's 51 (medians, a shared machine); in a streamed pass the
+    two workers keep both cores busy anyway (10^6 x 2^20 rows at 500 MB a worker: 32.7 s,
+    against 47.8 s at 600 MB before).
     """
     out = np.empty(max(0, stop - start), dtype=arr.dtype)
     step = int(arr.chunks[0])
