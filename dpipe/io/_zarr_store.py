@@ -119,17 +119,24 @@ def _open_group(path: str) -> dict[str, Any]:
     return _open_group_cached(path, (st.st_ino, st.st_mtime_ns, st.st_size))
 
 
-def _shard_chunk(path: str, arr: Any, start: int, stop: int) -> tuple[str, str] | None:
-    """``(file, codec)`` of the one chunk of a 2-d array that holds exactly rows ``start:stop``, else None.
-
-    ``codec`` is ``"raw"`` (codecs: ``bytes``, little-endian: the file is the chunk's C-order
-    values) or ``"zstd"`` (``bytes`` then ``zstd``: the file is one zstd frame of them); zarr v3
-    writes a chunk at the array's edge at full chunk size. Other codecs: None (zarr reads it).
-    """
+def _plain_codec(arr: Any) -> str | None:
+    """``"raw"`` (codecs: ``bytes``, little-endian: a chunk file is its C-order values) or ``"zstd"`` (``bytes`` then
+    ``zstd``: a chunk file is one zstd frame of them) when dpipe can decode ``arr``'s chunk files itself, else None."""
     codecs = arr.metadata.codecs
     if not codecs or type(codecs[0]).__name__ != "BytesCodec" or str(getattr(codecs[0].endian, "value", codecs[0].endian)) not in ("little", "None"):
         return None
-    kind = "raw" if len(codecs) == 1 else "zstd" if len(codecs) == 2 and type(codecs[1]).__name__ == "ZstdCodec" else None
+    if arr.dtype.byteorder not in ("<", "=", "|"):
+        return None
+    return "raw" if len(codecs) == 1 else "zstd" if len(codecs) == 2 and type(codecs[1]).__name__ == "ZstdCodec" else None
+
+
+def _shard_chunk(path: str, arr: Any, start: int, stop: int) -> tuple[str, str] | None:
+    """``(file, codec)`` of the one chunk of a 2-d array that holds exactly rows ``start:stop``, else None.
+
+    ``codec`` is :func:`_plain_codec`'s; zarr v3 writes a chunk at the array's edge at full chunk
+    size. Other codecs: None (zarr reads it).
+    """
+    kind = _plain_codec(arr)
     rows, width = arr.chunks
     one_chunk = start % rows == 0 and (stop - start == rows or (stop == arr.shape[0] and stop - start < rows))
     if kind is None or stop <= start or width != arr.shape[1] or not one_chunk:
@@ -158,12 +165,8 @@ def _read_x(path: str, arr: Any, start: int, stop: int, mmap: bool) -> np.ndarra
     if kind == "raw":
         X = np.memmap(fn, dtype="<f4", mode="r", shape=shape)[: stop - start]
         return X if mmap else np.array(X)
-    from numcodecs import Zstd
-
-    with open(fn, "rb") as f:
-        frame = f.read()
     out = np.empty(shape, dtype="<f4")
-    Zstd().decode(frame, out=out)
+    _decode_chunk(fn, kind, out)
     return out[: stop - start]
 
 
@@ -195,10 +198,7 @@ def _read_range(path: str, name: str, arr: Any, start: int, stop: int) -> np.nda
     """
     out = np.empty(max(0, stop - start), dtype=arr.dtype)
     step = int(arr.chunks[0])
-    codecs = arr.metadata.codecs
-    plain = (codecs and type(codecs[0]).__name__ == "BytesCodec" and str(getattr(codecs[0].endian, "value", codecs[0].endian)) in ("little", "None")
-             and arr.dtype.byteorder in ("<", "=", "|"))
-    kind = ("raw" if len(codecs) == 1 else "zstd" if len(codecs) == 2 and type(codecs[1]).__name__ == "ZstdCodec" else None) if plain else None
+    kind = _plain_codec(arr)
     buf = np.empty(step if kind is not None and (start % step or stop % step) else 0, dtype=arr.dtype)  # for partly read chunks
     at = start
     while at < stop:
