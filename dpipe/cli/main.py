@@ -246,7 +246,10 @@ def _print_train_summary(a: argparse.Namespace, model: Any, where: str) -> None:
               f"[{c.interval[0]:+.4g}, {c.interval[1]:+.4g}])")
     for c in model.validation_constraint_reports or []:
         _print_constraint(c, " on the validation rows")
-    print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations, {fit['nfev']} evaluations, "
+    info = fit.get("info", {})
+    solver = f" ({info['solver']})" if "solver" in info else ""
+    passes = f", {info['data_passes']} data passes ({info['data_passes_total']} in all)" if "data_passes_total" in info else ""
+    print(f"{a.objective}: objective {fit['fun']:.8g}, {fit['nit']} iterations{solver}, {fit['nfev']} evaluations{passes}, "
           f"data loading/setup passes {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {where}")
     if "gap" in fit.get("info", {}):
         print(f"cutting plane: lower bound {fit['info']['lower_bound']:.8g}, gap {fit['info']['gap']:.3g} (eps {model.params['eps']:g})")

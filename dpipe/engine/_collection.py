@@ -27,6 +27,7 @@ from ..io import Shard
 from ..reduce._block import to_float32
 from ._dataset import ShardedDataset, _n_rows
 from ._memory import measure_workers
+from ._pass_count import LOAD, PassCount
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -158,8 +159,10 @@ class CollectionDataset(ShardedDataset):
         self.minimum_memory_limit = 0
         self._hosts: list[tuple[list[int], Any, Any]] = []
         self._rehost = False
+        self.passes = PassCount()
         t0 = time.perf_counter()
         self._shards = self._load_shards()
+        self.passes.add(LOAD)
         rows = self._gather([client.submit(_n_rows, f, pure=False) for f in self._shards], "building the shards", self._shards)
         self._n_rows = int(sum(rows))
         self._hosts = self._start_hosts()

@@ -61,6 +61,7 @@ from ._cluster_spec import CACHE_MODES
 from ._hosts import HOST_CHECK_SECONDS, HostsLost, ShardHost, host_lost_errors
 from ._local import naming_store
 from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, shards_per_worker, short_workers
+from ._pass_count import HOST_DATA_METHODS, LOAD, PassCount, pass_kind
 from ._range_host import StaleScores
 from ._ranges import exchange_may_run
 from ._tree import pairwise
@@ -157,9 +158,12 @@ class ShardedDataset:
         self._hosts: list[tuple[list[int], Any, Any]] = []  # (shard positions, actor, its future)
         self._rehost = False  # start the hosts again once the shards are back (after a lost worker)
         self.load_seconds = 0.0
+        #: the passes made over the shards (:mod:`._pass_count`)
+        self.passes = PassCount()
         if self.cache == "memory":
             t0 = time.perf_counter()
             self._shards = self._load_shards()
+            self.passes.add(LOAD)
             # Wait for the loads and re-raise a StoreError naming a bad shard, moving 8 bytes per shard.
             with naming_store(self.store):
                 self._gather([client.submit(_n_rows, f, pure=False) for f in self._shards], "loading the shards", self._shards)
@@ -376,6 +380,7 @@ class ShardedDataset:
 
     def map_gather(self, fn: Callable, *args: Any) -> list:
         """``[fn(shard, *args) for shard]`` evaluated on the workers, in shard order."""
+        self.passes.add(pass_kind(fn))
         with naming_store(self.store):
             return self._map_gather(fn, args)
 
@@ -394,6 +399,8 @@ class ShardedDataset:
         """
         if not self._hosts_alive() or len(per_host) != len(self._hosts):
             raise HostsLost(f"{self.name}: the shard hosts are gone")
+        if method in HOST_DATA_METHODS:
+            self.passes.add(method)
         with naming_store(self.store):
             try:
                 with self.client.as_current():
@@ -433,6 +440,7 @@ class ShardedDataset:
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
         """Apply ``fn`` to every shard and merge the results pairwise with ``combine``, in the tree of :func:`._tree.pairwise` over the shard indices."""
+        self.passes.add(pass_kind(fn))
         futures = self._submit_map(fn, args)
         n_tasks = 2 * len(futures) - 1
         with naming_store(self.store):
@@ -453,6 +461,7 @@ class ShardedDataset:
         :class:`LocalDataset`. With shard hosts (meant for small results such as a
         d-vector per shard) the driver receives every shard's result and merges them.
         """
+        self.passes.add(pass_kind(fn))
         with naming_store(self.store):
             return self._map_reduce_each(fn, combine, per_shard, args)
 

@@ -21,6 +21,7 @@ from .._validation import check_int
 from ..exceptions import ShardValueError
 from ..io import Shard, Store, open_store
 from ._blas import ONE_BLAS_THREAD
+from ._pass_count import LOAD, PassCount, pass_kind
 from ._tree import pairwise
 from ._waits import killed_workers_as_cluster_errors
 
@@ -80,11 +81,14 @@ class LocalDataset:
             self.cache = "stream" if cache == "stream" else "memory"
         self.threads = local_threads()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        #: the passes made over the shards (:mod:`._pass_count`)
+        self.passes = PassCount()
         t0 = time.perf_counter()
         if self.store is not None:
             self._shards = []
             if self.cache == "memory":
                 self._shards = self._each(lambda shard, i: shard)  # read in parallel, one copy each
+                self.passes.add(LOAD)
         #: seconds spent reading the store into memory (a fit's ``time_data`` counts them)
         self.load_seconds = time.perf_counter() - t0 if self.store is not None else 0.0
 
@@ -132,6 +136,7 @@ class LocalDataset:
 
     def map_gather(self, fn: Callable, *args: Any) -> list:
         """``[fn(shard, *args) for shard]`` in shard order (see :meth:`_each`)."""
+        self.passes.add(pass_kind(fn))
         return self._each(lambda s, i: fn(s, *args))
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
@@ -140,6 +145,7 @@ class LocalDataset:
 
     def map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], *args: Any) -> Any:
         """Merge ``fn(shard, *args, *per_shard[i])`` pairwise with ``combine``."""
+        self.passes.add(pass_kind(fn))
         return pairwise(self._each(lambda s, i: fn(s, *args, *per_shard[i])), combine)
 
     def close(self) -> None:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ..objectives._prbep_dual import DualScale, SortedClass
     from ..objectives._range_curvature import RangeCurvature
     from ..objectives._risk import RiskAt
+    from ._pass_count import PassCount
 
 __all__ = ["Dataset", "HostedDataset", "ScoreRisk", "CurvedRisk", "RangeRisk", "CurvedRangeRisk", "DualRisk"]
 
@@ -74,6 +75,11 @@ class Dataset(Protocol):
     @property
     def store(self) -> Store | None:
         """The store the shards are read from; None for shards held in memory or built from a dask collection."""
+        ...
+
+    @property
+    def passes(self) -> PassCount:
+        """The passes made over the shards so far, by kind (:mod:`dpipe.engine._pass_count`)."""
         ...
 
     def map_gather(self, fn: Callable[..., Any], *args: Any) -> list[Any]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from ._pass_count import PassCount
     from ._protocols import Dataset
 
 __all__ = ["RowSplit", "DatasetPart"]
@@ -90,6 +91,11 @@ class DatasetPart:
     def weighted(self) -> bool:
         """Always: the other part's rows weigh 0."""
         return True
+
+    @property
+    def passes(self) -> PassCount:
+        """The dataset's pass counts (a pass over this part reads every shard of the dataset)."""
+        return self.dataset.passes
 
     def _wrap(self, fn: Callable) -> Callable:
         return functools.partial(_on_part, fn, self.split, self.part)

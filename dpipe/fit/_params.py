@@ -28,7 +28,11 @@ from ..exceptions import ParameterError
 from ._records import RECORDS
 from ._registry import FAMILIES, OBJECTIVES, Objective, get_objective
 
-__all__ = ["Param", "PARAMS", "RECORDS", "resolve", "numpydoc", "add_arguments", "applicable", "option_table", "auc_lam",
+#: ``solver`` of a resolved record whose objective chooses its solver by the data's size (:attr:`Objective.solver_by_size`),
+#: until the data is open (:func:`settle_solver`)
+AUTO_SOLVER = "auto"
+
+__all__ = ["Param", "PARAMS", "RECORDS", "AUTO_SOLVER", "settle_solver", "resolve", "numpydoc", "add_arguments", "applicable", "option_table", "auc_lam",
            "AUC_LAM_FLOOR", "AUC_LAM_PER_FEATURE"]
 
 
@@ -79,7 +83,9 @@ class Param:
     cli: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def applies(self, objective: Objective, solver: str) -> bool:
-        """Whether the option means something for ``objective`` trained by ``solver``."""
+        """Whether the option means something for ``objective`` trained by ``solver`` (:data:`AUTO_SOLVER`: by any of its solvers)."""
+        if solver == AUTO_SOLVER:
+            return any(self.applies(objective, s) for s in objective.solvers)
         in_scope = objective.name in self.scope or objective.family in self.scope
         return in_scope and (not self.solvers or solver in self.solvers) and f"{objective.name}/{solver}" not in self.excludes
 
@@ -151,7 +157,10 @@ _BIAS_FEATURE = tuple(o.name for o in OBJECTIVES.values() if o.family == "struct
 PARAMS: dict[str, Param] = {
     p.name: p
     for p in (
-        Param("solver", "choice", "Solver for the objective (default: the objective's first; see ``dpipe.fit.OBJECTIVES``).",
+        Param("solver", "choice", "Solver for the objective (default: the objective's first; see ``dpipe.fit.OBJECTIVES``). auc: "
+              "chosen by the data's size when not given, Newton below 10^6 rows (or above 4096 features), else L-BFGS in the class "
+              "moments' metric from the moment start (far fewer data passes); an option that applies to one of them (``eps``: Newton; "
+              "``tol``, ``memory``, ``init``, ``ridge``: L-BFGS) chooses it.",
               FAMILIES, choices=("closed-form", "lbfgs", "newton", "cutting-plane", "mm")),
         Param("lam", "float", "Moment objectives: weight of the unit-norm penalty ``lam (1 - ||w||^2)^2`` (default 1e-3). Smoothed "
               "objectives and SVM-perf's losses: the ridge ``lam/2 ||w||^2`` (default 1e-4, SVM-perf's C = 100; auc: "
@@ -340,7 +349,7 @@ def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
         raise ParameterError(f"{owner} got unknown parameter(s) {', '.join(map(repr, unknown))}; valid: {', '.join(PARAMS)}")
     solver = given.get("solver")
     if solver is None:
-        solver = spec.solvers[0]
+        solver = spec.solvers[0] if spec.solver_by_size is None else _solver_left(spec, given, owner)
     elif solver not in spec.solvers:
         pairs = "; ".join(f"{o.name}: {', '.join(o.solvers)}" for o in OBJECTIVES.values())
         raise ParameterError(f"The 'solver' parameter of {owner} cannot be {solver!r} for objective {objective!r}. Valid pairs: {pairs}.")
@@ -380,6 +389,43 @@ def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
     return record(**values, given=given_names, owner=owner)
 
 
+def _solver_left(spec: Objective, given: Mapping[str, Any], owner: str) -> str:
+    """The solver of an objective whose default is chosen by the data's size, when ``solver`` is not given.
+
+    :data:`AUTO_SOLVER` while every option given applies to each of its solvers (chosen when the data is open:
+    :func:`settle_solver`); the one solver they leave otherwise (``eps`` is Newton's, ``tol`` L-BFGS's); an error when
+    they leave none.
+    """
+    named = {k: v for k, v in given.items() if v is not None and k != "solver" and k in PARAMS}
+    left = []
+    for solver in spec.solvers:
+        if all(PARAMS[k].applies(spec, solver) for k in named) and _solver_conflict(named, solver, owner) is None:
+            left.append(solver)
+    if len(left) == len(spec.solvers):
+        return AUTO_SOLVER
+    if left:
+        return left[0]
+    if any(not PARAMS[k].applies(spec, AUTO_SOLVER) for k in named) or len(named) < 2:
+        return spec.solvers[0]  # an option no solver takes, or one conflict: the checks that follow name it
+    raise ParameterError(f"The options {', '.join(map(repr, sorted(named)))} of {owner} do not all apply to one solver of {spec.name!r} "
+                         f"({', '.join(spec.solvers)}); choose one with the 'solver' parameter.")
+
+
+def settle_solver(params: Any, rows: float, features: int) -> tuple[Any, str | None]:
+    """``params`` with :data:`AUTO_SOLVER` replaced by the solver the objective chooses for ``rows`` x ``features``.
+
+    Returns the record (options that do not apply to that solver set to None) and the reason for the choice
+    (None when the solver was given or pinned by an option).
+    """
+    if params.solver != AUTO_SOLVER:
+        return params, None
+    spec = OBJECTIVES[params.objective]
+    assert spec.solver_by_size is not None  # resolve gives "auto" only to such objectives
+    choice = spec.solver_by_size(float(rows), int(features))
+    unused = {f.name: None for f in dataclasses.fields(params) if f.name in PARAMS and f.name != "solver" and not PARAMS[f.name].applies(spec, choice.solver)}
+    return dataclasses.replace(params, solver=choice.solver, **unused), choice.why
+
+
 def _check_combinations(given: dict[str, Any], owner: str) -> None:
     """Options that exclude each other or need another one (``given``: the options set, validated)."""
     def both(a: str, b: str, why: str) -> None:
@@ -395,16 +441,24 @@ def _check_combinations(given: dict[str, Any], owner: str) -> None:
         raise ParameterError(f"The 'probability_folds' parameter of {owner} applies only with 'probability' ('sigmoid' or 'isotonic').")
     if "validation_seed" in given and "validation_fraction" not in given:
         raise ParameterError(f"The 'validation_seed' parameter of {owner} applies only with validation_fraction (the share it draws).")
-    newton = given.get("solver") == "newton"
+    conflict = _solver_conflict(given, str(given.get("solver")), owner)
+    if conflict is not None:
+        raise ParameterError(conflict)
+
+
+def _solver_conflict(given: Mapping[str, Any], solver: str, owner: str) -> str | None:
+    """Why the options ``given`` cannot go with ``solver``, or None (:data:`AUTO_SOLVER`: checked per solver by :func:`_solver_left`)."""
+    if solver == AUTO_SOLVER:
+        return None
+    newton = solver == "newton"
     if newton and given.get("precondition") == "moments":
-        raise ParameterError(f"The 'precondition' parameter of {owner} cannot be 'moments' with Newton (auc's default solver): the moments "
-                             "preconditioner is L-BFGS's. Use 'diagonal' (the default) or 'none', or solver='lbfgs'.")
+        return (f"The 'precondition' parameter of {owner} cannot be 'moments' with Newton: the moments "
+                "preconditioner is L-BFGS's. Use 'diagonal' (Newton's default) or 'none', or solver='lbfgs'.")
     if not newton and given.get("standardize") and given.get("precondition") == "diagonal":
-        raise ParameterError(
-            f"The 'standardize' and 'precondition=\"diagonal\"' parameters of {owner} exclude each other: standardize changes the objective "
-            "(ridge on scaled weights) and already solves it in scaled coordinates; precondition='diagonal' keeps the objective and only "
-            "rescales the coordinates. Choose one, or precondition='moments', which goes with either."
-        )
+        return (f"The 'standardize' and 'precondition=\"diagonal\"' parameters of {owner} exclude each other: standardize changes the objective "
+                "(ridge on scaled weights) and already solves it in scaled coordinates; precondition='diagonal' keeps the objective and only "
+                "rescales the coordinates. Choose one, or precondition='moments', which goes with either.")
+    return None
 
 
 def numpydoc() -> str:

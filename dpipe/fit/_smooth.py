@@ -118,12 +118,13 @@ def smoothed_objective(
 
 def _moment_ray(moments: ClassMoments, passes: RankPasses, risk: Any, scale: np.ndarray, quad_weights: np.ndarray, lam: float, ridge: float,
                 uses: tuple[str, ...]) -> tuple[np.ndarray, RayMinimum, dict[str, Any]]:
-    """The auc-moment closed-form direction and the smoothed objective's minimum along it (one score pass).
+    """The auc-moment closed-form direction and the smoothed objective's minimum along it (one pass, a score summary).
 
     The direction ``(S+ + S- + ridge I)^-1 (mu+ - mu-)`` (standardized coordinates,
     returned on raw features with unit standardized norm) is the moment model's
-    ranking. The risk plus the ridge ``lam/2 sum p_j w_j^2`` is minimized exactly along
-    it (:func:`ray_minimum`), which also measures the risk's curvature there: the
+    ranking. The risk plus the ridge ``lam/2 sum p_j w_j^2`` is minimized along
+    it (:func:`ray_minimum`) on a summary of the scores (:meth:`RankPasses.score_summary`:
+    at most 2^18 weighted points, whatever the rows), which also measures the risk's curvature there: the
     minimum is ``init="auc-moment"``'s start, the curvature sets
     ``precondition="moments"``'s scale.
     """
@@ -132,7 +133,7 @@ def _moment_ray(moments: ClassMoments, passes: RankPasses, risk: Any, scale: np.
     except DPipeError as error:
         raise DPipeError(f"{' and '.join(uses)}: {error}; use {' and '.join(MOMENT_RAY_FALLBACKS[u] for u in uses)}") from error
     direction = coef / np.linalg.norm(coef * scale)
-    ray = ray_minimum(risk, passes.scores(direction, remember=False), lam * float(direction @ (quad_weights * direction)))
+    ray = ray_minimum(risk, passes.score_summary(direction), lam * float(direction @ (quad_weights * direction)))
     log.info("the auc-moment direction (moment ranking loss %.4g): the objective is lowest at %.4g times it, curvature %.4g there",
              moment_fit.info["rank_loss"], ray.alpha, ray.curvature)
     return direction, ray, {"init_rank_loss": moment_fit.info["rank_loss"]}

@@ -8,6 +8,7 @@ import importlib
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from ..model._probability import ProbabilityCalibration
 from ._calibrate import calibrate
 from ._early_stopping import make_validator
 from ._outcome import FitOutcome
-from ._params import PARAMS, numpydoc, resolve
+from ._params import PARAMS, numpydoc, resolve, settle_solver
 from ._probability import calibrate_probability
 from ._registry import DEFAULT_OBJECTIVE, OBJECTIVES
 
@@ -75,9 +76,25 @@ def fit_dataset(ds: Dataset, params: Any, validate: Callable[[np.ndarray, float]
     if spec.max_features is not None and d > spec.max_features:
         raise ParameterError(f"{params.objective} builds d x d class moments on the driver; this store has {d} features, more than "
                              f"{spec.max_features}. Use objective 'auc' (or another pass-based one: O(nnz) per pass on a sparse store).")
+    opened = [ds, *(extra or {}).values()]
+    marks = [other.passes.mark() for other in opened]
+    why = None
     if family in MULTI_DATASET_FITS:
-        return _fit_function(MULTI_DATASET_FITS[family])({"train": ds, **(extra or {})}, params, validate, constraint_validation)
-    return _fit_function(SOLVER_FITS.get(params.solver, FAMILY_FITS[family]))(ds, params, validate)
+        outcome = _fit_function(MULTI_DATASET_FITS[family])({"train": ds, **(extra or {})}, params, validate, constraint_validation)
+    else:
+        params, why = settle_solver(params, ds.n_rows, d)
+        if why is not None:
+            log.info("%s: solver=auto: %s (%s)", params.objective, params.solver, why)
+        outcome = _fit_function(SOLVER_FITS.get(params.solver, FAMILY_FITS[family]))(ds, params, validate)
+    info = outcome.result.info
+    info.setdefault("solver", params.solver)
+    if why is not None:
+        info["solver_choice"] = why
+    made: Counter[str] = Counter()
+    for other, mark in zip(opened, marks):
+        made.update(other.passes.since(mark))
+    info.update(data_passes=sum(made.values()), data_passes_by_kind=dict(made))
+    return outcome
 
 
 def finish_fit(ds: Dataset, outcome: FitOutcome, params: Any, train_metrics: bool = True) -> tuple[np.ndarray, float, dict[str, Any]]:
@@ -242,6 +259,8 @@ def train(
         log.info("%s fit: %.3f s, objective %.8g", objective, outcome.result.time_solve, outcome.result.fun)
         coef, intercept, metrics = finish_fit(ds, outcome, p, train_metrics)
         calibration = fit_probability(ds, p, coef, intercept, validation_ds)
+        # every pass over the training store in this call: the load, the fit's, calibration, training metrics, probability folds
+        outcome.result.info["data_passes_total"] = ds.passes.total
     model = LinearModel(
         coef,
         intercept,

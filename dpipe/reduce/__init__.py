@@ -24,6 +24,7 @@ _LAZY = {
     "score_shard": "._sorted",
     "score_pass": "._sorted",
     "class_scores": "._sorted",
+    "class_score_summary": "._sorted",
     "gradient_pass": "._sorted",
     "weighted_row_sum": "._sorted",
 }

@@ -28,7 +28,7 @@ from .._runs import stable_argsort
 from ._finite import check_scores, check_weights
 from ._linalg import matvec, rmatvec, rmatvec_squares
 
-__all__ = ["ShardScores", "ClassRuns", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "gradient_pass", "product_pass", "direction_pass",
+__all__ = ["ShardScores", "ClassRuns", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "class_score_summary", "gradient_pass", "product_pass", "direction_pass",
            "gradient_squares_pass", "weighted_row_sums_and_squares"]
 
 
@@ -147,6 +147,32 @@ def score_pass(shard, w: np.ndarray, key: str) -> ClassRuns:
 def class_scores(shard, w: np.ndarray) -> ClassRuns:
     """Sorted positive and negative scores (and weights) of a shard, remembering nothing (a score-only pass)."""
     return _runs(shard, score_shard(shard, w))
+
+
+def class_score_summary(shard, w: np.ndarray, points: int) -> ClassRuns:
+    """A shard's sorted scores per class, at most ``points`` a class: each class's sorted run cut into ``points`` blocks
+    of (nearly) equal row counts, each block kept as its weighted mean score with the block's weight (a class of at
+    most ``points`` rows is kept whole). The weights are always given (the row counts without a weight column).
+
+    What a search along a ray needs of the scores' distribution (:func:`~dpipe.objectives.ray_minimum`), in
+    ``16 * points`` bytes a class instead of 8 a row.
+    """
+    runs = _runs(shard, score_shard(shard, w))
+    pos, pos_weight = _summary(runs.pos, runs.pos_weight, points)
+    neg, neg_weight = _summary(runs.neg, runs.neg_weight, points)
+    return ClassRuns(pos, neg, pos_weight, neg_weight)
+
+
+def _summary(scores: np.ndarray, weight: np.ndarray | None, points: int) -> tuple[np.ndarray, np.ndarray]:
+    v = np.ones(scores.size) if weight is None else np.asarray(weight, dtype=np.float64)
+    if scores.size <= points:
+        return scores, v
+    starts = np.linspace(0, scores.size, points + 1).astype(np.int64)[:-1]
+    total = np.add.reduceat(v, starts)
+    mass = np.add.reduceat(v * scores, starts)
+    middle = scores[np.minimum(starts + np.diff(np.append(starts, scores.size)) // 2, scores.size - 1)]
+    mean = np.divide(mass, total, out=middle.copy(), where=total > 0)  # a block of zero weight keeps its middle score
+    return mean, total
 
 
 def gradient_pass(shard, w: np.ndarray, key: str, g_pos: np.ndarray, g_neg: np.ndarray) -> np.ndarray:

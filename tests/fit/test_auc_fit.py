@@ -108,16 +108,16 @@ def test_the_squared_hinge_takes_no_width(data):
         dpipe.train(data["plain"], "auc-smooth", surrogate="squared-hinge", engine="local")
 
 
-@pytest.mark.parametrize(("option", "value", "why"), [
-    ("epsilon", 1e-3, "auc's Huber width is smoothing itself"),
-    ("mu_scale", 10.0, "auc's Huber width is smoothing itself"),
-    ("precondition", "moments", "the moments preconditioner is L-BFGS's"),
-    ("tol", 1e-6, "it applies to"),
-    ("C", 1.0, "liblinear-ranksvm's -c C is lam"),
+@pytest.mark.parametrize(("options", "why"), [
+    ({"epsilon": 1e-3}, "auc's Huber width is smoothing itself"),
+    ({"mu_scale": 10.0}, "auc's Huber width is smoothing itself"),
+    ({"solver": "newton", "precondition": "moments"}, "the moments preconditioner is L-BFGS's"),
+    ({"solver": "newton", "tol": 1e-6}, "it applies to"),
+    ({"C": 1.0}, "liblinear-ranksvm's -c C is lam"),
 ])
-def test_options_that_do_not_apply_are_refused(data, option, value, why):
+def test_options_that_do_not_apply_are_refused(data, options, why):
     with pytest.raises(ParameterError, match=why):
-        dpipe.train(data["plain"], "auc", engine="local", **{option: value})
+        dpipe.train(data["plain"], "auc", engine="local", **options)
 
 
 def test_the_jacobi_preconditioner_is_the_default_and_moves_neither_the_minimum_nor_the_result_across_engines(data, client):
