@@ -25,4 +25,5 @@ SUITES = {
     "text": "text",
     "rate-generalization": "rate_generalization",
     "rate-defaults": "rate_defaults",
+    "setup-floor": "setup_floor",
 }

@@ -244,7 +244,7 @@ def dpipe_train(store: Path, out: Path, objective: str, extra: list[str], test: 
         "solver": info.get("solver") or m["params"].get("solver"), "nit": fit.get("nit"), "nfev": fit.get("nfev"), "cg_steps": info.get("cg_steps"),
         "message": fit.get("message"), "engine": m["training"].get("engine"), "test_auc": test_auc(m["coef"], test, 0.0, test_data),
         "warnings": [ln for ln in r["stderr"].splitlines() if "Warning" in ln][:5], "x": m["coef"],
-        "standardized": info.get("standardized"),
+        "standardized": info.get("standardized"), "data_passes": info.get("data_passes"), "data_passes_total": info.get("data_passes_total"),
     }
 
 
