@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._modes import set_default_mode
-from ._output import METRICS_FORMAT, METRICS_FORMAT_VERSION, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, locked_output, write_error
+from ._output import METRICS_FORMAT, METRICS_FORMAT_VERSION, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, before_rename, locked_output, write_error
 from ._ramp import ramp
 from .engine import open_dataset, rank_summary
 from .engine._cluster_spec import ClusterSpec
@@ -267,6 +267,7 @@ def _write_predictions(out: str, bounds: list[list[int]], parts: list[tuple[np.n
                 columns = [pa.array(np.arange(start, stop, dtype=np.int64)), pa.array(s), pa.array(label), pa.array(y)]
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))
         set_default_mode(tmp)  # mkstemp made it 0600: give it the user's umask
+        before_rename(out)  # no signal received, and the lock still this process's
         os.replace(tmp, out)
     except BaseException as exc:
         if tmp is not None and os.path.exists(tmp):

@@ -39,6 +39,7 @@ from typing import Any
 
 from .._faults import kill_point
 from .._formats import REGISTRY_FORMAT
+from .._interrupts import check_interrupted
 from .._modes import set_default_mode
 from ..exceptions import RegistryError
 from ..io._manifest import write_json_atomic
@@ -308,6 +309,7 @@ class Registry:
         write_json_atomic(os.path.join(tmp, RECORD_NAME), record)
         set_default_mode(tmp)
         kill_point("version-written")
+        check_interrupted()  # nothing is renamed into place after a signal
         os.rename(tmp, os.path.join(root, version))
         _fsync_directory(root)
 

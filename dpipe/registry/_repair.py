@@ -32,6 +32,7 @@ import os
 import shutil
 from typing import Any
 
+from .._interrupts import check_interrupted
 from ..exceptions import RegistryError
 from ..io._manifest import write_json_atomic
 from ._records import (
@@ -256,6 +257,7 @@ def write_json_lines_atomic(path: str, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         set_default_mode(tmp)
+        check_interrupted()  # nothing is renamed into place after a signal
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

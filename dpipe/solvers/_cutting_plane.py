@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._interrupts import check_interrupted
 from .._log import VERBOSE
 from .._progress import Throttle
 from ..exceptions import ConvergenceWarning
@@ -103,6 +104,7 @@ def fit_cutting_plane(
     pace = Throttle()  # per-iteration INFO lines: one every dpipe.progress-interval (every one at -v)
     status, message = 1, f"iteration limit ({max_iter}) reached"
     for it in range(1, int(max_iter) + 1):
+        check_interrupted()  # a safe point: a signal whose first raise was dropped stops the fit here
         R, loss, a = risk.plane(w)
         J = 0.5 * lam * float(w @ w) + max(R, 0.0)
         if J < best_J:
