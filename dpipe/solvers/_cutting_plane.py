@@ -154,9 +154,11 @@ def fit_cutting_plane(
     elapsed = time.perf_counter() - t0
     log.info("%sdone: %s after %d iterations, J=%.10g, %.2fs", name, message, len(history), best_J, elapsed - monitor_seconds)
     if status == 1:
+        empty = not np.any(np.asarray(best_w))  # every weight 0: the best iterate is the start, the model scores every row alike
         warnings.warn(
-            f"{name}cutting plane stopped at the iteration limit ({max_iter}) with gap {history[-1]['gap']:.3g} > eps = {eps:g}; "
-            "raise 'max_iter' or loosen 'eps'.",
+            f"{name}cutting plane stopped at the iteration limit ({max_iter}) with gap {history[-1]['gap']:.3g} > eps = {eps:g}"
+            + (" and every weight 0: the model is empty (it scores every row alike)" if empty else "")
+            + "; raise 'max_iter' or loosen 'eps'.",
             ConvergenceWarning,
             stacklevel=2,
         )
