@@ -138,7 +138,7 @@ def _print_metrics(metrics: dict[str, Any]) -> None:
     for key, value in metrics.items():
         if key in ("by_group", "constraints"):
             continue
-        print(f"{key:>10}  {value:.6f}" if isinstance(value, float) else f"{key:>10}  {value}")
+        print(f"{key:>10}  {value:.6f}" if isinstance(value, float) else f"{key:>10}  {'undefined' if value is None else value}")
     if "by_group" in metrics:
         summary = metrics["by_group"]
         print(f"\n{'group':>16}  {'weight':>10}  {'positive':>9}  {'TPR':>9}  {'FPR':>9}  {'error':>9}")
