@@ -243,7 +243,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = len(names)
         self.feature_names_in_ = np.asarray(names, dtype=object)
         self.encoding_ = table_encoding(schema, self.unseen)
-        self.feature_names_ = schema.feature_names
+        self.feature_names_ = list(schema.feature_names)  # a table has no hashed slots: its names are columns and categories
         return encode_table(schema, names, arrays, where="X"), y
 
     def _memory_dataset(self, X: Any, y: Any, sample_weight: Any, groups: Any, family: str) -> tuple[LocalDataset, np.ndarray]:
@@ -307,7 +307,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             schema = merge_vocabularies(dask.compute(*[dask.delayed(partition_vocabulary)(part, i) for i, part in enumerate(parts)]))
             self.feature_names_in_ = np.asarray(names, dtype=object)
             self.encoding_ = table_encoding(TabularSchema.from_list(schema), self.unseen)
-            self.feature_names_ = TabularSchema.from_list(schema).feature_names
+            self.feature_names_ = list(TabularSchema.from_list(schema).feature_names)
         ds = CollectionDataset(X, y, sample_weight, classes[1], client, schema=schema)
         if sample_weight is not None:
             totals = class_totals(ds)  # one pass, merged on the workers

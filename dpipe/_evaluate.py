@@ -14,16 +14,17 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._modes import set_default_mode
-from ._output import METRICS_FORMAT, METRICS_FORMAT_VERSION, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, locked_output, write_error
+from ._output import METRICS_FORMAT, METRICS_FORMAT_VERSION, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, before_rename, locked_output, write_error
 from ._ramp import ramp
 from .engine import open_dataset, rank_summary
 from .engine._cluster_spec import ClusterSpec
-from .exceptions import DPipeError, ParameterError
+from .exceptions import DataWarning, DPipeError, ParameterError
 from .io import Store
 from .io._store import as_store
 from .model import LinearModel
@@ -40,8 +41,16 @@ def evaluate_dataset(
     randomized: bool = False,
 ) -> dict[str, Any]:
     """Exact (weighted, when the store has a weight column) metrics of the model ``(coef, intercept)`` on an opened dataset;
-    with ``randomized``, the threshold metrics are the randomized classifier's expected ones."""
-    return rank_summary(ds, coef, intercept).metrics(threshold=threshold, k=k, k_fraction=k_fraction, randomized=randomized)
+    with ``randomized``, the threshold metrics are the randomized classifier's expected ones. Rows of one class give
+    what is defined on them (accuracy, ...) and None for the rest (ROC-AUC, PRBEP, ...), with a :class:`DataWarning`."""
+    summary = rank_summary(ds, coef, intercept)
+    positive, negative = summary.class_masses()
+    if positive == 0 or negative == 0:
+        where = getattr(getattr(ds, "store", None), "path", None) or "the rows"
+        warnings.warn(f"{where}: every row is {'negative' if positive == 0 else 'positive'}, so ROC-AUC, PRBEP and the at-k figures "
+                      f"are undefined (null){' as are recall and F1' if positive == 0 else ''}; accuracy and the rest are reported",
+                      DataWarning, stacklevel=2)
+    return summary.metrics(threshold=threshold, k=k, k_fraction=k_fraction, randomized=randomized, single_class="report")
 
 
 def group_rates(ds: Any, coef: np.ndarray, intercept: float, randomized: bool = False) -> dict[str, Any]:
@@ -267,6 +276,7 @@ def _write_predictions(out: str, bounds: list[list[int]], parts: list[tuple[np.n
                 columns = [pa.array(np.arange(start, stop, dtype=np.int64)), pa.array(s), pa.array(label), pa.array(y)]
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))
         set_default_mode(tmp)  # mkstemp made it 0600: give it the user's umask
+        before_rename(out)  # no signal received, and the lock still this process's
         os.replace(tmp, out)
     except BaseException as exc:
         if tmp is not None and os.path.exists(tmp):

@@ -1,9 +1,21 @@
-"""SIGTERM / SIGINT as an exception that unwinds, and the short sections it must not split.
+"""SIGTERM / SIGINT: recorded when they arrive, raised as an exception that unwinds, and raised again at safe points.
 
-The ``dpipe`` command installs :func:`install_handlers`: the first SIGTERM or SIGINT raises
-:class:`Interrupted` in the main thread, so every ``with`` and ``finally`` on the way out runs
-(temporaries are removed, Slurm jobs cancelled, clusters closed); a second one during that
-clean-up is ignored and a third exits at once.
+The ``dpipe`` command installs :func:`install_handlers`. The first SIGTERM or SIGINT is
+*recorded* (:func:`received_signal`) and raised as :class:`Interrupted` in the main thread,
+so every ``with`` and ``finally`` on the way out runs (temporaries are removed, Slurm jobs
+cancelled, clusters closed); a second one during that clean-up is ignored and a third exits
+at once.
+
+Raising from a signal handler is not always delivered: the handler runs at whatever bytecode
+the main thread is at, and inside a garbage-collector callback (distributed's
+``GCDiagnosis`` runs one in every client process) CPython prints "Exception ignored" and
+drops the exception; inside a numba dispatcher's call it comes out as ``SystemError``. So
+the signal stays recorded, and the run calls :func:`check_interrupted` at safe points
+- between passes and in the engine's waits, in every solver iteration, before every final
+rename of a store, model or output file - which raises :class:`Interrupted` again: a
+dropped signal stops the run at the next of them, and nothing is renamed into place after
+a signal. The CLI's top-level handler maps *any* exception after a signal to exit status
+128 + signum.
 
 An exception raised at an arbitrary bytecode can split "acquire a resource" from "register
 its release": a :class:`distributed.Client` interrupted inside its constructor is never
@@ -21,7 +33,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["HANDLED_SIGNALS", "Interrupted", "deferred_interrupts", "install_handlers", "restore_handlers"]
+__all__ = ["HANDLED_SIGNALS", "Interrupted", "check_interrupted", "deferred_interrupts", "install_handlers", "received_signal", "restore_handlers"]
 
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -39,6 +51,7 @@ class _State:
 
     installed = False
     received = 0
+    signum: int | None = None  # the first signal, kept until the handlers are restored
     depth = 0
     pending: int | None = None
 
@@ -46,12 +59,29 @@ class _State:
 def _handler(signum: int, frame: Any) -> None:
     _State.received += 1
     if _State.received == 1:
+        _State.signum = signum  # recorded first: if the raise below is dropped, the safe points raise it again
         if _State.depth:
             _State.pending = signum
             return
         raise Interrupted(signum)
     if _State.received >= 3:
         os._exit(128 + signum)
+
+
+def received_signal() -> int | None:
+    """The signal the handlers received (the first one), or None: none received, or no handlers installed."""
+    return _State.signum if _State.installed else None
+
+
+def check_interrupted() -> None:
+    """A safe point: raise :class:`Interrupted` if the handlers received a signal (whether or not its first raise was delivered).
+
+    Call it where stopping is clean - between passes, in a wait, at a solver's iteration, before
+    renaming an output into place. A no-op without :func:`install_handlers`, outside the main
+    thread, and inside :func:`deferred_interrupts` (which raises at its end).
+    """
+    if _State.signum is not None and _State.installed and not _State.depth and threading.current_thread() is threading.main_thread():
+        raise Interrupted(_State.signum)
 
 
 def install_handlers() -> dict[int, Any]:
@@ -65,7 +95,7 @@ def install_handlers() -> dict[int, Any]:
     """
     if threading.current_thread() is not threading.main_thread():
         return {}
-    _State.installed, _State.received, _State.depth, _State.pending = True, 0, 0, None
+    _State.installed, _State.received, _State.signum, _State.depth, _State.pending = True, 0, None, 0, None
     return {s: signal.signal(s, _handler) for s in HANDLED_SIGNALS}
 
 
@@ -74,7 +104,7 @@ def restore_handlers(previous: dict[int, Any]) -> None:
     for s, h in previous.items():
         signal.signal(s, h)
     if previous:
-        _State.installed = False
+        _State.installed, _State.signum = False, None
 
 
 @contextlib.contextmanager

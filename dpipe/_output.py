@@ -34,6 +34,15 @@ removes the ``.DEST.tmp-*`` / ``.DEST.old-*`` siblings a killed run left
 then. The lock is re-entrant within a thread (the CLI's early check, a store writer
 and the function that created it take it once), and ``flock`` is released by the
 kernel when a killed owner's file is closed.
+
+A lock file can be deleted under its holder (a tmp cleaner, a user): a second writer then
+creates a fresh one and takes it. So the holder checks that its lock is still the file at
+``.DEST.lock`` (:func:`check_lock_held`, the same inode as the descriptor it locked) before
+removing stale siblings and again before its final rename: a writer whose lock was removed
+or replaced fails with one line and renames nothing into place. A store writer also holds
+an ``flock`` on its temporary directory for as long as it writes (:func:`hold_temporary`),
+and :func:`remove_stale_siblings` leaves alone (and logs) a temporary that a live writer
+holds, whatever the lock file says.
 """
 
 from __future__ import annotations
@@ -55,10 +64,12 @@ from collections.abc import Iterator
 import msgspec
 
 from ._formats import MODEL_FORMAT, REGISTRY_FORMAT, STORE_MANIFEST_NAME, STORE_SCHEMA_VERSIONS
+from ._interrupts import check_interrupted
 from .exceptions import DestinationBusyError, OutputError, OutputExistsError
 
 __all__ = [
-    "check_output_path", "is_dpipe_store", "is_dpipe_file", "remove_stale_siblings", "destination_lock",
+    "check_output_path", "is_dpipe_store", "is_dpipe_file", "remove_stale_siblings", "destination_lock", "check_lock_held", "before_rename",
+    "hold_temporary", "release_temporary",
     "inside_registry", "check_not_inside", "write_error", "locked_output", "PREDICTIONS_FORMAT_KEY", "PREDICTIONS_FORMAT", "METRICS_FORMAT", "METRICS_FORMAT_VERSION", "PLOT_FORMAT", "REPORT_FORMAT",
 ]
 
@@ -216,26 +227,79 @@ def remove_stale_siblings(dest: str) -> list[str]:
         names = [n for n in os.listdir(parent) if pattern.fullmatch(n)]
     except OSError:
         return []
+    if names:
+        check_lock_held(dest)  # a lock removed under its holder and taken by another writer: this one touches nothing
     removed = []
     for name in sorted(names):
         p = os.path.join(parent, name)
-        if os.path.isdir(p) and not os.path.islink(p):
+        link = os.path.islink(p)
+        if not link and _in_use(p):
+            log.warning("%s: left %s in place: a live dpipe process is writing it (its lock file %s was removed or replaced under it)",
+                        dest, name, _lock_path(dest))
+            continue
+        if os.path.isdir(p) and not link:
             shutil.rmtree(p, ignore_errors=True)
         else:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(p)
+                os.unlink(p)  # a symlink itself, never what it points to
         if not os.path.lexists(p):
             removed.append(p)
-            log.warning("%s: removed %s left by an interrupted run", dest, name)
+            log.warning("%s: removed %s%s left by an interrupted run", dest, name, " (a symbolic link; what it points to was kept)" if link else "")
+        else:
+            log.warning("%s: could not remove %s left by an interrupted run", dest, name)
     return removed
+
+
+def _in_use(path: str) -> bool:
+    """Whether a live process holds ``path`` with :func:`hold_temporary` (an ``flock`` that this process cannot take)."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # a file system without locks: nothing tells
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
+def hold_temporary(path: str) -> int | None:
+    """Hold an ``flock`` on the temporary ``path`` (a directory or file this process is writing) until
+    :func:`release_temporary`: :func:`remove_stale_siblings` in another process then leaves it alone. None where the
+    file system has no locks."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def release_temporary(fd: int | None) -> None:
+    """Release what :func:`hold_temporary` returned (None: nothing)."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 # -- one writer per destination -------------------------------------------------------------------
 class _Held:
     """This process's hold on one destination's lock (re-entered, at no cost, by the thread that took it)."""
 
-    def __init__(self, fd: int, thread: int) -> None:
-        self.fd, self.thread, self.pid = fd, thread, os.getpid()
+    def __init__(self, fd: int, thread: int, what: str) -> None:
+        self.fd, self.thread, self.pid, self.what = fd, thread, os.getpid(), what
 
 
 _HELD: dict[str, _Held] = {}
@@ -379,7 +443,7 @@ def destination_lock(dest: str | os.PathLike, what: str = "output") -> Iterator[
         return
     fd = _acquire(dest, what, lock)
     with _HELD_GUARD:
-        _HELD[lock] = _Held(fd, me)
+        _HELD[lock] = _Held(fd, me, what)
     try:
         remove_stale_siblings(dest)
         yield dest
@@ -387,6 +451,33 @@ def destination_lock(dest: str | os.PathLike, what: str = "output") -> Iterator[
         with _HELD_GUARD:
             _HELD.pop(lock, None)
         _release(fd, lock)
+
+
+def check_lock_held(dest: str | os.PathLike) -> None:
+    """Raise :class:`~dpipe.exceptions.DestinationBusyError` when this process holds ``dest``'s lock but the file at
+    ``.DEST.lock`` is no longer the one it locked (removed, or replaced by another writer's); a no-op when it does not
+    hold it."""
+    lock = _lock_path(dest)
+    with _HELD_GUARD:
+        held = _HELD.get(lock)
+    if held is None or held.pid != os.getpid():
+        return
+    try:
+        same = os.path.samestat(os.fstat(held.fd), os.stat(lock, follow_symlinks=False))
+        now = "replaced by another file"
+    except FileNotFoundError:
+        same, now = False, "removed"
+    if not same:
+        raise DestinationBusyError(f"{os.path.abspath(os.fspath(dest))}: the lock {lock} was {now} while this process was writing the "
+                                   f"{held.what}, so another writer may have taken it; nothing was renamed into place (write it again)")
+
+
+def before_rename(dest: str | os.PathLike) -> None:
+    """The checks every writer runs just before renaming its temporary into place at ``dest``: no signal was received
+    (:func:`dpipe._interrupts.check_interrupted`) and this process's lock is still the file at ``.DEST.lock``
+    (:func:`check_lock_held`)."""
+    check_interrupted()
+    check_lock_held(dest)
 
 
 def write_error(path: str, what: str, exc: OSError) -> OutputError:

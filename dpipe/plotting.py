@@ -25,7 +25,7 @@ def _save(fig: Any, path: str | os.PathLike) -> str:
     """Write ``fig`` as a PNG marked as dpipe's (text chunk ``dpipe.format = dpipe-plot``) through a temporary sibling
     and a rename, holding the destination's lock (:func:`dpipe._output.destination_lock`); an OS error names ``path``."""
     from ._modes import set_default_mode
-    from ._output import PLOT_FORMAT, destination_lock, write_error
+    from ._output import PLOT_FORMAT, before_rename, destination_lock, write_error
     from .exceptions import DPipeError
 
     path = os.fspath(path)
@@ -37,6 +37,7 @@ def _save(fig: Any, path: str | os.PathLike) -> str:
             os.close(fd)
             fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight", metadata={"dpipe.format": PLOT_FORMAT})
             set_default_mode(tmp)  # mkstemp made it 0600
+            before_rename(path)  # no signal received, and the lock still this process's
             os.replace(tmp, path)
         except BaseException as exc:
             if tmp is not None and os.path.exists(tmp):

@@ -48,6 +48,61 @@ def _wait_for(proc: subprocess.Popen, cond, what: str, timeout: float = 60.0) ->
 # ---------------------------------------------------------------------------------
 # one writer per destination (real processes)
 # ---------------------------------------------------------------------------------
+def _shard_written(folder: Path) -> bool:
+    """Whether a make-data temporary ``.D.tmp-*`` in ``folder`` holds a chunk file of ``y`` (a shard written)."""
+    return any(p.name.startswith(".D.tmp-") and any(c.is_file() for c in (p / "y" / "c").rglob("*")) for p in folder.iterdir())
+
+
+def test_a_deleted_lock_cannot_be_stolen_the_first_writer_fails_and_renames_nothing(tmp_path):
+    """The B17 sequence (issue 41): a live writer's ``.D.lock`` is deleted (a tmp cleaner, a user) and a second writer
+    takes a fresh lock. The second leaves the first's live temporary alone (it is flock-held) and writes D; the first,
+    finding at its final rename that the lock file is no longer the one it locked, fails with one line and renames
+    nothing into place (it used to remove nothing of its own and exit 0 with shards missing)."""
+    _svm(tmp_path / "a.svm")
+    first = subprocess.Popen([sys.executable, "-m", "dpipe", "make-data", "D", "--rows", "600000", "--features", "20", "--shard-rows", "50000"],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(first, lambda: _shard_written(tmp_path), "a shard in the temporary")  # the writer holds its temporary by then
+        first.send_signal(signal.SIGSTOP)
+        temporary = [p for p in tmp_path.iterdir() if p.name.startswith(".D.tmp-")]
+        (tmp_path / ".D.lock").unlink()  # the lock deleted under its live holder
+        second = _dpipe(["ingest", "a.svm", "D"], tmp_path, timeout=60)
+        assert second.returncode == 0, second.stderr
+        assert f"left {temporary[0].name} in place: a live dpipe process is writing it" in second.stderr
+        assert all(p.is_dir() for p in temporary), "the second writer removed the live temporary"
+    finally:
+        first.send_signal(signal.SIGCONT)
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 1, err
+    line = one_error_line(err, "make-data")
+    assert f"{tmp_path / 'D'}: the lock {tmp_path / '.D.lock'} was removed while this process was writing the store" in line
+    assert "nothing was renamed into place" in line
+    assert open_store(tmp_path / "D").manifest.n_rows == 4  # the second writer's store, whole
+    assert _dpipe(["verify", "D"], tmp_path).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["D", "a.svm"]  # the first's temporary removed by itself, no lock file
+
+
+def test_a_writer_whose_temporary_lost_its_shards_fails_and_renames_nothing(tmp_path):
+    """The writer checks that its temporary still holds every shard it wrote: removed from under it (by a process that
+    did not ask the lock), the store is not renamed into place."""
+    first = subprocess.Popen([sys.executable, "-m", "dpipe", "make-data", "D", "--rows", "600000", "--features", "20", "--shard-rows", "50000"],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(first, lambda: _shard_written(tmp_path), "a shard in the temporary")
+        first.send_signal(signal.SIGSTOP)
+        temporary = next(p for p in tmp_path.iterdir() if p.name.startswith(".D.tmp-"))
+        for chunk in (temporary / "y").rglob("*"):
+            if chunk.is_file() and chunk.name != "zarr.json":
+                chunk.unlink()  # the shards written so far
+    finally:
+        first.send_signal(signal.SIGCONT)
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 1, err
+    line = one_error_line(err, "make-data")
+    assert f"{tmp_path / 'D'} (temporary {temporary.name}): chunk file y/" in line and "is missing" in line
+    assert not (tmp_path / "D").exists()
+
+
 def test_a_second_writer_fails_at_once_and_the_first_finishes_a_sound_store(tmp_path):
     """The probe's bug: an ingest into DEST removed make-data's live temporary. Now it is refused, naming the owner."""
     src = _svm(tmp_path / "a.svm")

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._interrupts import Interrupted, install_handlers, restore_handlers
+from .._interrupts import Interrupted, check_interrupted, install_handlers, received_signal, restore_handlers
 from .._log import level_for
 from ..exceptions import DPipeError, ParameterError, StoreError
 from ._parser import build_parser
@@ -138,7 +138,7 @@ def _print_metrics(metrics: dict[str, Any]) -> None:
     for key, value in metrics.items():
         if key in ("by_group", "constraints"):
             continue
-        print(f"{key:>10}  {value:.6f}" if isinstance(value, float) else f"{key:>10}  {value}")
+        print(f"{key:>10}  {value:.6f}" if isinstance(value, float) else f"{key:>10}  {'undefined' if value is None else value}")
     if "by_group" in metrics:
         summary = metrics["by_group"]
         print(f"\n{'group':>16}  {'weight':>10}  {'positive':>9}  {'TPR':>9}  {'FPR':>9}  {'error':>9}")
@@ -476,6 +476,22 @@ def _command_parser(parser: argparse.ArgumentParser, a: argparse.Namespace) -> a
     return parser
 
 
+def _error_status(a: argparse.Namespace, exc: BaseException, flags: dict[str, tuple[str, str]], asyncio: Any) -> int:
+    """Exit status 1 and one line on stderr for an error of a command that no signal interrupted (re-raises what is not an error)."""
+    if not isinstance(exc, (Exception, asyncio.CancelledError)):
+        raise exc  # SystemExit, GeneratorExit: not an error of the command
+    if a.verbose:
+        traceback.print_exception(exc, file=sys.stderr)
+    if isinstance(exc, (DPipeError, ValueError, OSError)):  # OSError: a read-only file system, a full disk, a permission
+        print(f"dpipe {a.command}: error: {in_cli_terms(_one_line(exc), flags)}", file=sys.stderr)
+        return 1
+    # anything else (distributed's, a library's): one line too, named by its type
+    text = in_cli_terms(_one_line(exc), flags)
+    text = text if text == type(exc).__name__ else f"{type(exc).__name__}: {text}"
+    print(f"dpipe {a.command}: error: {text}{'' if a.verbose else ' (-v shows the traceback)'}", file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage; train: 4 when a rate constraint does not hold, the model written; retrain: 3 kept).
 
@@ -510,22 +526,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with terminal_bar(sys.stderr) if sys.stderr.isatty() and not a.quiet else contextlib.nullcontext(), \
                         contextlib.redirect_stdout(sys.stderr) if reserved else contextlib.nullcontext():
                     status = _COMMANDS[a.command](a)  # None: 0; retrain returns its decision's exit code
-            except (DPipeError, ValueError, OSError) as exc:  # OSError: a read-only file system, a full disk, a permission
-                if a.verbose:
+                    check_interrupted()  # a signal whose raise was dropped (in a gc callback) and that met no safe point since
+            except BaseException as exc:  # after a signal, any exception is the signal's: numba's SystemError around it, a half-closed cluster's error
+                signum = received_signal()
+                if signum is None and not isinstance(exc, KeyboardInterrupt):
+                    return _error_status(a, exc, flags, asyncio)
+                if a.verbose and not isinstance(exc, KeyboardInterrupt):
                     traceback.print_exc(file=sys.stderr)
-                print(f"dpipe {a.command}: error: {in_cli_terms(_one_line(exc), flags)}", file=sys.stderr)
-                return 1
-            except KeyboardInterrupt as exc:  # the temporary being written was removed while unwinding
-                signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+                signum = signum or (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)  # the temporary being written was removed while unwinding
                 print(f"dpipe {a.command}: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
                 return 128 + signum
-            except (Exception, asyncio.CancelledError) as exc:  # anything else (distributed's, a library's): one line too, named by its type
-                if a.verbose:
-                    traceback.print_exc(file=sys.stderr)
-                text = in_cli_terms(_one_line(exc), flags)
-                text = text if text == type(exc).__name__ else f"{type(exc).__name__}: {text}"
-                print(f"dpipe {a.command}: error: {text}{'' if a.verbose else ' (-v shows the traceback)'}", file=sys.stderr)
-                return 1
     finally:
         restore_handlers(previous)
         restore_logging()

@@ -53,6 +53,7 @@ from dask.sizeof import sizeof
 from dask.utils import funcname
 
 from .._config import get_setting
+from .._interrupts import check_interrupted
 from .._validation import check_choice
 from ..exceptions import ClusterError
 from ..io import Shard, Store, open_store, read_shard
@@ -380,6 +381,7 @@ class ShardedDataset:
 
     def map_gather(self, fn: Callable, *args: Any) -> list:
         """``[fn(shard, *args) for shard]`` evaluated on the workers, in shard order."""
+        check_interrupted()  # a safe point between passes
         self.passes.add(pass_kind(fn))
         with naming_store(self.store):
             return self._map_gather(fn, args)
@@ -440,6 +442,7 @@ class ShardedDataset:
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
         """Apply ``fn`` to every shard and merge the results pairwise with ``combine``, in the tree of :func:`._tree.pairwise` over the shard indices."""
+        check_interrupted()  # a safe point between passes
         self.passes.add(pass_kind(fn))
         futures = self._submit_map(fn, args)
         n_tasks = 2 * len(futures) - 1
@@ -461,6 +464,7 @@ class ShardedDataset:
         :class:`LocalDataset`. With shard hosts (meant for small results such as a
         d-vector per shard) the driver receives every shard's result and merges them.
         """
+        check_interrupted()  # a safe point between passes
         self.passes.add(pass_kind(fn))
         with naming_store(self.store):
             return self._map_reduce_each(fn, combine, per_shard, args)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .._config import get_setting
+from .._interrupts import check_interrupted
 from .._validation import check_int
 from ..exceptions import ShardValueError
 from ..io import Shard, Store, open_store
@@ -127,9 +128,14 @@ class LocalDataset:
         parallel. A streamed shard is read in the thread that uses it: at most one shard
         per thread is in memory.
         """
+        check_interrupted()  # a safe point between passes
         with naming_store(self.store), ONE_BLAS_THREAD:
             if self.threads == 1 or self.n_shards <= 1:
-                return [call(self._shard(i), i) for i in range(self.n_shards)]
+                out = []
+                for i in range(self.n_shards):
+                    check_interrupted()  # and between shards, where one thread runs them
+                    out.append(call(self._shard(i), i))
+                return out
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="dpipe-local")
             return list(self._pool.map(lambda i: call(self._shard(i), i), range(self.n_shards)))

@@ -19,12 +19,16 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._config import seconds_setting
+from .._interrupts import check_interrupted
 from ..exceptions import ClusterError
 
 if TYPE_CHECKING:  # imported where a cluster is waited on: the local engine reads pass_timeout and never loads distributed
     from distributed import Client
 
-__all__ = ["pass_timeout", "connect_timeout", "gather_bounded", "result_bounded", "killed_workers_as_cluster_errors"]
+#: seconds a wait on the cluster blocks before it checks for a signal (:func:`dpipe._interrupts.check_interrupted`) and goes on
+WAIT_SLICE = 1.0
+
+__all__ = ["WAIT_SLICE", "pass_timeout", "connect_timeout", "gather_bounded", "result_bounded", "killed_workers_as_cluster_errors"]
 
 
 def pass_timeout() -> float:
@@ -72,17 +76,22 @@ def gather_bounded(client: Client, futures: Sequence[Any], what: str, watch: Seq
     watch = futures if watch is None else watch
     results: list[Any] = [None] * len(futures)
     left = dict(enumerate(futures))
+    pending: list[Any] | None = None  # the watched tasks not done when the cluster last made progress
+    since = time.monotonic()
     while left:
+        check_interrupted()  # a safe point: the wait is cut in slices of WAIT_SLICE seconds, so a signal whose raise was dropped ends it
         done = [i for i, f in left.items() if f.done()]
         if not done or (not eager and len(done) < len(left)):
-            pending = [f for f in watch if not f.done()]
+            if pending is None or any(f.done() for f in pending):
+                pending, since = [f for f in watch if not f.done()], time.monotonic()
             try:
                 with client.as_current():  # wait() uses the current client; dpipe's clients are not the default
-                    wait(list(left.values()), timeout=bound, return_when="FIRST_COMPLETED" if eager else "ALL_COMPLETED")
+                    wait(list(left.values()), timeout=min(WAIT_SLICE, bound), return_when="FIRST_COMPLETED" if eager else "ALL_COMPLETED")
             except TimeoutError:
-                if not any(f.done() for f in pending):
+                if not any(f.done() for f in pending) and time.monotonic() - since >= bound:
                     raise _stalled(client, what, bound) from None
             continue
+        pending = None
         try:
             fetched = client.sync(functools.partial(client.gather, [left[i] for i in done], asynchronous=True), callback_timeout=bound)
         except TimeoutError:
@@ -103,6 +112,7 @@ def result_bounded(future: Any, what: str, client: Client, alive: Callable[[], b
     bound = pass_timeout()
     start = time.monotonic()
     while True:
+        check_interrupted()  # a safe point between polls
         try:
             return future.result(timeout=min(poll, bound))
         except TimeoutError:

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..engine import RankPasses, column_scales
-from ..exceptions import ConvergenceWarning, ParameterError
+from ..engine import RankPasses, class_totals, column_scales
+from ..exceptions import ConvergenceWarning, DPipeError, ParameterError
 from ..model._linear import deployed_model
 from ..objectives import SmoothedAUCRisk
 from ..rates._cells import DataInfo, compile_rows, plan_stores
@@ -313,6 +313,11 @@ def fit_rate_family(datasets: Mapping[str, Dataset], params: RateParams, validat
     ``params.validation_fraction`` holding out a seeded share of the others)."""
     from ..engine._split import DatasetPart, RowSplit
 
+    totals = class_totals(datasets["train"])  # up front, not after the fit: the training metrics rank one class against the other
+    if totals.positive <= 0 or totals.negative <= 0:
+        missing = "positive" if totals.positive <= 0 else "negative"
+        raise DPipeError(f"the training data has no {missing} rows (weight {totals.negative:g} negative, {totals.positive:g} positive); "
+                         f"{params.objective} needs both classes")
     rates = RATE_OBJECTIVES[params.objective]
     validation = dict(constraint_validation or {})
     if params.validation_fraction is not None:

@@ -461,7 +461,7 @@ def _write_transformed(st: Store, dest: str, t: FeatureTransform, record: dict[s
     m = st.manifest
     check_sparse_transform(t, m.layout, "the transform", st.path)
     sizes = [b - a for a, b in m.shard_bounds]
-    with ShardWriter(dest, m.n_features, list(m.feature_names), max(sizes, default=1) or 1, format=m.format,
+    with ShardWriter(dest, m.n_features, m.feature_names, max(sizes, default=1) or 1, format=m.format,
                      with_group=m.group_counts is not None, with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled, layout=m.layout) as w:
         for i, shard in enumerate(st.iter_shards()):
             start = m.shard_bounds[i][0]

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .._wide import NamePattern
 from ..exceptions import ParameterError
 
 __all__ = ["FeatureHashing", "check_hash_features", "HASH_NAME_PREFIX", "MAX_HASH_FEATURES", "COLLISION_WARNING"]
@@ -79,9 +80,9 @@ class FeatureHashing:
     ALGORITHM = "murmurhash3_32 of the token's UTF-8 bytes, seed 0, slot |h| mod n, sign of h (scikit-learn FeatureHasher, alternate_sign=True)"
 
     @property
-    def feature_names(self) -> list[str]:
-        """``hash0 .. hash{n-1}``."""
-        return [f"{HASH_NAME_PREFIX}{i}" for i in range(self.n_features)]
+    def feature_names(self) -> NamePattern:
+        """``hash0 .. hash{n-1}``, as a pattern (never n strings: 2^28 slots would be some 20 GB of them)."""
+        return NamePattern(HASH_NAME_PREFIX, 0, self.n_features)
 
     @property
     def tokens_estimate(self) -> float:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .._wide import NamePattern, same_names
 from ..exceptions import InputError, ParameterError, StoreError
 from ..reduce._block import csr_block
 from ._hashing import FeatureHashing
@@ -26,9 +27,16 @@ from ._tabular import (
 )
 from ._tabular_sources import tabular_source
 
-__all__ = ["OWNER", "SvmlightJob", "TabularJob", "like_label"]
+__all__ = ["OWNER", "SvmlightJob", "TabularJob", "like_label", "UNDECLARED_WIDTH_MAX", "UNDECLARED_MIN_FILL"]
 
 OWNER = "ingest"
+
+#: an svmlight source whose largest index makes it wider than this, with fewer than one non-zero value in
+#: :data:`UNDECLARED_MIN_FILL` of its width, is refused unless ``n_features`` declares the width: a 60-byte file with
+#: the index 2^31 - 1 is far more likely a wrong index than a 2^31-feature problem (the store costs nothing a feature,
+#: but every weight vector trained on it costs 8 bytes a feature)
+UNDECLARED_WIDTH_MAX = 2**24
+UNDECLARED_MIN_FILL = 64
 
 
 def like_label(like: Manifest) -> dict[str, Any]:
@@ -73,6 +81,7 @@ class SvmlightJob:
         labels = LabelCounter()
         n_rows = nnz = 0
         max_idx = -1
+        max_where: Where | None = None
         first_zero: Where | None = None
         over: dict[int, tuple[Where, int]] = {}
         nf = self.n_features_opt
@@ -88,7 +97,9 @@ class SvmlightJob:
                 if blk.indices.size == 0:
                     continue
                 idx = blk.indices
-                max_idx = max(max_idx, int(idx.max()))
+                top = int(idx.max())
+                if top > max_idx:
+                    max_idx, max_where = top, self._where(f, blk, int(np.argmax(idx)))
                 if first_zero is None and int(idx.min()) == 0:
                     k = int(np.argmax(idx == 0))
                     first_zero = self._where(f, blk, k)
@@ -115,10 +126,16 @@ class SvmlightJob:
             d = max_idx + 1 if zb else max_idx
             if d <= 0:
                 raise InputError("no feature index in the input (every line holds only a label); pass n_features=", path=self.files[0].path)
+            if d > UNDECLARED_WIDTH_MAX and nnz * UNDECLARED_MIN_FILL < d:
+                assert max_where is not None  # d > 0: an index was seen
+                raise max_where.error(
+                    f"feature index {max_idx} makes the store {d} features wide, but the {n_rows} row(s) hold {nnz} non-zero value(s) "
+                    f"(fewer than 1 in {UNDECLARED_MIN_FILL} of the width): refused, as a store this much wider than its data is most likely "
+                    f"a wrong index; give the 'n_features' parameter as {d} (or the width you mean) if it is meant")
         self.zero_based, self.n_features, self.n_rows, self.nnz = zb, d, n_rows, nnz
         self.nonzeros = nnz  # the layout's density (TabularJob's counts its numeric values)
         self.base = 0 if zb else 1
-        self.feature_names = [f"f{j + self.base}" for j in range(d)]
+        self.feature_names = NamePattern("f", self.base, d)  # never d strings: a header-wide index costs nothing
         self.encoding = {"kind": "svmlight", "zero_based": zb, "n_features": d, "label": None}
         if self.unlabeled:  # the lines' label tokens are read and dropped
             self.label_map, self.n_neg, self.n_pos = {}, 0, 0
@@ -288,7 +305,7 @@ class TabularJob:
         if scanner.n_rows == 0:
             raise InputError("empty input (no rows)", path=self.files[0].path)
         schema = scanner.schema()
-        if self.like is not None and schema.feature_names != list(self.like.feature_names):  # pragma: no cover - by construction
+        if self.like is not None and not same_names(schema.feature_names, self.like.feature_names):  # pragma: no cover - by construction
             raise StoreError(f"{self.like.source.get('path')}: the like= store's encoding does not reproduce its feature names")
         self.schema = schema
         self.n_rows = scanner.n_rows

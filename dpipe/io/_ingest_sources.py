@@ -32,6 +32,8 @@ _PARQUET_SUFFIXES = (".parquet", ".pq")
 _HINT_SUFFIXES = {".t": "svmlight", ".data": "csv", ".test": "csv", ".txt": "csv"}
 
 CHUNK_BYTES = 1 << 22  # decompressed bytes per read
+#: the UTF-8 byte order mark some editors write at the start of a text file: skipped
+UTF8_BOM = b"\xef\xbb\xbf"
 SVM_BLOCK_BYTES = 16 << 20  # most bytes of one svmlight block
 CSV_BLOCK_BYTES = 64 << 20  # most bytes of one CSV block
 READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
@@ -120,9 +122,11 @@ def iter_blocks(stream, path: str, max_lines: int, max_bytes: int, skip: int = 0
 
     A block holds at most ``max_lines`` lines and, unless one line is longer, at
     most ``max_bytes`` bytes. The first ``skip`` lines are dropped. A final line
-    without a newline gets one.
+    without a newline gets one. A UTF-8 byte order mark opening the stream is skipped
+    (as Python's ``utf-8-sig`` and Arrow's CSV reader do).
     """
     buf = bytearray()
+    first = True
     pending: list[np.ndarray] = []
     n_nl = 0
     line = 1
@@ -133,6 +137,10 @@ def iter_blocks(stream, path: str, max_lines: int, max_bytes: int, skip: int = 0
                 data = stream.read(CHUNK_BYTES)
             except READ_ERRORS as exc:
                 raise InputError(f"cannot read ({type(exc).__name__}: {exc})", path=path) from None
+            if first and data:
+                first = False
+                if data.startswith(UTF8_BOM):
+                    data = data[len(UTF8_BOM):]
             if data:
                 pending.append(np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + len(buf))
                 n_nl += pending[-1].size
@@ -221,6 +229,8 @@ def peek_lines(path: str, skip: int, want: int, skip_comments: bool = False) -> 
                     break
                 budget -= len(text)
                 line += 1
+                if line == 1 and text.startswith(UTF8_BOM):
+                    text = text[len(UTF8_BOM):]
                 if line <= skip:
                     continue
                 body = text.split(b"#", 1)[0] if skip_comments else text

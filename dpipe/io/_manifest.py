@@ -36,6 +36,7 @@ import msgspec
 
 from .._formats import STORE_MANIFEST_NAME, STORE_SCHEMA_VERSIONS
 from .._modes import set_default_mode
+from .._output import before_rename
 from .._wide import INLINE_MAX, NamePattern, compact_names, expand_names
 from ..exceptions import StoreError
 from ._checksum import CHECKSUM_ALGORITHM
@@ -378,6 +379,7 @@ def write_json_atomic(path: str, obj: Any, indent: int | None = 1) -> None:
             f.flush()
             os.fsync(f.fileno())
         set_default_mode(tmp)  # the user's umask, not mkstemp's 0600
+        before_rename(path)  # no signal received, and the lock of path (when this process holds it) still its own
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -71,6 +71,7 @@ class _ParquetSink(ShardSink):
         self.tmp = tmp
         self.n_features = n_features
         self.layout = layout
+        self.parts: list[str] = []  # the part files written, in shard order
 
     def write(self, index: int, start: int, stop: int, X: Any, y: np.ndarray, group: np.ndarray | None, weight: np.ndarray | None) -> None:
         import pyarrow as pa
@@ -90,9 +91,20 @@ class _ParquetSink(ShardSink):
         position = json.dumps({"index": index, "start": start, "stop": stop})
         table = pa.table(cols).replace_schema_metadata({"dpipe.shard": position})
         pq.write_table(table, os.path.join(self.tmp, part_name(index)))
+        self.parts.append(part_name(index))
 
     def finish(self, manifest: Manifest) -> None:
         """Nothing to complete: every part was written whole."""
+
+    def check_written(self, n_rows: int, nnz: int, where: str) -> None:
+        """Every part file written is still in the temporary, and not empty."""
+        for i, name in enumerate(self.parts):
+            try:
+                size = os.stat(os.path.join(self.tmp, name)).st_size
+            except FileNotFoundError:
+                raise StoreError(f"{where}: shard {i} ({name}) is missing") from None
+            if size == 0:
+                raise StoreError(f"{where}: shard {i} ({name}) is empty")
 
 
 class ParquetFormat(StoreFormat):

@@ -79,6 +79,11 @@ class ShardSink(abc.ABC):
     def finish(self, manifest: Manifest) -> None:
         """Complete the arrays once every shard is written (before ``manifest.json`` is written and the directory renamed)."""
 
+    @abc.abstractmethod
+    def check_written(self, n_rows: int, nnz: int, where: str) -> None:
+        """Before the rename: every file of the ``n_rows`` rows (``nnz`` values, CSR) written is still there and not
+        empty; :class:`~dpipe.exceptions.StoreError` naming ``where`` and the first file missing."""
+
 
 class StoreFormat(abc.ABC):
     """One on-disk encoding of a store; stateless (one instance per format, see :func:`store_format`)."""

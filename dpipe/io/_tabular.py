@@ -164,8 +164,8 @@ class TabularSchema:
         return self.hashing.n_features if self.hashing is not None else sum(c.width for c in self.columns)
 
     @property
-    def feature_names(self) -> list[str]:
-        """Names of all features, in order."""
+    def feature_names(self) -> Sequence[str]:
+        """Names of all features, in order (hashed slots: a :class:`~dpipe._wide.NamePattern`)."""
         return self.hashing.feature_names if self.hashing is not None else [n for c in self.columns for n in c.feature_names()]
 
     def offsets(self) -> list[int]:

@@ -25,7 +25,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from .._config import get_setting
-from .._output import check_not_inside, destination_lock, is_dpipe_store
+from .._output import before_rename, check_not_inside, destination_lock, hold_temporary, is_dpipe_store, release_temporary
 from .._wide import NamePattern
 from ..exceptions import DPipeError, ParameterError, StoreError
 from ..reduce._block import LAYOUTS, block_nnz, concat_rows, is_csr, to_float32
@@ -153,6 +153,7 @@ class ShardWriter:
             raise ParameterError(f"The 'shard_rows' parameter of ShardWriter must be an int in the range [1, inf]. Got {shard_rows!r} instead.")
         self.dest = os.path.abspath(dest)
         self.tmp: str | None = None
+        self._tmp_hold: int | None = None  # an flock on the temporary: another writer's stale-sibling sweep leaves it alone
         self._lock = contextlib.ExitStack()
         self._done = False
         try:
@@ -172,6 +173,9 @@ class ShardWriter:
                 self.tmp = self._tmp = tempfile.mkdtemp(  # _tmp: the same path, typed str for the writing methods
                     prefix="." + os.path.basename(self.dest) + ".tmp-", dir=parent)
                 self._start(format, with_group, with_weight)
+                # after the sink made its files (zarr's mode "w" makes the directory anew): the directory as it stays
+                self._tmp_hold = hold_temporary(self._tmp)
+                self._tmp_identity = os.stat(self._tmp)
         except BaseException:  # an interruption before the ``with`` block: nothing left behind
             self.abort()
             raise
@@ -199,13 +203,32 @@ class ShardWriter:
     def abort(self) -> None:
         """Remove the temporary directory and release ``dest``; nothing is left at ``dest``."""
         try:
-            if self.tmp is not None:
+            if self.tmp is not None and not self._done and self._still_mine():
                 shutil.rmtree(self.tmp, ignore_errors=True)
                 if os.path.lexists(self.tmp):  # a file was still being added: once more
                     shutil.rmtree(self.tmp, ignore_errors=True)
         finally:
             self._done = True
+            release_temporary(self._tmp_hold)
+            self._tmp_hold = None
             self._unlock()
+
+    def _still_mine(self) -> bool:
+        """Whether the path of the temporary is still the directory this writer made (not removed, nor another's since)."""
+        identity = getattr(self, "_tmp_identity", None)
+        if identity is None:  # still being made (mkdtemp, then the sink's files): this writer's own
+            return True
+        try:
+            return os.path.samestat(os.stat(self._tmp, follow_symlinks=False), identity)
+        except OSError:  # removed
+            return False
+
+    def _check_temporary(self) -> None:
+        """Before the final rename: the temporary is still the directory this writer made and holds every shard it wrote."""
+        if not self._still_mine():
+            raise StoreError(f"{self.dest}: the temporary {self._tmp} this writer filled was removed or replaced while it wrote "
+                             f"({len(self.shard_bounds)} shard(s) lost); nothing was renamed into place (ingest again)")
+        self._sink.check_written(self.n_rows, self.nnz, f"{self.dest} (temporary {os.path.basename(self._tmp)})")
 
     def _unlock(self) -> None:
         self._lock.close()  # idempotent
@@ -348,6 +371,8 @@ class ShardWriter:
         ``.DEST.old-*`` and removed; a symlink is removed, never what it points to)."""
         old = None
         try:
+            self._check_temporary()
+            before_rename(self.dest)  # no signal received, and dest's lock still this process's
             if os.path.lexists(self.dest):
                 if not self.overwrite:
                     raise StoreError(f"{self.dest}: destination appeared while writing; pass overwrite=True to replace it")

@@ -268,6 +268,7 @@ class _ZarrSink(ShardSink):
         self.n_features = n_features
         self.layout = layout
         self.nnz = 0
+        self._path = tmp
         root = zarr.open_group(tmp, mode="w")
         cfg: ArrayConfigParams = {"write_empty_chunks": True}  # every chunk gets a file: a missing one is damage
         self._x: zarr.Array | None = None  # dense: created at the first shard, whose features choose the codec (:func:`choose_codec`)
@@ -336,6 +337,18 @@ class _ZarrSink(ShardSink):
         else:
             self._create_x(np.zeros((0, self.n_features), dtype=np.float32))
         self._root.attrs[ZARR_MANIFEST_KEY] = manifest.to_dict()
+
+    def check_written(self, n_rows: int, nnz: int, where: str) -> None:
+        """Every chunk file of every array is still in the temporary (a file per chunk: ``write_empty_chunks``)."""
+        root = self._root
+        names = ["y"] + [n for n, a in (("group", self._g), ("weight", self._w)) if a is not None]
+        spans = [(n, 0, n_rows) for n in names]
+        if self.layout == "csr":
+            spans += [("X/indptr", 0, n_rows + 1), ("X/indices", 0, nnz), ("X/data", 0, nnz)]
+        elif self._x is not None:
+            spans.append(("X", 0, n_rows))
+        for name, start, stop in spans:
+            _check_chunk_files(self._path, root, name, start, stop, where)
 
 
 # -- the format --------------------------------------------------------------------------------------------------------------

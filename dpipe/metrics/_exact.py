@@ -66,7 +66,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -521,16 +521,23 @@ class RankSummary:
         return t, (float(errors[j]) if self.weighted else int(errors[j]))
 
     def metrics(
-        self, threshold: float = 0.0, k: int | float | None = None, *, k_fraction: float | None = None, randomized: bool = False
-    ) -> dict[str, float | int]:
+        self, threshold: float = 0.0, k: int | float | None = None, *, k_fraction: float | None = None, randomized: bool = False,
+        single_class: str = "raise",
+    ) -> dict[str, float | int | None]:
         """All metrics; see :func:`binary_metrics`. With ``randomized`` the threshold metrics (accuracy, precision,
-        recall, F1) are the expected ones of the randomized rule (:meth:`expected_confusion`)."""
-        n_pos, _ = self._masses()
+        recall, F1) are the expected ones of the randomized rule (:meth:`expected_confusion`).
+
+        ``single_class="report"``: rows of one class give the metrics defined on them and None for the others (ROC-AUC and
+        PRBEP rank one class against the other; without positives recall, F1 and the at-k figures have no denominator);
+        ``"raise"`` (the default, as scikit-learn): a :class:`ParameterError`."""
+        n_pos, n_neg = self._masses()
+        if single_class == "report" and (n_pos == 0 or n_neg == 0):
+            return self._one_class_metrics(threshold, randomized)
         auc = self.roc_auc()  # raises on a single class
         kk = self._resolve_k(k, k_fraction, "binary_metrics", default_positives=True)
         num, den = self._positives_in_top(kk)
         tp, fp, fn, tn = self.expected_confusion(threshold) if randomized else self.confusion(threshold)
-        out: dict[str, float | int] = {"n": self.n, "n_positive": self.n_positive}
+        out: dict[str, float | int | None] = {"n": self.n, "n_positive": self.n_positive}
         if self.weighted:
             out["weight_total"] = self.weight_total
             out["weight_positive"] = self.weight_positive
@@ -544,6 +551,25 @@ class RankSummary:
             k=kk,
             prec_at_k=_ratio(num, den * kk),
             rec_at_k=_ratio(num, den * n_pos),
+        )
+        return out
+
+    def _one_class_metrics(self, threshold: float, randomized: bool) -> dict[str, float | int | None]:
+        """What :meth:`metrics` reports on rows of one class: accuracy always; precision when a row scores positive;
+        recall and F1 when the rows are positive; None for the rest."""
+        n_pos, _ = self._masses()
+        tp, fp, fn, tn = self.expected_confusion(threshold) if randomized else self.confusion(threshold)
+        out: dict[str, float | int | None] = {"n": self.n, "n_positive": self.n_positive}
+        if self.weighted:
+            out["weight_total"] = self.weight_total
+            out["weight_positive"] = self.weight_positive
+        out.update(
+            roc_auc=None, prbep=None,
+            accuracy=_ratio(tp + tn, tp + fp + fn + tn),
+            precision=_ratio(tp, tp + fp) if tp + fp > 0 else None,
+            recall=_ratio(tp, tp + fn) if n_pos else None,
+            f1=_ratio(2 * tp, 2 * tp + fp + fn) if n_pos else None,
+            k=None, prec_at_k=None, rec_at_k=None,
         )
         return out
 
@@ -912,7 +938,7 @@ def binary_metrics(
     """
     summary = _summarise(y, s, "binary_metrics", sample_weight)
     _check_threshold(threshold, "binary_metrics")
-    return summary.metrics(threshold=threshold, k=k, k_fraction=k_fraction)
+    return cast(dict[str, float | int], summary.metrics(threshold=threshold, k=k, k_fraction=k_fraction))  # both classes: no None
 
 
 def roc_curve_points(

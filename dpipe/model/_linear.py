@@ -19,7 +19,7 @@ import numpy as np
 
 from .._formats import MODEL_FORMAT
 from .._modes import current_umask as _umask
-from .._output import destination_lock
+from .._output import before_rename, destination_lock
 from .._ramp import ramp
 from .._transform import FeatureTransform
 from .._wide import NamePattern, compact_names, decode_vector, encode_vector, expand_names, is_pattern
@@ -551,6 +551,7 @@ class LinearModel:
                 with os.fdopen(fd, "w") as f:
                     json.dump(self.to_dict(), f, indent=1, allow_nan=False)
                     f.write("\n")
+                before_rename(path)  # no signal received, and the lock still this process's
                 os.replace(tmp, path)
             except BaseException as exc:
                 if tmp is not None and os.path.exists(tmp):

@@ -24,16 +24,21 @@ import os
 import re
 from typing import Any
 
+from .._formats import REGISTRY_FORMAT
 from ..exceptions import RegistryError
 from ..io._manifest import write_json_atomic
 
 __all__ = [
     "RECORD_NAME", "DECISIONS_DIR", "HISTORY_NAME", "CHAMPION_NAME", "VERSION_NAME", "CHAMPION_ACTIONS", "VERSION_ACTIONS",
     "history_line", "history_bytes", "read_records", "read_history", "read_pointer", "write_pointer", "write_decision_file", "champion_stack",
-    "file_digest", "file_sha256", "RecordsOnDisk",
+    "file_digest", "file_sha256", "RecordsOnDisk", "MARKER_NAME", "REGISTRY_FORMAT_VERSION", "write_marker", "holds_records",
 ]
 
 RECORD_NAME = "decision.json"
+#: the registry's format marker
+MARKER_NAME = "registry.json"
+#: what :func:`write_marker` writes: the marker's format and the version of the layout this module describes
+REGISTRY_FORMAT_VERSION = 2
 DECISIONS_DIR = "decisions"
 HISTORY_NAME = "history.jsonl"
 CHAMPION_NAME = "champion.json"
@@ -181,6 +186,20 @@ def write_decision_file(root: str, record: dict[str, Any]) -> str:
     path = os.path.join(directory, f"{record['seq']:06d}-{record['action']}.json")
     write_json_atomic(path, record)
     return path
+
+
+def write_marker(root: str, fields: dict[str, Any]) -> None:
+    """Write ``registry.json``: the format marker, this layout's version and ``fields`` (temporary file, rename)."""
+    write_json_atomic(os.path.join(root, MARKER_NAME), {"format": REGISTRY_FORMAT, "format_version": REGISTRY_FORMAT_VERSION, **fields})
+
+
+def holds_records(root: str) -> bool:
+    """Whether ``root`` holds a decision record (a registry that lost its ``registry.json``, not some other folder)."""
+    versions = os.path.join(root, "versions")
+    if os.path.isdir(versions) and any(VERSION_NAME.fullmatch(n) and os.path.isfile(os.path.join(versions, n, RECORD_NAME)) for n in os.listdir(versions)):
+        return True
+    decisions = os.path.join(root, DECISIONS_DIR)
+    return os.path.isdir(decisions) and any(_DECISION_FILE.fullmatch(n) for n in os.listdir(decisions))
 
 
 def champion_stack(records: list[dict[str, Any]]) -> list[str]:

@@ -39,6 +39,7 @@ from typing import Any
 
 from .._faults import kill_point
 from .._formats import REGISTRY_FORMAT
+from .._interrupts import check_interrupted
 from .._modes import set_default_mode
 from ..exceptions import RegistryError
 from ..io._manifest import write_json_atomic
@@ -51,6 +52,7 @@ from ._records import (
     champion_stack,
     file_sha256,
     history_line,
+    holds_records,
     write_decision_file,
     write_pointer,
 )
@@ -90,14 +92,15 @@ class Registry:
     def __init__(self, path: str | os.PathLike, *, create: bool = False) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self._marker = os.path.join(self.path, "registry.json")
-        if not os.path.exists(self._marker):
+        lost = not os.path.exists(self._marker) and holds_records(self.path)  # its records intact: damage a repair settles
+        if not os.path.exists(self._marker) and not lost:
             if not create:
                 raise RegistryError(f"{self.path}: not a dpipe model registry (no registry.json); `dpipe retrain` creates one")
             if os.path.isdir(self.path) and os.listdir(self.path):
                 raise RegistryError(f"{self.path}: exists and is not empty; a new registry needs a new or empty directory")
             os.makedirs(os.path.join(self.path, "versions"), exist_ok=True)
             write_json_atomic(self._marker, {"format": REGISTRY_FORMAT, "format_version": REGISTRY_FORMAT_VERSION, "created": _now()})
-        self.format_version = self._read_format()
+        self.format_version = REGISTRY_FORMAT_VERSION if lost else self._read_format()
         if self.format_version != REGISTRY_FORMAT_VERSION and self.format_version != 1:
             raise RegistryError(f"{self._marker}: registry format version {self.format_version!r}; this dpipe reads {REGISTRY_FORMAT_VERSION}")
         self._found: Findings | None = None
@@ -125,8 +128,10 @@ class Registry:
                                 f"`dpipe registry repair {self.path}` upgrades it")
         generation = tuple(_stat(os.path.join(self.path, name)) for name in ("versions", "decisions", "history.jsonl", "champion.json"))
         if self._found is None or generation != self._generation:
-            self._found, self._generation = inspect_registry(self.path), generation
-            for line in self._found.damage:
+            found = inspect_registry(self.path)
+            raise_unsettled(self.path, found)  # the check repair runs: what the files cannot settle is this one line for every reader
+            self._found, self._generation = found, generation
+            for line in found.damage:
                 if line not in self._warned:
                     self._warned.add(line)
                     log.warning("%s: %s (readers use the decision records; `dpipe registry repair %s` or the next writer repairs it)",
@@ -308,6 +313,7 @@ class Registry:
         write_json_atomic(os.path.join(tmp, RECORD_NAME), record)
         set_default_mode(tmp)
         kill_point("version-written")
+        check_interrupted()  # nothing is renamed into place after a signal
         os.rename(tmp, os.path.join(root, version))
         _fsync_directory(root)
 

@@ -15,15 +15,25 @@ agree again. Nothing committed is ever removed:
 * a history line whose record file is gone is written back as a record when it can be
   (its version folder is there): the record is restored with a warning;
 * ``.tmp-*`` entries are writes that never committed (the record is written inside
-  them, before the rename that commits): each is removed and logged.
+  them, before the rename that commits): each is removed and logged (a symbolic link is
+  removed itself, never what it points to, and said to be one);
+* a missing ``registry.json`` beside intact decision records is written again (warning).
 
-What cannot be settled from the files - a history line naming a version folder that is
-gone, a version folder with neither a record nor a history line, a line that contradicts
-its record - stops a writer with one line saying which file to restore or move.
+What cannot be settled from the files - a history line or ``champion.json`` naming a
+version folder that is gone, a version folder with neither a record nor a history line, a
+line that contradicts its record, a committed version without its ``model.json`` or
+``entry.json`` - stops a writer with one line saying which file to restore or move.
+
+**One verdict.** Every reader of the registry (``dpipe registry list / show / history``,
+:meth:`~dpipe.registry.Registry.model`, ``retrain``) and ``repair`` run this same check: what
+cannot be settled is the same one-line error (exit 1) for each of them, never a fallback to
+what the remaining records say (a deleted champion would otherwise serve the previous one); what
+a repair settles is a warning for a reader, which reads the records.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
@@ -32,12 +42,14 @@ import os
 import shutil
 from typing import Any
 
+from .._interrupts import check_interrupted
 from ..exceptions import RegistryError
 from ..io._manifest import write_json_atomic
 from ._records import (
     CHAMPION_ACTIONS,
     CHAMPION_NAME,
     HISTORY_NAME,
+    MARKER_NAME,
     RECORD_NAME,
     VERSION_ACTIONS,
     history_bytes,
@@ -45,6 +57,7 @@ from ._records import (
     read_pointer,
     read_records,
     write_decision_file,
+    write_marker,
     write_pointer,
 )
 
@@ -75,6 +88,8 @@ class Findings:
         More than a pointer one decision behind.
     temporaries : list of str
         Uncommitted writes to remove.
+    marker : str or None
+        What is wrong with ``registry.json`` (missing beside intact records), or None.
     """
 
     records: list[dict[str, Any]]
@@ -85,11 +100,14 @@ class Findings:
     pointer: str | None = None
     pointer_damaged: bool = False
     temporaries: list[str] = dataclasses.field(default_factory=list)
+    marker: str | None = None
+    links: list[str] = dataclasses.field(default_factory=list)  # the temporaries that are symbolic links
 
     @property
     def damage(self) -> list[str]:
         """What a reader should be warned of: damage, not a killed writer's roll-forward."""
-        out = [f"{HISTORY_NAME}: {self.history}"] if self.history_damaged else []
+        out = [f"{MARKER_NAME}: {self.marker}"] if self.marker is not None else []
+        out += [f"{HISTORY_NAME}: {self.history}"] if self.history_damaged else []
         out += [f"{CHAMPION_NAME}: {self.pointer}"] if self.pointer_damaged else []
         out += [f"{RECORD_NAME} of {r['version']} is missing: restored from its history line" if r["action"] in VERSION_ACTIONS
                 else f"the record of decision {r['seq']} ({r['action']}) is missing: restored from its history line" for r in self.restore]
@@ -101,7 +119,9 @@ class Findings:
         out = list(self.damage)
         out += [f"{HISTORY_NAME}: {self.history}"] if self.history is not None and not self.history_damaged else []
         out += [f"{CHAMPION_NAME}: {self.pointer}"] if self.pointer is not None and not self.pointer_damaged else []
-        return out + [f"removed {os.path.basename(os.path.dirname(p))}/{os.path.basename(p)}, a write that never committed" for p in self.temporaries]
+        return out + [f"removed {os.path.basename(os.path.dirname(p))}/{os.path.basename(p)}"
+                      f"{', a symbolic link (what it points to was kept)' if p in self.links else ''}, a write that never committed"
+                      for p in self.temporaries]
 
 
 def _differs(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -113,7 +133,7 @@ def inspect_registry(root: str) -> Findings:
     disk = read_records(root)
     raw, lines = read_history(root)
     by_id = {r["id"]: r for r in disk.records}
-    found = Findings(records=list(disk.records), temporaries=disk.temporaries)
+    found = Findings(records=list(disk.records), temporaries=disk.temporaries, links=[p for p in disk.temporaries if os.path.islink(p)])
     unrecorded = set(disk.unrecorded)
     named = set()
     for number, line in enumerate(lines, 1):
@@ -133,12 +153,41 @@ def inspect_registry(root: str) -> Findings:
             found.restore.append(line)
             if line.get("action") in VERSION_ACTIONS:
                 named.add(version)
+    pointer = read_pointer(root)
+    restored = {r["id"] for r in found.restore}
+    if pointer and isinstance(pointer.get("id"), str) and pointer["id"] not in by_id and pointer["id"] not in restored and isinstance(pointer.get("seq"), int):
+        # champion.json carries a whole committed record: one whose record file and history line are gone
+        version = pointer.get("version")
+        if pointer.get("action") in VERSION_ACTIONS and version not in unrecorded:
+            found.unsettled.append(f"{CHAMPION_NAME} names {version} as the champion ({pointer['action']} at {pointer.get('time')}), but "
+                                   f"versions/{version} is missing: restore the folder from a backup")
+        else:
+            found.restore.append(pointer)
+            if pointer.get("action") in VERSION_ACTIONS:
+                named.add(version)
     for version in sorted(unrecorded - named):
         found.unsettled.append(f"versions/{version} has no {RECORD_NAME} and no history line names it: dpipe cannot tell whether it was "
                                "committed; move it out of versions/ or restore its record")
     found.records = sorted(found.records + found.restore, key=lambda r: r["seq"])
+    for record in found.records:  # a committed version keeps its model and its entry
+        if record["action"] in VERSION_ACTIONS:
+            for name, what in (("model.json", "model file"), ("entry.json", "entry")):
+                if not os.path.isfile(os.path.join(root, "versions", record["version"], name)):
+                    found.unsettled.append(f"the {what} of {record['version']} is missing (versions/{record['version']}/{name}; "
+                                           f"{record['action']} at {record.get('time')}): restore it from a backup")
+    registered = {r["version"] for r in found.records if r["action"] in VERSION_ACTIONS}
+    for record in found.records:  # a decision about a version (promote, rollback, the champions around it) names a registered one
+        named_here = [record.get("champion_before"), record.get("champion_after")]
+        if record["action"] in ("promote", "rollback"):
+            named_here.append(record.get("version"))
+        for version in dict.fromkeys(v for v in named_here if v is not None):
+            if version not in registered:
+                found.unsettled.append(f"decision {record['seq']} ({record['action']} at {record.get('time')}) names {version}, but "
+                                       f"versions/{version} is missing: restore the folder from a backup")
+    if not os.path.exists(os.path.join(root, MARKER_NAME)):
+        found.marker = f"missing; the folder holds {len(found.records)} decision records (rebuilt by a repair)"
     _check_history(found, raw)
-    _check_pointer(found, read_pointer(root))
+    _check_pointer(found, pointer)
     return found
 
 
@@ -212,9 +261,21 @@ def apply_repair(root: str, found: Findings) -> None:
         Something cannot be settled from the files (:attr:`Findings.unsettled`); nothing was changed.
     """
     raise_unsettled(root, found)
+    if found.marker is not None:
+        write_marker(root, {"rebuilt": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")})
+        log.warning("%s: %s was %s: written again", root, MARKER_NAME, found.marker)
     for path in found.temporaries:
-        shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
-        log.warning("%s: removed %s, a write that never committed", root, os.path.relpath(path, root))
+        link = os.path.islink(path)
+        if os.path.isdir(path) and not link:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # a symbolic link itself, never what it points to
+        if os.path.lexists(path):
+            log.warning("%s: could not remove %s, a write that never committed", root, os.path.relpath(path, root))
+        else:
+            log.warning("%s: removed %s%s, a write that never committed", root, os.path.relpath(path, root),
+                        ", a symbolic link (what it points to was kept)" if link else "")
     for record in found.restore:
         if record["action"] in VERSION_ACTIONS:
             write_json_atomic(os.path.join(root, "versions", record["version"], RECORD_NAME), record)
@@ -256,6 +317,7 @@ def write_json_lines_atomic(path: str, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         set_default_mode(tmp)
+        check_interrupted()  # nothing is renamed into place after a signal
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -188,10 +188,21 @@ def retrain(config: RetrainConfig | str | os.PathLike, *, force: bool = False, c
             return _run(cfg, reg, champion, force, client)
     except Exception as exc:  # recorded, then raised as it came
         if not isinstance(exc, RegistryError):  # a registry that cannot be written cannot record it either
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
-            with reg.writing():
-                reg.commit("failed", reasons=[reason], error=type(exc).__name__)
+            _record_failure(reg, exc)
         raise
+
+
+def _record_failure(reg: Registry, exc: Exception) -> None:
+    """Commit a ``failed`` decision for ``exc``; when that fails too (a full disk, a damaged registry), the first error wins:
+    the recording's error is logged and noted on ``exc``, which the caller raises as it came."""
+    reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+    try:
+        with reg.writing():
+            reg.commit("failed", reasons=[reason], error=type(exc).__name__)
+    except Exception as recording:  # noqa: BLE001 - any error of the recording: the run's own error is what the user must see
+        why = (str(recording).splitlines() or [type(recording).__name__])[0]
+        log.warning("retrain: the failure could not be recorded in %s (%s: %s); the run failed with: %s", reg.path, type(recording).__name__, why, reason)
+        exc.add_note(f"(not recorded in the registry: {type(recording).__name__}: {why})")
 
 
 def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, client: Any) -> RetrainResult:
@@ -209,6 +220,8 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     done = None if force else reg.find(key)
     if done is not None:
         log.info("retrain: these inputs were decided at %s: %s %s; nothing to do", done["time"], done["action"], done["version"])
+        with reg.writing():  # but the views: a writer killed after its commit left champion.json / history.jsonl behind
+            pass
         return RetrainResult(done["action"], done["version"], reg.champion() or "", done["reasons"], done, repeated=True)
     kill_point("data")
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._interrupts import check_interrupted
 from .._log import VERBOSE
 from .._progress import Throttle
 from ..exceptions import ConvergenceWarning
@@ -103,6 +104,7 @@ def fit_cutting_plane(
     pace = Throttle()  # per-iteration INFO lines: one every dpipe.progress-interval (every one at -v)
     status, message = 1, f"iteration limit ({max_iter}) reached"
     for it in range(1, int(max_iter) + 1):
+        check_interrupted()  # a safe point: a signal whose first raise was dropped stops the fit here
         R, loss, a = risk.plane(w)
         J = 0.5 * lam * float(w @ w) + max(R, 0.0)
         if J < best_J:
@@ -152,9 +154,11 @@ def fit_cutting_plane(
     elapsed = time.perf_counter() - t0
     log.info("%sdone: %s after %d iterations, J=%.10g, %.2fs", name, message, len(history), best_J, elapsed - monitor_seconds)
     if status == 1:
+        empty = not np.any(np.asarray(best_w))  # every weight 0: the best iterate is the start, the model scores every row alike
         warnings.warn(
-            f"{name}cutting plane stopped at the iteration limit ({max_iter}) with gap {history[-1]['gap']:.3g} > eps = {eps:g}; "
-            "raise 'max_iter' or loosen 'eps'.",
+            f"{name}cutting plane stopped at the iteration limit ({max_iter}) with gap {history[-1]['gap']:.3g} > eps = {eps:g}"
+            + (" and every weight 0: the model is empty (it scores every row alike)" if empty else "")
+            + "; raise 'max_iter' or loosen 'eps'.",
             ConvergenceWarning,
             stacklevel=2,
         )

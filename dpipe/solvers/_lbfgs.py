@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.optimize
 
+from .._interrupts import check_interrupted
 from .._log import VERBOSE
 from .._progress import Throttle
 from ..exceptions import ConvergenceWarning
@@ -151,6 +152,7 @@ def minimize_lbfgs(
 
     def on_iteration(yk: np.ndarray) -> None:
         nonlocal monitor_seconds
+        check_interrupted()  # a safe point: a signal whose first raise was dropped stops the fit here
         now = time.perf_counter()
         xk = scale * yk
         same = "x" in last and np.array_equal(last["x"], xk)

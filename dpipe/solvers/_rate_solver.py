@@ -54,6 +54,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._interrupts import check_interrupted
 from .._log import VERBOSE
 from ..engine._blas import ONE_BLAS_THREAD
 from ..exceptions import ConvergenceWarning
@@ -277,6 +278,7 @@ def _majorization_minimization(problem: RateProblem, inner: _Inner, theta: np.nd
         inner.last_at_limit = 0
         region = TrustRegion(v, multiplier_bound)  # v: the previous step's multipliers, a good start
         for _ in range(max_cuts + 1):
+            check_interrupted()  # a safe point: a signal whose first raise was dropped stops the fit here
             v_full = np.concatenate([[1.0], v])
             theta, value = inner.solve(theta, anchor, v_full)
             _, _, results, ranking_risk = problem.smoothed(theta, anchor, v_full)

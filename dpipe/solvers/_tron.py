@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .._interrupts import check_interrupted
 from .._log import VERBOSE
 from .._progress import Throttle
 from ..exceptions import ConvergenceWarning
@@ -165,6 +166,7 @@ def minimize_tron(
     monitor_seconds = 0.0
     log.info("%sTRON: f=%.10g |g|=%.3e, stop at |g| <= %.3e", name, f, gnorm, eps * gnorm0)
     while gnorm > eps * gnorm0:
+        check_interrupted()  # a safe point: a signal whose first raise was dropped stops the fit here
         if nit >= max_iter:
             status, message = 1, f"ITERATION LIMIT: {max_iter} Newton iterations"
             break

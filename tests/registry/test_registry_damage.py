@@ -15,30 +15,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from retrain_helpers import SECOND, assert_consistent, copy_folder, run_retrain, write_config
+from retrain_helpers import SECOND, assert_consistent, copy_folder, run_retrain
 
+from dpipe.exceptions import RegistryError
 from dpipe.registry import Registry
 
 
 def _registry(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dpipe", "registry", *args], capture_output=True, text=True, timeout=120, check=False)
-
-
-@pytest.fixture(scope="module")
-def busy(first, tmp_path_factory) -> Path:
-    """A registry with every kind of decision: promoted (v0001, v0002), kept (v0003), failed, rollback, promote."""
-    d = tmp_path_factory.mktemp("busy") / "work"
-    shutil.copytree(first, d)
-    assert run_retrain(d / SECOND).returncode == 0
-    write_config(d, "margin.yaml", "w2.zarr", promote="promote: {metric: accuracy, margin: 0.5}")
-    assert run_retrain(d / "margin.yaml").returncode == 3
-    assert run_retrain(d / "strict.yaml").returncode == 1
-    assert _registry("rollback", str(d / "reg")).returncode == 0
-    assert _registry("promote", str(d / "reg"), "v0002").returncode == 0
-    reg = Registry(d / "reg")
-    assert [r["action"] for r in reg.history()] == ["promoted", "promoted", "kept", "failed", "rollback", "promote"]
-    assert reg.versions() == ["v0001", "v0002", "v0003"] and reg.champion() == "v0002"
-    return d
 
 
 def _files(reg: Path) -> dict[str, bytes]:
@@ -122,7 +106,8 @@ def test_a_tampered_model_is_refused_by_retrain_promote_and_rollback(busy, tmp_p
     (d / "reg" / "versions" / "v0001" / "model.json").unlink()
     r = _registry("promote", str(d / "reg"), "v0001")
     assert r.returncode == 1 and "the model file of v0001 is missing" in r.stderr
-    assert Registry(d / "reg").champion() == "v0003"
+    with pytest.raises(RegistryError, match="the model file of v0001 is missing"):  # a reader gives the writers' verdict (issue 41)
+        Registry(d / "reg").champion()
 
 
 def test_a_version_that_lost_its_record_gets_it_back_from_the_history(busy, tmp_path):

@@ -127,11 +127,13 @@ def test_a_kill_after_the_commit_is_a_committed_promotion(first, tmp_path, stage
     pointer = json.loads((d / "reg" / "champion.json").read_text())["version"]
     assert pointer == ("v0001" if stage == "committed" else "v0002")
     assert_consistent(reg)
-    again = run_retrain(d / SECOND)  # decided already: reads, writes nothing
+    again = run_retrain(d / SECOND)  # decided already: nothing to do but the views, brought up to date (issue 41)
     assert again.returncode == 0 and "already decided" in again.stdout
+    assert json.loads((d / "reg" / "champion.json").read_text())["version"] == "v0002"
+    assert len((d / "reg" / "history.jsonl").read_text().splitlines()) == 2
     reg.rollback("the next writer")
     actions = [json.loads(x)["action"] for x in (d / "reg" / "history.jsonl").read_text().splitlines()]
-    assert actions == ["promoted", "promoted", "rollback"]  # the missing line appended under the writer's lock, first
+    assert actions == ["promoted", "promoted", "rollback"]
     assert reg.champion() == "v0001"
     assert_consistent(reg)
 

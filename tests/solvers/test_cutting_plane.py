@@ -150,6 +150,18 @@ def test_iteration_limit_warns_and_history_has_the_gap():
     assert {"J", "lower_bound", "gap", "loss", "seconds_oracle"} <= set(fit.history[-1])
 
 
+def test_an_iteration_limit_with_every_weight_zero_says_the_model_is_empty():
+    """Stopped after its first plane, the best iterate is the start w = 0: the warning says the model is empty (issue 41)."""
+    X, y = classification_data(300, 4, seed=5)
+    ds = LocalDataset([Shard(X=X, y=y)])
+    with pytest.warns(ConvergenceWarning, match="every weight 0: the model is empty") as caught:
+        fit = fit_cutting_plane(StructuralRisk(ds, "f1", int((y > 0).sum()), int((y < 0).sum())), 4, 1e-4, eps=1e-12, max_iter=1)
+    assert not np.any(fit.x) and len(caught) == 1
+    with pytest.warns(ConvergenceWarning) as caught:  # a model with weights: no such words
+        fit = fit_cutting_plane(StructuralRisk(ds, "rocarea", int((y > 0).sum()), int((y < 0).sum())), 4, 1e-4, eps=1e-12, max_iter=10)
+    assert np.any(fit.x) and "empty" not in str(caught[0].message)
+
+
 def _contingency_loss(loss, a, b, c, n, n_pos, k):
     """Delta of a labeling with a true positives, b false positives and c false negatives (a fraction)."""
     return {
