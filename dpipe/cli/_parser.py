@@ -69,6 +69,7 @@ _JSON_HELP = {
     "train": "the model file's path and the fit's summary", "evaluate": "the metrics document instead of the table",
     "predict": "the prediction file's path and rows", "demo": "each model's test metrics and the report's path",
     "verify": "the store's result: ok or its damaged shards",
+    "datasets": "the files written",
 }
 
 
@@ -124,14 +125,22 @@ def _make_data_parser(sub: Any) -> None:
     add_ingest_arguments(p, "make-data")
 
 
+#: the STORE argument of train, evaluate and predict
+_STORE_HELP = ("a store, or a source file (svmlight, CSV, Parquet; plain, .gz or .bz2) ingested into a store cached by its content and "
+               "the ingest options (dask config dpipe.ingest-cache) and reused by later runs")
+#: the title of their ingest options' group
+_INGEST_GROUP = "ingest options (when STORE is a source file; evaluate and predict ingest it --like the model's training store by default)"
+
+
 def _train_parser(sub: Any) -> None:
     """``dpipe train``."""
     from ..engine._cluster_spec import add_cluster_arguments
     from ..fit._params import add_arguments
     from ..fit._registry import DEFAULT_OBJECTIVE, OBJECTIVES
+    from ..io._ingest_options import add_ingest_arguments
 
-    p = sub.add_parser("train", help="train a model on a store")
-    p.add_argument("store")
+    p = sub.add_parser("train", help="train a model on a store (or a source file, ingested once into a cached store)")
+    p.add_argument("store", help=_STORE_HELP)
     p.add_argument("--objective", choices=list(OBJECTIVES), default=DEFAULT_OBJECTIVE, help="; ".join(f"{o.name}: {o.summary}" for o in OBJECTIVES.values()))
     p.add_argument("--out", required=True, help="model file to write (JSON); '-': the model on stdout (then not with --json)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out (only a dpipe model file is ever replaced)")
@@ -147,15 +156,17 @@ def _train_parser(sub: Any) -> None:
     add_arguments(p.add_argument_group("hyper-parameters (each names the objectives it applies to; any other is an error)"))
     p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="do not keep training metrics in the model")
     add_cluster_arguments(p, "train")
+    add_ingest_arguments(p.add_argument_group(_INGEST_GROUP), "train")
 
 
 def _evaluate_parser(sub: Any) -> None:
     """``dpipe evaluate``."""
     from ..engine._cluster_spec import add_cluster_arguments
+    from ..io._ingest_options import add_ingest_arguments
 
     p = sub.add_parser("evaluate", help="exact ROC-AUC, PRBEP, accuracy, precision, recall, F1, Prec@k, Rec@k of a model on a store")
     p.add_argument("model")
-    p.add_argument("store")
+    p.add_argument("store", help=_STORE_HELP)
     p.add_argument("--k", type=float, help="Prec@k / Rec@k cut-off: a number of rows (total weight in a weighted store); default the number of positives")
     p.add_argument("--k-fraction", dest="k_fraction", type=float, help="Prec@k / Rec@k cut-off as a fraction of the positives (as in training)")
     p.add_argument("--threshold", type=float, default=0.0)
@@ -168,20 +179,23 @@ def _evaluate_parser(sub: Any) -> None:
                    help="also evaluate this rate constraint with the model's predictions and say whether it holds; repeatable")
     p.add_argument("--dataset", dest="datasets", action="append", metavar="ALIAS=STORE", help="another store the constraints name (on=ALIAS); repeatable")
     add_cluster_arguments(p, "evaluate")
+    add_ingest_arguments(p.add_argument_group(_INGEST_GROUP), "evaluate")
 
 
 def _predict_parser(sub: Any) -> None:
     """``dpipe predict``."""
     from ..engine._cluster_spec import add_cluster_arguments
+    from ..io._ingest_options import add_ingest_arguments
 
     p = sub.add_parser("predict", help="score every row of a store into a Parquet file (row, score, label, y)")
     p.add_argument("model")
-    p.add_argument("store")
+    p.add_argument("store", help=_STORE_HELP)
     p.add_argument("--out", required=True, help="Parquet file to write; '-': the file on stdout (a pipe or a redirection, not a terminal; then not with --json)")
     p.add_argument("--threshold", type=float, default=0.0)
     p.add_argument("--seed", type=int, help="a randomized model's labels are drawn from this seed (threshold_rule randomized)")
     p.add_argument("--overwrite", action="store_true")
     add_cluster_arguments(p, "predict")
+    add_ingest_arguments(p.add_argument_group(_INGEST_GROUP), "predict")
 
 
 def _demo_parser(sub: Any) -> None:
@@ -199,6 +213,21 @@ def _demo_parser(sub: Any) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier demo in --workdir (only files dpipe wrote)")
     add_ingest_arguments(p, "demo")
     add_cluster_arguments(p, "demo")
+
+
+def _datasets_parser(sub: Any) -> None:
+    """``dpipe datasets``."""
+    from ..io._bundled import BUNDLED
+
+    p = sub.add_parser("datasets", help="write bundled datasets as the files the examples use (adult.csv, a9a.svm, ...)",
+                       description="Write bundled datasets into the working folder (or --dir) from the shared data folder "
+                                   "($DPIPE_SHARED_DATA, else ../shared/data): "
+                                   + "; ".join(f"{b.name}: {', '.join(f for f, _ in b.files)} ({b.about})" for b in BUNDLED.values())
+                                   + ". A file that already holds the same content is left as it is.")
+    p.add_argument("names", nargs="*", metavar="NAME", default=["adult", "a9a"], help=f"{', '.join(BUNDLED)} (default: adult a9a)")
+    p.add_argument("--dir", default=".", help="folder to write into (default: the working folder)")
+    p.add_argument("--from", dest="source", metavar="FOLDER", help="the shared data folder (default: $DPIPE_SHARED_DATA, else ../shared/data)")
+    p.add_argument("--overwrite", action="store_true", help="replace a file of the same name whose content differs")
 
 
 def _verify_parser(sub: Any) -> None:
@@ -219,6 +248,7 @@ COMMAND_PARSERS = {
     "predict": _predict_parser,
     "demo": _demo_parser,
     "verify": _verify_parser,
+    "datasets": _datasets_parser,
 }
 
 
