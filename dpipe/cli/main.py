@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import logging
 import os
 import signal
@@ -528,12 +529,34 @@ def _command_parser(parser: argparse.ArgumentParser, a: argparse.Namespace) -> a
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage; train: 4 when a rate constraint does not hold, the model written; retrain: 3 kept).
+    """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage error, 141 stdout closed early; train: 4 when a rate
+    constraint does not hold, the model written; retrain: 3 kept).
 
     With ``--json`` a command prints one JSON document on stdout and nothing else there (fields:
     ``docs/json-output.md``; :mod:`dpipe.cli._json`); with ``--out -`` the file it writes goes to stdout instead.
     Logs, progress and warnings are on stderr; an error is one line ``dpipe COMMAND: error: ...`` on stderr.
     """
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # stdout closed early (dpipe ... | head): end quietly, as cat does, with 128 + SIGPIPE
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+#: the exit status when stdout's reader went away (``dpipe ... | head``): 128 + SIGPIPE, as a shell reports ``cat``'s
+EXIT_BROKEN_PIPE = 128 + 13
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of a closed pipe prints nothing."""
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        fd = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
     import asyncio  # past the parser, as every import a command needs: --help and --version stay light
@@ -541,6 +564,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .._progress import terminal_bar
 
     restore_logging = _setup_logging(a.verbose, a.quiet)
+    if a.command in ("train", "evaluate", "predict", "demo", "retrain", "ingest", "split"):  # the commands that run dpipe's kernels
+        from .._compiles import watch_compiles
+
+        watch_compiles()  # one log line at the first compile after an install
 
     # the library's messages name Python parameters; this command's name its flags (dpipe.cli._vocabulary)
     flags = cli_flags(_command_parser(parser, a))
@@ -561,6 +588,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with terminal_bar(sys.stderr) if sys.stderr.isatty() and not a.quiet else contextlib.nullcontext(), \
                         contextlib.redirect_stdout(sys.stderr) if reserved else contextlib.nullcontext():
                     status = _COMMANDS[a.command](a)  # None: 0; retrain returns its decision's exit code
+            except BrokenPipeError:
+                raise  # stdout's reader went away: main ends quietly
             except (DPipeError, ValueError, OSError) as exc:  # OSError: a read-only file system, a full disk, a permission
                 if a.verbose:
                     traceback.print_exc(file=sys.stderr)
