@@ -18,7 +18,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the decision record as one JSON document on stdout (docs/json-output.md)")
 
     p = sub.add_parser("registry", help="list, show, promote or roll back the versions of a model registry")
-    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB", prog=p.prog)
     q = verbs.add_parser("list", help="every version with its holdout metric and decision; * marks the champion")
     q.add_argument("registry")
     q = verbs.add_parser("show", help="a version's entry (training data, metrics, constraints) and its decision, as JSON")

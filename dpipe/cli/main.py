@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import logging
 import os
 import signal
@@ -207,6 +208,44 @@ def _check_one_stdout_document(a: argparse.Namespace, what: str) -> None:
         raise ParameterError(f"--out - and --json both print on stdout; write the {what} to a file with --out FILE to print --json's document")
 
 
+def _store_of(a: argparse.Namespace, path: str, command: str, *, like: str | None = None, model: str | None = None) -> str:
+    """``path`` when it is a store; a source file's store in the ingest cache otherwise (ingested now, or reused: one log
+    line says which), read with the command's ingest options, ``--like`` defaulting to ``like`` or to ``model``'s training
+    store. Ingest options given with a store are an error."""
+    from .._output import is_dpipe_store
+    from ..io._ingest_options import IngestOptions
+    from ..io._source_cache import cached_store, ingest_cache_folder
+
+    options = IngestOptions.from_arguments(a)
+    given = options.given(command)
+    if os.path.isdir(path) and (is_dpipe_store(path) or not given):
+        if given:
+            flags = ", ".join("--" + n.replace("_", "-") for n in given)
+            raise ParameterError(f"{flags} appl{'ies' if len(given) == 1 else 'y'} to a source file; {path} is a store (made by dpipe ingest)")
+        return path  # a store, or a folder the store reader names the problem of
+    if not os.path.isfile(path):
+        raise ParameterError(f"{path}: no such store or source file (a store is made by dpipe ingest; a source file is svmlight, CSV or Parquet)")
+    keywords = options.keywords(command)
+    if keywords.get("like") is None and model is not None:
+        from ..model import LinearModel
+
+        like = LinearModel.load(model).training.get("store")
+        if not like or not is_dpipe_store(like):
+            raise ParameterError(f"{path} is a source file to ingest like {model}'s training store, which is gone ({like}); name the training store "
+                                 "with --like STORE, or ingest the file with dpipe ingest --like")
+    if keywords.get("like") is None and like is not None:
+        keywords["like"] = like
+    unlabeled = bool(keywords.pop("unlabeled", False))
+    return cached_store(path, ingest_cache_folder(), keywords, unlabeled=unlabeled, who=command)[0]
+
+
+def _without_ingest_options(a: argparse.Namespace) -> argparse.Namespace:
+    """``a`` with its ingest options at their defaults: a validation source is read ``--like`` the training store."""
+    from ..io._ingest_options import IngestOptions
+
+    return argparse.Namespace(**{**vars(a), **{name: getattr(IngestOptions(), name) for name in IngestOptions.from_arguments(a).given()}})
+
+
 def _cmd_train(a: argparse.Namespace) -> int | None:
     from .._output import locked_output
     from ._json import STDOUT, emit, emit_model, train_summary
@@ -220,7 +259,9 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
         given = {name: getattr(a, name) for name in PARAMS if getattr(a, name) is not None}
         if a.constraints_file:
             given["constraints"] = [*given.get("constraints", []), *_read_constraints_file(a.constraints_file)]
-        model = train(a.store, a.objective, validation=a.validation, datasets=_parse_datasets(a.datasets), out=out, overwrite=a.overwrite,
+        store = _store_of(a, a.store, "train")
+        validation = None if a.validation is None else _store_of(_without_ingest_options(a), a.validation, "train", like=store)
+        model = train(store, a.objective, validation=validation, datasets=_parse_datasets(a.datasets), out=out, overwrite=a.overwrite,
                       train_metrics=a.train_metrics, constraint_validation=_parse_validation(a.constraint_validation), **given, **_cluster_keywords(a))
     fit = model.fit
     info = fit.get("info", {})
@@ -313,7 +354,7 @@ def _cmd_evaluate(a: argparse.Namespace) -> None:
     file = None if a.out == STDOUT else a.out  # '-': the metrics document on stdout, as --json prints it (no file named '-')
     # --out FILE: checked before the pass, one writer of it until the rename
     with locked_output(file, overwrite=a.overwrite, what="metrics") if file else contextlib.nullcontext():
-        metrics = evaluate(a.model, a.store, k=k, k_fraction=a.k_fraction, threshold=a.threshold, by_group=a.by_group, constraints=a.constraints,
+        metrics = evaluate(a.model, _store_of(a, a.store, "evaluate", model=a.model), k=k, k_fraction=a.k_fraction, threshold=a.threshold, by_group=a.by_group, constraints=a.constraints,
                            datasets=_parse_datasets(a.datasets), **_cluster_keywords(a))
         if file:
             write_metrics(file, metrics, overwrite=a.overwrite)
@@ -331,16 +372,17 @@ def _cmd_predict(a: argparse.Namespace) -> None:
 
     _check_one_stdout_document(a, "predictions")
     kwargs = dict(threshold=a.threshold, seed=a.seed, overwrite=a.overwrite, **_cluster_keywords(a))
+    store = _store_of(a, a.store, "predict", model=a.model)
     if a.out == STDOUT:  # written whole to a temporary folder, then copied to stdout: nothing half-written on a failure
         check_binary_stdout(a, "--out", "a Parquet file")
         with tempfile.TemporaryDirectory(prefix="dpipe-predict-") as tmp:
-            emit_file(a, predict(a.model, a.store, os.path.join(tmp, "predictions.parquet"), **kwargs))
+            emit_file(a, predict(a.model, store, os.path.join(tmp, "predictions.parquet"), **kwargs))
         return
-    path = predict(a.model, a.store, a.out, **kwargs)
+    path = predict(a.model, store, a.out, **kwargs)
     if a.json:
         import pyarrow.parquet as pq
 
-        emit(a, document("predict", path=path, rows=pq.read_metadata(path).num_rows, model=os.path.abspath(a.model), store=os.path.abspath(a.store),
+        emit(a, document("predict", path=path, rows=pq.read_metadata(path).num_rows, model=os.path.abspath(a.model), store=os.path.abspath(store),
                          threshold=a.threshold))
     else:
         print(path)
@@ -442,6 +484,18 @@ def _cmd_demo(a: argparse.Namespace) -> None:
                          models=models))
 
 
+def _cmd_datasets(a: argparse.Namespace) -> None:
+    from ..io._bundled import write_datasets
+    from ._json import document, emit
+
+    done = write_datasets(a.names, a.dir, source=a.source, overwrite=a.overwrite)
+    if a.json:
+        emit(a, document("datasets", files=[{"path": os.path.abspath(path), "state": state} for path, state in done]))
+        return
+    for path, state in done:
+        print(f"{path}: {state}")
+
+
 _COMMANDS = {
     "ingest": _cmd_ingest,
     "split": _with_verify(_cmd_split),
@@ -451,6 +505,7 @@ _COMMANDS = {
     "evaluate": _with_verify(_cmd_evaluate),
     "predict": _with_verify(_cmd_predict),
     "verify": _cmd_verify,
+    "datasets": _cmd_datasets,
     "demo": _with_verify(_cmd_demo),
     **_REGISTRY_COMMANDS,
     "retrain": _with_verify(_REGISTRY_COMMANDS["retrain"]),
@@ -493,12 +548,34 @@ def _error_status(a: argparse.Namespace, exc: BaseException, flags: dict[str, tu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage; train: 4 when a rate constraint does not hold, the model written; retrain: 3 kept).
+    """Run the ``dpipe`` command; returns the exit status (0 ok, 1 error, 2 usage error, 141 stdout closed early; train: 4 when a rate
+    constraint does not hold, the model written; retrain: 3 kept).
 
     With ``--json`` a command prints one JSON document on stdout and nothing else there (fields:
     ``docs/json-output.md``; :mod:`dpipe.cli._json`); with ``--out -`` the file it writes goes to stdout instead.
     Logs, progress and warnings are on stderr; an error is one line ``dpipe COMMAND: error: ...`` on stderr.
     """
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # stdout closed early (dpipe ... | head): end quietly, as cat does, with 128 + SIGPIPE
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+#: the exit status when stdout's reader went away (``dpipe ... | head``): 128 + SIGPIPE, as a shell reports ``cat``'s
+EXIT_BROKEN_PIPE = 128 + 13
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of a closed pipe prints nothing."""
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        fd = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
     import asyncio  # past the parser, as every import a command needs: --help and --version stay light
@@ -506,6 +583,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .._progress import terminal_bar
 
     restore_logging = _setup_logging(a.verbose, a.quiet)
+    if a.command in ("train", "evaluate", "predict", "demo", "retrain", "ingest", "split"):  # the commands that run dpipe's kernels
+        from .._compiles import watch_compiles
+
+        watch_compiles()  # one log line at the first compile after an install
 
     # the library's messages name Python parameters; this command's name its flags (dpipe.cli._vocabulary)
     flags = cli_flags(_command_parser(parser, a))
@@ -529,6 +610,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     check_interrupted()  # a signal whose raise was dropped (in a gc callback) and that met no safe point since
             except BaseException as exc:  # after a signal, any exception is the signal's: numba's SystemError around it, a half-closed cluster's error
                 signum = received_signal()
+                if signum is None and isinstance(exc, BrokenPipeError):
+                    raise  # stdout's reader went away: main ends quietly
                 if signum is None and not isinstance(exc, KeyboardInterrupt):
                     return _error_status(a, exc, flags, asyncio)
                 if a.verbose and not isinstance(exc, KeyboardInterrupt):

@@ -32,7 +32,8 @@ from ._registry import FAMILIES, OBJECTIVES, Objective, get_objective
 #: until the data is open (:func:`settle_solver`)
 AUTO_SOLVER = "auto"
 
-__all__ = ["Param", "PARAMS", "RECORDS", "AUTO_SOLVER", "settle_solver", "resolve", "numpydoc", "add_arguments", "applicable", "option_table", "auc_lam",
+__all__ = ["Param", "PARAMS", "RECORDS", "AUTO_SOLVER", "settle_solver", "resolve", "numpydoc", "add_arguments", "param_groups", "applicable",
+           "option_table", "auc_lam",
            "AUC_LAM_FLOOR", "AUC_LAM_PER_FEATURE"]
 
 
@@ -472,10 +473,25 @@ def numpydoc() -> str:
     return "\n".join(lines)
 
 
-def add_arguments(parser: argparse._ActionsContainer) -> None:
-    """``--name`` options of every parameter, defaulting to None (not given)."""
+def param_groups() -> list[tuple[str, list[str]]]:
+    """The parameters grouped by family, in declaration order: ``(title, names)``; first those that apply to objectives of
+    several families, then each family's own (``options of rocarea, error, prbep, ...``). The ``dpipe train`` help's groups."""
+    groups: dict[str, list[str]] = {"several": []}
+    groups.update({f: [] for f in FAMILIES})
+    for p in PARAMS.values():
+        families = {s if s in FAMILIES else OBJECTIVES[s].family for s in p.scope}
+        groups["several" if len(families) > 1 else families.pop()].append(p.name)
+    titles = {"several": "options of several objectives (each one's help names them)",
+              **{f: "options of " + ", ".join(o.name for o in OBJECTIVES.values() if o.family == f) for f in FAMILIES}}
+    return [(titles[key], names) for key, names in groups.items() if names]
+
+
+def add_arguments(parser: argparse._ActionsContainer, names: list[str] | None = None) -> None:
+    """``--name`` options of every parameter (``names``: of these), defaulting to None (not given)."""
     types: dict[str, Callable[[str], Any]] = {"float": float, "int": int, "choice": str, "constraints": str}
     for p in PARAMS.values():
+        if names is not None and p.name not in names:
+            continue
         cli = dict(p.cli)
         flag = cli.pop("flag", "--" + p.name.replace("_", "-"))
         kw: dict[str, Any] = {"dest": p.name, "default": None, "help": f"{p.doc} [{p.where}]".replace("%", "%%")}

@@ -33,7 +33,7 @@ class SolverChoice:
 
 
 def _auc_solver(rows: float, features: int) -> SolverChoice:
-    """auc's default solver for ``rows`` (total weight) x ``features``: see :data:`AUC_LBFGS_MIN_ROWS`."""
+    """auc's default solver for a store of ``rows`` x ``features``: see :data:`AUC_LBFGS_MIN_ROWS`."""
     if features > MOMENT_MAX_FEATURES:
         return SolverChoice("newton", f"{features} features, more than the moments metric's {MOMENT_MAX_FEATURES}")
     if rows < AUC_LBFGS_MIN_ROWS:

@@ -2,7 +2,8 @@
 
 Every option of :func:`dpipe.io.ingest` is one field here: its Python keyword, default,
 choices, help, CLI flag and the ``dpipe`` commands that take it (:func:`dpipe._options.option`):
-``ingest`` takes them all, ``demo`` those that read a source (for ``--data``), ``split`` the
+``ingest`` takes them all, ``demo`` those that read a source (for ``--data``), ``train`` / ``evaluate`` / ``predict``
+those that read a source (for a source file given instead of a store; ``train`` the transform too), ``split`` the
 transform (``log1p``, ``scale``), ``make-data`` the store's ``format`` and ``shard_rows``. ``ingest``'s and ``split_store``'s signatures are checked
 against it by a test; the commands' flags and the retrain configuration's ``data.ingest``
 (decoded and checked at load) are generated from it.
@@ -60,8 +61,9 @@ def _tristate(value: str) -> bool | str:
     raise argparse.ArgumentTypeError(f"expected auto, yes or no; got {value!r}")
 
 
-_READS = ("ingest", "demo")  # the commands that read a source
-_TRANSFORMS = ("ingest", "demo", "split")  # ... those that fit a transform
+#: the commands that read a source (train, evaluate and predict when given a source file instead of a store)
+_READS = ("ingest", "demo", "train", "evaluate", "predict")
+_TRANSFORMS = ("ingest", "demo", "split", "train")  # ... those that fit a transform
 _WRITES = ("ingest", "make-data")  # ... and those that write a store of their own format and shard size
 
 
@@ -100,10 +102,10 @@ class IngestOptions:
     overwrite: bool = option(False, "replace an existing destination (only a dpipe store is ever replaced)")
     layout: str = option("auto", "features stored dense or sparse (CSR); auto: sparse when at most 12.5% of the entries are non-zero "
                          "(one-hot columns and numeric zeros counted)",
-                         choices=INGEST_LAYOUTS, commands=("ingest",))
+                         choices=INGEST_LAYOUTS, commands=("ingest", "train"))
     hash_features: int | str | None = option(
         None, "CSV / Parquet: hash every feature column (numeric 'c' with its value, categorical 'c=v' with 1) into N signed slots, as "
-        "scikit-learn's FeatureHasher does, instead of one-hot encoding; sparse; models score raw records alike", commands=("ingest",),
+        "scikit-learn's FeatureHasher does, instead of one-hot encoding; sparse; models score raw records alike", commands=("ingest", "train"),
         metavar="N|2^K")
 
     def keywords(self, command: str | None = None) -> dict[str, Any]:
@@ -131,6 +133,6 @@ def ingest_defaults(names: Sequence[str] | None = None) -> dict[str, Any]:
     return defaults if names is None else {n: defaults[n] for n in names}
 
 
-def add_ingest_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+def add_ingest_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, command: str) -> None:
     """The flags of the ingest options ``command`` takes."""
     add_arguments(parser, IngestOptions, command)

@@ -36,8 +36,9 @@ import msgspec
 from .._options import check_choices, config_struct
 from ..engine._cluster_spec import ClusterSpec
 from ..exceptions import ParameterError
-from ..io._ingest_options import RETRAIN_SETS, IngestOptions, ingest_defaults
+from ..io._ingest_options import RETRAIN_SETS, IngestOptions
 from ..io._manifest import _field_of, canonical_json
+from ..io._source_cache import resolved_ingest_options  # re-exported: what keys a retrain's data cache
 
 __all__ = [
     "RetrainConfig", "DataConfig", "ConstraintConfig", "PromoteConfig", "ClusterConfig", "IngestConfig", "load_config", "PROMOTE_METRICS", "resolved_ingest_options",
@@ -107,18 +108,6 @@ class RetrainConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, re
         d = msgspec.to_builtins(self)
         d.pop("cluster")
         return canonical_json(d)
-
-
-def resolved_ingest_options(options: dict[str, Any], *, unlabeled: bool) -> dict[str, Any]:
-    """Every option of :func:`dpipe.io.ingest` as a retrain's ingest of a source uses it (defaults filled in), ``like``
-    replaced by its store's manifest digest: what the content of the ingested store depends on, for the data cache's key."""
-    from ..io import open_store
-
-    resolved = {k: v for k, v in ingest_defaults().items() if k not in _RETRAIN_SETS}
-    resolved.update(options, unlabeled=unlabeled)
-    if resolved.get("like") is not None:
-        resolved["like"] = {"manifest_sha256": open_store(resolved["like"], verify=False).manifest.digest()}
-    return resolved
 
 
 def _check(cfg: RetrainConfig, where: str) -> None:

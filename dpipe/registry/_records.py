@@ -27,6 +27,7 @@ from typing import Any
 from .._formats import REGISTRY_FORMAT
 from ..exceptions import RegistryError
 from ..io._manifest import write_json_atomic
+from ..io._source_cache import file_digest  # re-exported: the registry's records hash files with it
 
 __all__ = [
     "RECORD_NAME", "DECISIONS_DIR", "HISTORY_NAME", "CHAMPION_NAME", "VERSION_NAME", "CHAMPION_ACTIONS", "VERSION_ACTIONS",
@@ -59,14 +60,6 @@ def history_line(record: dict[str, Any]) -> bytes:
 def history_bytes(records: list[dict[str, Any]]) -> bytes:
     """The ``history.jsonl`` of these records (already in ``seq`` order)."""
     return b"".join(history_line(r) for r in records)
-
-
-def file_digest(path: str, hasher: Any) -> str:
-    """The hex digest of a file's bytes by ``hasher`` (a fresh ``hashlib`` / ``xxhash`` object), read in 4 MB pieces."""
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            hasher.update(chunk)
-    return hasher.hexdigest()
 
 
 def file_sha256(path: str) -> str:

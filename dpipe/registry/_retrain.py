@@ -45,10 +45,9 @@ import dask.config
 from .._faults import kill_point
 from ..engine._cluster_spec import ClusterSpec
 from ..exceptions import ConvergenceWarning, ParameterError, RegistryError
-from ..io._manifest import canonical_json
+from ..io._source_cache import cached_store
 from ..rates._report import reports_from_records
-from ._config import RetrainConfig, load_config, resolved_ingest_options
-from ._records import file_digest
+from ._config import RetrainConfig, load_config
 from ._registry import Registry
 
 __all__ = ["retrain", "RetrainResult", "EXIT_CODES"]
@@ -92,30 +91,12 @@ class RetrainResult:
         return EXIT_CODES[self.action]
 
 
-def _file_digest(path: str) -> str:
-    """xxh3-128 of a source file's bytes (names its ingested store in the data cache)."""
-    import xxhash
-
-    return file_digest(path, xxhash.xxh3_128())
-
-
 def _as_store(path: str, reg: Registry, ingest: dict[str, Any], labelled: bool) -> str:
-    """``path`` itself when it is a store, else its rows ingested into ``REGISTRY/data`` (once per content and ingest options)."""
-    from ..io import ingest as ingest_source
-
+    """``path`` itself when it is a store, else its rows ingested into ``REGISTRY/data`` (once per content and ingest options:
+    :func:`dpipe.io._source_cache.cached_store`)."""
     if os.path.isdir(path):
         return path
-    if not os.path.isfile(path):
-        raise ParameterError(f"{path}: no such store or source file")
-    options = resolved_ingest_options(ingest, unlabeled=not labelled)
-    h = hashlib.sha256(_file_digest(path).encode())
-    h.update(canonical_json(options).encode())
-    dest = os.path.join(reg.path, "data", f"{os.path.basename(path)}-{h.hexdigest()[:16]}.zarr")
-    if not os.path.exists(dest):
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        log.info("retrain: ingesting %s -> %s", path, dest)
-        ingest_source(path, dest, unlabeled=not labelled, **ingest)  # a temporary name, then renamed: never half-written
-    return dest
+    return cached_store(path, os.path.join(reg.path, "data"), ingest, unlabeled=not labelled, who="retrain")[0]
 
 
 def _key(cfg: RetrainConfig, stores: dict[str, str]) -> str:

@@ -10,6 +10,7 @@ captured apart); the tests that need capsys run their own commands.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -144,6 +145,14 @@ def runs(tmp_path_factory, retrain_stores) -> dict[str, Any]:
     r["train"] = run("train", store, "--objective", "auc-smooth", "--out", str(model), "--engine", "local", "--json")
     r["evaluate"] = run("evaluate", str(model), store, "--engine", "local", "--json", "--out", str(metrics))
     r["predict"] = run("predict", str(model), store, "--out", str(pred), "--engine", "local", "--json")
+    shared = d / "shared"  # a shared data folder holding adult's two files (three rows each)
+    shared.mkdir()
+    for name, suffix in (("adult.data.gz", ""), ("adult.test.gz", ".")):
+        rows = "".join(f"{39 + i}, Private, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 0, 0, 40, "
+                       f"United-States, {'>50K' if i else '<=50K'}{suffix}\n" for i in range(3))
+        with gzip.open(shared / name, "wt") as f:
+            f.write(("|1x3 Cross validator\n" if suffix else "") + rows)
+    r["datasets"] = run("datasets", "adult", "--from", str(shared), "--dir", str(d / "datasets"), "--json")
     r["demo"] = run("demo", "--workdir", str(d / "demo"), "--rows", "3000", "--features", "5", "--engine", "local", "--json")
     # a registry: two retrains, then every verb
     work = d / "work"
@@ -166,7 +175,7 @@ def runs(tmp_path_factory, retrain_stores) -> dict[str, Any]:
     return r
 
 
-COMMANDS = ["make-data", "ingest", "split", "info", "verify", "train", "evaluate", "predict", "demo", "retrain",
+COMMANDS = ["make-data", "ingest", "split", "info", "verify", "train", "evaluate", "predict", "datasets", "demo", "retrain",
             "registry list", "registry show", "registry history", "registry plot", "registry rollback", "registry promote", "registry repair"]
 
 
@@ -388,3 +397,9 @@ def test_an_error_prints_nothing_on_stdout(tmp_path, capsys):
     assert main(["-q", "info", str(tmp_path / "missing.zarr"), "--json"]) == 1
     cap = capsys.readouterr()
     assert cap.out == "" and "no such store" in one_error_line(cap.err, "info")
+
+
+def test_datasets_lists_the_files_it_wrote(runs):
+    doc = runs["datasets"].doc
+    d = runs["dir"] / "datasets"
+    assert doc["files"] == [{"path": str(d / "adult.csv"), "state": "written"}, {"path": str(d / "adult-test.csv"), "state": "written"}]
