@@ -158,8 +158,8 @@ _BIAS_FEATURE = tuple(o.name for o in OBJECTIVES.values() if o.family == "struct
 PARAMS: dict[str, Param] = {
     p.name: p
     for p in (
-        Param("solver", "choice", "Solver for the objective (default: the objective's first; see ``dpipe.fit.OBJECTIVES``). auc: "
-              "chosen by the data's size when not given, Newton below 10^6 rows (or above 4096 features), else L-BFGS in the class "
+        Param("solver", "choice", "Solver for the objective (default: auc's by the store's size, the others' first; see "
+              "``dpipe.fit.OBJECTIVES``). auc: Newton below 10^6 rows (or above 4096 features), else L-BFGS in the class "
               "moments' metric from the moment start (far fewer data passes); an option that applies to one of them (``eps``: Newton; "
               "``tol``, ``memory``, ``init``, ``ridge``: L-BFGS) chooses it.",
               FAMILIES, choices=("closed-form", "lbfgs", "newton", "cutting-plane", "mm")),
