@@ -503,8 +503,8 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         if _is_dask(X):
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has shape {X.shape}, but DPipeClassifier is expecting {self.n_features_in_} features as input.")
-            names = [str(n) for n in getattr(self, "feature_names_in_", [])] or None
-            return X.rechunk({1: -1}).map_blocks(_dask_block_scores, self.coef_[0], float(self.intercept_[0]), names, drop_axis=1,
+            columns = [str(n) for n in getattr(self, "feature_names_in_", [])] or None  # the errors' column names
+            return X.rechunk({1: -1}).map_blocks(_dask_block_scores, self.coef_[0], float(self.intercept_[0]), columns, drop_axis=1,
                                                  dtype=np.float64, meta=np.empty((0,), dtype=np.float64))
         X = validate_data(self, X, accept_sparse=("csr", "csc", "coo"), dtype=(np.float64, np.float32), reset=False)
         return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
