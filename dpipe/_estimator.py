@@ -55,6 +55,55 @@ def _is_dask(a: Any) -> bool:
     return type(a).__module__.startswith("dask.")
 
 
+def _partition_where(index: int, count: int, start: int, stop: int) -> str:
+    """A dask partition (or row block) in error messages: ``"X partition 2 of 4 (rows 20-29)"``, rows numbered globally from 0."""
+    return f"X partition {index} of {count} (rows {start}-{stop - 1})"
+
+
+def _bad_value(b: Any, names: list[str] | None) -> tuple[int, Any, str] | None:
+    """The first value of a block that is not a finite number, as ``(row in the block, column, what it is)``; None if all are."""
+    name = lambda j: names[j] if names else int(j)  # noqa: E731 - the column as fit saw it: its name, else its index
+    if hasattr(b, "tocsr"):  # a sparse block: only its stored values can be bad
+        csr = b.tocsr()
+        bad = np.flatnonzero(~np.isfinite(csr.data))
+        if bad.size == 0:
+            return None
+        k = int(bad[0])
+        i = int(np.searchsorted(csr.indptr, k, side="right")) - 1
+        return i, name(csr.indices[k]), "NaN" if np.isnan(csr.data[k]) else "infinity"
+    try:
+        values = np.asarray(b, dtype=np.float64)
+    except (TypeError, ValueError):  # a value that is not a number: found cell by cell (the error path only)
+        for i, row in enumerate(np.asarray(b, dtype=object)):
+            for j, v in enumerate(row):
+                try:
+                    float(v)
+                except (TypeError, ValueError):
+                    return i, name(j), f"non-numeric value {v!r}"
+        raise  # pragma: no cover - the conversion failed, so some cell does
+    bad_cells = np.argwhere(~np.isfinite(values))
+    if bad_cells.size == 0:
+        return None
+    i, j = (int(v) for v in bad_cells[0])
+    return i, name(j), "NaN" if np.isnan(values[i, j]) else "infinity"
+
+
+def _dask_block_scores(b: Any, coef: np.ndarray, intercept: float, names: list[str] | None, block_info: Any = None) -> np.ndarray:
+    """Scores of one row block of a dask array (on a worker); a value that is not a finite number is a ValueError naming
+    the block, the global row and the column."""
+    problem = _bad_value(b, names)
+    if problem is not None:
+        i, column, what = problem
+        info = (block_info or {}).get(0)
+        if info is None:  # pragma: no cover - dask passes block_info to every block
+            raise ValueError(f"X: row {i}, column {column!r}: {what}; DPipeClassifier needs finite numbers")
+        start, stop = info["array-location"][0]
+        where = _partition_where(info["chunk-location"][0], info["num-chunks"][0], start, stop)
+        raise ValueError(f"{where}: row {start + i}, column {column!r}: {what}; DPipeClassifier needs finite numbers")
+    scores = b @ coef if hasattr(b, "tocsr") else np.asarray(b, dtype=np.float64) @ coef
+    return np.asarray(scores, dtype=np.float64).ravel() + intercept
+
+
 class DPipeClassifier(ClassifierMixin, BaseEstimator):
     """Linear classifier trained for a chosen measure, with the scikit-learn API.
 
@@ -213,14 +262,14 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         if self.unseen not in UNSEEN:
             raise ParameterError(f"The 'unseen' parameter of DPipeClassifier must be one of {', '.join(map(repr, UNSEEN))}. Got {self.unseen!r} instead.")
 
-    def _table_features(self, X: Any, where: str) -> np.ndarray:
-        """The encoded rows of a table with the fitted encoding (float32)."""
+    def _table_features(self, X: Any, where: str, first_row: int = 0) -> np.ndarray:
+        """The encoded rows of a table with the fitted encoding (float32); errors name ``where`` and the row numbered from ``first_row``."""
         if not is_frame(X):
             raise ValueError(f"{where}: DPipeClassifier was fitted on a table with the columns {list(self.feature_names_in_)}; "
                              f"pass a pandas DataFrame or pyarrow Table with those columns, not {type(X).__name__}")
         self._check_unseen()
         names, arrays = table_arrays(X, where)
-        return encode_table(TabularSchema.from_list(self.encoding_["columns"]), names, arrays, unseen=self.unseen, where=where)
+        return encode_table(TabularSchema.from_list(self.encoding_["columns"]), names, arrays, unseen=self.unseen, where=where, first_row=first_row)
 
     def _fit_features(self, X: Any, y: Any) -> tuple[Any, np.ndarray]:
         """``(X, y)`` checked, with the input's encoding (a table's) or its columns set (``n_features_in_``, ...)."""
@@ -439,7 +488,12 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         if hasattr(self, "encoding_"):  # fitted on a table: encode the rows as fit did
             if _is_dask(X) and hasattr(X, "columns"):  # each partition encoded and scored where it lives
-                return X.map_partitions(self._partition_scores, meta=("score", "f8")).to_dask_array(lengths=True)
+                import pandas as pd
+
+                self._table_features(pd.DataFrame({c: pd.Series(dtype=t) for c, t in X.dtypes.items()}), "X")  # its columns, on the driver
+                lengths = tuple(int(n) for n in X.map_partitions(len).compute())  # one integer a partition: the global rows of errors
+                starts = tuple(int(v) for v in np.cumsum((0, *lengths))[:-1])
+                return X.map_partitions(self._partition_scores, starts, meta=("score", "f8")).to_dask_array(lengths=lengths)
             return self._table_features(X, "X") @ self.coef_[0] + self.intercept_[0]
         if _is_dask(X) and hasattr(X, "columns"):  # a dask DataFrame: check its columns, then score its blocks
             names = list(getattr(self, "feature_names_in_", []))
@@ -449,15 +503,25 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         if _is_dask(X):
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has shape {X.shape}, but DPipeClassifier is expecting {self.n_features_in_} features as input.")
-            return X @ self.coef_[0] + self.intercept_[0]
+            columns = [str(n) for n in getattr(self, "feature_names_in_", [])] or None  # the errors' column names
+            return X.rechunk({1: -1}).map_blocks(_dask_block_scores, self.coef_[0], float(self.intercept_[0]), columns, drop_axis=1,
+                                                 dtype=np.float64, meta=np.empty((0,), dtype=np.float64))
         X = validate_data(self, X, accept_sparse=("csr", "csc", "coo"), dtype=(np.float64, np.float32), reset=False)
         return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
 
-    def _partition_scores(self, part: Any) -> Any:
-        """Scores of one pandas partition of a dask DataFrame, as a Series on its index."""
+    def _partition_scores(self, part: Any, starts: tuple[int, ...], partition_info: dict[str, Any] | None = None) -> Any:
+        """Scores of one pandas partition of a dask DataFrame, as a Series on its index; an error names the partition
+        and the global row (``starts``: each partition's first row in the whole frame)."""
         import pandas as pd
 
-        return pd.Series(self._table_features(part, "X") @ self.coef_[0] + self.intercept_[0], index=part.index, name="score")
+        where = "X"
+        if partition_info is not None and partition_info.get("number") is not None:
+            k = int(partition_info["number"])
+            where = _partition_where(k, len(starts), starts[k], starts[k] + len(part))
+            first_row = starts[k]
+        else:  # pragma: no cover - dask passes partition_info to a function that takes it
+            first_row = 0
+        return pd.Series(self._table_features(part, where, first_row) @ self.coef_[0] + self.intercept_[0], index=part.index, name="score")
 
     @available_if(lambda self: getattr(self, "probability", None) is not None)
     def predict_proba(self, X: Any) -> Any:

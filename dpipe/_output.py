@@ -6,7 +6,8 @@ before anything is read: the parent directory must exist and be writable, and th
 path must not be an existing directory (unless a directory is what is written).
 
 Nothing dpipe did not write is ever replaced: ``overwrite`` replaces only a dpipe
-store (its ``manifest.json`` parses as a dpipe manifest, :func:`is_dpipe_store`), a
+store (its ``manifest.json`` parses as a dpipe manifest, :func:`is_dpipe_store`, and it
+holds no file that is not part of a store, :func:`check_store_replaceable`), a
 dpipe model (``"format": "dpipe-linear-model"``), a dpipe metrics file
 (``"format": "dpipe-metrics"``, from ``evaluate --out``), a dpipe prediction file (Parquet
 schema metadata ``dpipe.format = dpipe-predictions``), a dpipe plot (a PNG with the text
@@ -104,6 +105,47 @@ def is_dpipe_store(path: str) -> bool:
     except (ValueError, OSError):  # not JSON, unreadable
         return False
     return isinstance(doc, dict) and doc.get("schema_version") in STORE_SCHEMA_VERSIONS and {"n_rows", "shard_bounds"} <= doc.keys()
+
+
+#: the paths, relative to a store and "/"-separated, that dpipe writes in one: its manifest, a Zarr group's metadata and
+#: chunks (v3 ``c/0/0``; v2 ``.zarray``, ``0.0`` for schema-1 stores), the CSR arrays under ``X``, the Parquet parts
+_STORE_ARRAY = r"(?:X|y|group|weight)(?:/(?:indptr|indices|data))?"
+_STORE_FILE = re.compile(rf"manifest\.json|zarr\.json|\.zgroup|\.zattrs|\.zmetadata|part-\d+\.parquet"
+                         rf"|{_STORE_ARRAY}/(?:zarr\.json|\.zarray|\.zattrs|\.zgroup|c(?:/\d+)+|\d+(?:\.\d+)*)")
+_STORE_DIR = re.compile(rf"{_STORE_ARRAY}(?:/c(?:/\d+)*)?")
+
+
+def store_contents(path: str) -> tuple[int, int, list[str]]:
+    """What replacing the dpipe store at ``path`` would remove: ``(files, bytes, foreign)``, where ``foreign`` lists
+    (relative, sorted) the files, links and folders inside it that are not part of a dpipe store (a user's file)."""
+    files, size, foreign = 0, 0, []
+    for top, dirs, names in os.walk(path):
+        rel_top = os.path.relpath(top, path).replace(os.sep, "/")
+        prefix = "" if rel_top == "." else rel_top + "/"
+        for d in list(dirs):
+            if os.path.islink(os.path.join(top, d)) or not _STORE_DIR.fullmatch(prefix + d):
+                foreign.append(prefix + d + ("" if os.path.islink(os.path.join(top, d)) else "/"))
+                dirs.remove(d)  # not walked: what is in it is foreign too
+        for name in names:
+            fn = os.path.join(top, name)
+            if os.path.islink(fn) or not _STORE_FILE.fullmatch(prefix + name):
+                foreign.append(prefix + name)
+                continue
+            files += 1
+            with contextlib.suppress(OSError):
+                size += os.lstat(fn).st_size
+    return files, size, sorted(foreign)
+
+
+def check_store_replaceable(path: str) -> tuple[int, int]:
+    """Refuse (:class:`~dpipe.exceptions.OutputExistsError`, one line naming ``path`` and the files) to replace a dpipe
+    store that holds files that are not its own; return its ``(files, bytes)`` otherwise (:func:`store_contents`)."""
+    files, size, foreign = store_contents(path)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise OutputExistsError(f"{path}: the dpipe store holds {len(foreign)} file(s) that are not part of it ({shown}); refusing to replace it, "
+                                "even with overwrite=True (move them out first)")
+    return files, size
 
 
 class _FormatMarker(msgspec.Struct):

@@ -270,3 +270,68 @@ def test_sigkill_leaves_a_temporary_the_next_run_removes(tmp_path):
     assert all(d.read_text() == "mine" for d in decoys)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["D", *(d.name for d in decoys)])
     assert open_store(tmp_path / "D").manifest.n_rows == 1000
+
+
+# ---------------------------------------------------------------------------------
+# --overwrite over a real store: one INFO line of what it removes; a user's file inside refuses it
+# ---------------------------------------------------------------------------------
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (relative path -> bytes), links as their target's name."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if p.is_symlink():
+            out[rel] = os.readlink(p).encode()
+        elif p.is_file():
+            out[rel] = p.read_bytes()
+        else:
+            out[rel + "/"] = b""
+    return out
+
+
+def _csv(tmp_path: Path, rows: int) -> str:
+    src = tmp_path / f"t{rows}.csv"
+    rng = np.random.default_rng(rows)
+    lines = ["a,b,kind,g,w,label"] + [f"{rng.normal():.3f},{rng.normal():.3f},{'xyz'[i % 3]},{'pq'[i % 2]},{1 + i % 3},{i % 2}" for i in range(rows)]
+    src.write_text("\n".join(lines) + "\n")
+    return str(src)
+
+
+@pytest.mark.parametrize("format, layout", [("zarr", "dense"), ("zarr", "sparse"), ("parquet", "dense"), ("parquet", "sparse")])
+def test_overwrite_of_a_store_logs_what_it_removes_in_one_info_line(tmp_path, caplog, format, layout):
+    dest = tmp_path / f"s.{format}"
+    options = dict(format=format, layout=layout, group_col="g", weight_col="w", shard_rows=40)
+    dpipe.ingest(_csv(tmp_path, 100), str(dest), **options)  # 3 shards, with group and weight arrays
+    old = _files(dest)
+    n_files = sum(not k.endswith("/") for k in old)
+    size = sum(len(v) for v in old.values())
+    with caplog.at_level("INFO", logger="dpipe"):
+        dpipe.ingest(_csv(tmp_path, 70), str(dest), overwrite=True, **options)
+    removing = [r.getMessage() for r in caplog.records if "removing" in r.getMessage()]
+    assert removing == [f"{dest}: removing the dpipe store it replaces ({n_files} file(s), {size / 2**20:.1f} MB)"]
+    assert open_store(dest).manifest.n_rows == 70
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["t100.csv", "t70.csv", dest.name])
+
+
+@pytest.mark.parametrize("plant", ["notes.txt", "y/c/notes.txt", "X/mine/", "link"])
+def test_overwrite_refuses_a_store_holding_a_user_file_and_deletes_nothing(tmp_path, capsys, plant):
+    dest = tmp_path / "s.zarr"
+    dpipe.make_data(dest, rows=100, features=3)
+    if plant == "link":
+        (dest / plant).symlink_to(tmp_path)
+    elif plant.endswith("/"):
+        (dest / plant).mkdir()
+        (dest / plant / "keep.txt").write_text("precious")
+    else:
+        (dest / plant).write_text("precious")
+    before = _files(dest)
+    with pytest.raises(OSError) as exc:  # OutputExistsError
+        dpipe.make_data(dest, rows=120, features=3, overwrite=True)
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith(f"{dest}: the dpipe store holds 1 file(s) that are not part of it ({plant});")
+    assert "overwrite=True" in msg
+    assert main(["make-data", str(dest), "--rows", "120", "--features", "3", "--overwrite"]) != 0
+    line = _one_line(capsys, "make-data")
+    assert plant in line and "--overwrite" in line and "overwrite=True" not in line
+    assert _files(dest) == before and open_store(dest).manifest.n_rows == 100  # nothing deleted, nothing replaced
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]  # no temporary, no .s.zarr.old-*

@@ -89,9 +89,9 @@ def table_arrays(X: Any, where: str = "X") -> tuple[list[str], list[pa.Array]]:
     return names, [_normalised(n, X.column(i), arrow_kind(X.schema.field(i).type), where) for i, n in enumerate(names)]
 
 
-def _rows(where: str, n: int) -> Rows:
-    """A table's rows for error messages, numbered from 0 as pandas positions are."""
-    return Rows(where, n, offset=-1)
+def _rows(where: str, n: int, first_row: int = 0) -> Rows:
+    """A table's rows for error messages, numbered from ``first_row`` (0 as pandas positions are)."""
+    return Rows(where, n, offset=first_row - 1)
 
 
 def scan_table(names: Sequence[str], arrays: Sequence[pa.Array], where: str = "X") -> TabularSchema:
@@ -102,7 +102,8 @@ def scan_table(names: Sequence[str], arrays: Sequence[pa.Array], where: str = "X
     return scanner.schema()
 
 
-def encode_table(schema: TabularSchema, names: Sequence[str], arrays: Sequence[pa.Array], unseen: str = "error", where: str = "X") -> np.ndarray:
+def encode_table(schema: TabularSchema, names: Sequence[str], arrays: Sequence[pa.Array], unseen: str = "error", where: str = "X",
+                 first_row: int = 0) -> np.ndarray:
     """Rows of a table encoded with a fitted schema: float32, ``(n, schema.n_features)``.
 
     Parameters
@@ -115,6 +116,11 @@ def encode_table(schema: TabularSchema, names: Sequence[str], arrays: Sequence[p
     unseen : {"error", "ignore"}
         A category the vocabulary lacks: an error naming the row, column and value, or
         all-zero one-hot features (as ``ingest(unseen=)``).
+    where : str
+        What the rows are, in error messages (``"X"``, ``"X partition 2 (rows 20-29)"``).
+    first_row : int
+        The number of the table's first row in error messages: a partition's offset in its whole collection, so that
+        an error names the global row.
     """
     features = [c for c in schema.columns if c.is_feature]
     index = {n: i for i, n in enumerate(names)}
@@ -126,8 +132,9 @@ def encode_table(schema: TabularSchema, names: Sequence[str], arrays: Sequence[p
     ordered = [arrays[index[c.name]] for c in features]
     n = len(ordered[0]) if ordered else 0
     fixed = TabularSchema([Column(c.name, "feature", c.type, c.categories) for c in features], schema.hashing)
-    TabularScanner(fixed.columns, unseen=unseen, hashing=schema.hashing).scan(ordered, _rows(where, n))  # numbers parse, categories known
-    return TabularEncoder(fixed, {}).encode(ordered, _rows(where, n))[0]
+    rows = _rows(where, n, first_row)
+    TabularScanner(fixed.columns, unseen=unseen, hashing=schema.hashing).scan(ordered, rows)  # numbers parse, categories known
+    return TabularEncoder(fixed, {}).encode(ordered, rows)[0]
 
 
 def table_encoding(schema: TabularSchema, unseen: str) -> dict[str, Any]:

@@ -59,7 +59,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from .._config import get_setting
 from .._log import VERBOSE
@@ -74,7 +73,6 @@ from ._ingest_options import INGEST_LAYOUTS, SOURCE_FORMATS, UNSEEN, ingest_defa
 from ._ingest_sources import SourceFile, detect_source_format
 from ._labels import LabelRule
 from ._manifest import Manifest
-from ._parquet_source import parquet_files
 from ._store import open_store
 from ._svmlight import MAX_INDEX
 from ._writer import STORE_FORMATS, ShardWriter, prepare_destination, shard_rows_for, store_lock
@@ -361,6 +359,8 @@ def ingest(
 
         files: list[SourceFile] = []
         for i, p in enumerate(paths):
+            if kind == "parquet":
+                from ._parquet_source import parquet_files  # pyarrow: imported by the tabular sources only
             for fp in parquet_files(p) if kind == "parquet" else [p]:
                 files.append(SourceFile(fp, len(files), i))
 
@@ -386,7 +386,10 @@ def ingest(
 
         with Progress(f"ingest: reading {', '.join(paths)} (pass 1 of 2)", total_bytes=sum(f.stamp[0] for f in files), bytes_label="read"):
             job.scan()
-        pa.default_memory_pool().release_unused()  # give back what pass 1's Arrow buffers held
+        if isinstance(job, TabularJob):
+            import pyarrow as pa  # loaded by the tabular job already; an svmlight ingest never imports it
+
+            pa.default_memory_pool().release_unused()  # give back what pass 1's Arrow buffers held
         for msg in job.warnings:
             warnings.warn(msg, DataWarning, stacklevel=2)
 

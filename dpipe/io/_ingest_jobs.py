@@ -5,7 +5,7 @@ how pass 2 encodes its pieces into rows, for svmlight (:class:`SvmlightJob`) and
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,15 +17,12 @@ from ._ingest_sources import SVM_BLOCK_BYTES, SourceFile
 from ._labels import LabelCounter, LabelRule, Where, class_absent_message
 from ._manifest import Manifest
 from ._svmlight import parse_block
-from ._tabular import (
-    MISSING_VALUES,
-    Column,
-    TabularEncoder,
-    TabularScanner,
-    TabularSchema,
-    resolve_column,
-)
-from ._tabular_sources import tabular_source
+
+if TYPE_CHECKING:
+    from ._tabular import Column
+
+# The tabular modules (pyarrow, which loads pandas: about 130 MB) are imported by TabularJob's methods, not here: an
+# svmlight ingest never loads them (tests/io/test_ingest_memory.py bounds the whole process's peak).
 
 __all__ = ["OWNER", "SvmlightJob", "TabularJob", "like_label", "UNDECLARED_WIDTH_MAX", "UNDECLARED_MIN_FILL"]
 
@@ -228,6 +225,8 @@ class TabularJob:
         elif like is not None and like.encoding.get("hashing") is not None:
             self.hashing = FeatureHashing.from_dict(like.encoding["hashing"], f"{like.source.get('path')}: manifest encoding")
             self.hashing = FeatureHashing(self.hashing.n_features)  # the slots in use are this store's own
+        from ._tabular_sources import tabular_source
+
         self.source_format = source_format
         self.source = tabular_source(source_format)
         self.read_rows = read_rows
@@ -244,11 +243,15 @@ class TabularJob:
     # -- layout ------------------------------------------------------------------
     def like_columns(self) -> list[Column]:
         """The like= store's source columns; without its label column when this source is unlabelled."""
+        from ._tabular import TabularSchema
+
         assert self.like is not None  # called only with a like= store
         cols = TabularSchema.from_list(self.like.encoding["columns"]).columns
         return [c for c in cols if c.role != "label"] if self.unlabeled else cols
 
     def _columns(self) -> list[Column]:
+        from ._tabular import Column, resolve_column
+
         path = self.files[0].path
         names, kinds = self.source.columns(self)
         if self.like is not None:
@@ -295,6 +298,8 @@ class TabularJob:
 
     # -- passes ------------------------------------------------------------------
     def scan(self) -> None:
+        from ._tabular import MISSING_VALUES, TabularEncoder, TabularScanner
+
         cols = self._columns()
         groups = list(self.like.groups) if self.like is not None and self.like.groups is not None else None
         scanner = TabularScanner(cols, unseen=self.unseen, groups=groups, hashing=self.hashing)

@@ -16,6 +16,7 @@ position in its metadata.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -25,7 +26,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from .._config import get_setting
-from .._output import before_rename, check_not_inside, destination_lock, hold_temporary, is_dpipe_store, release_temporary
+from .._output import before_rename, check_not_inside, check_store_replaceable, destination_lock, hold_temporary, is_dpipe_store, release_temporary
 from .._wide import NamePattern
 from ..exceptions import DPipeError, ParameterError, StoreError
 from ..reduce._block import LAYOUTS, block_nnz, concat_rows, is_csr, to_float32
@@ -33,6 +34,8 @@ from ._checksum import CHECKSUM_ALGORITHM, shard_digests
 from ._ingest_options import STORE_FORMATS
 from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, stored_feature_names, write_manifest
 from ._store_format import store_format
+
+log = logging.getLogger("dpipe.io")
 
 __all__ = ["ShardWriter", "STORE_FORMATS", "default_shard_rows", "shard_rows_for", "prepare_destination", "store_lock"]
 
@@ -95,6 +98,7 @@ def prepare_destination(dest: str, overwrite: bool) -> None:
                 raise StoreError(f"{dest}: destination exists; pass overwrite=True to replace it")
             if not is_dpipe_store(dest):
                 raise StoreError(f"{dest}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with overwrite=True")
+            check_store_replaceable(dest)  # a user's file inside the store: refused before the work
 
 
 class ShardWriter:
@@ -378,8 +382,14 @@ class ShardWriter:
                     raise StoreError(f"{self.dest}: destination appeared while writing; pass overwrite=True to replace it")
                 if not is_dpipe_store(self.dest):
                     raise StoreError(f"{self.dest}: exists and is not a dpipe store (no dpipe manifest.json); refusing to replace it, even with overwrite=True")
+                if os.path.islink(self.dest):
+                    removing = "the symbolic link there (not the dpipe store it points to)"
+                else:
+                    files, size = check_store_replaceable(self.dest)  # a user's file that appeared while writing: refused
+                    removing = f"the dpipe store it replaces ({files} file(s), {size / 2**20:.1f} MB)"
                 old = os.path.join(os.path.dirname(self.dest), "." + os.path.basename(self.dest) + ".old-" + self._tmp[-8:])
                 os.rename(self.dest, old)
+                log.info("%s: removing %s", self.dest, removing)
             os.rename(self._tmp, self.dest)
             self._done = True
         except BaseException:
