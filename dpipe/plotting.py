@@ -65,38 +65,43 @@ def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]], path: s
 
 
 
-def plot_demo(curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]], rates: Mapping[str, Mapping[str, float]], path: str | os.PathLike,
-              title: str = "dpipe demo", ratio: float = 0.8) -> str:
-    """Write a PNG with the models' test ROC curves (``name -> (fpr, tpr, auc)``) and, when ``rates`` has any, a second
-    panel of each group's positive rate per model (``name -> {group: rate}``), the lowest group's over the highest's
-    in each model's label, against the ``ratio`` rule."""
+def plot_demo(curves: Mapping[str, tuple[np.ndarray, np.ndarray, float, float | None, float | None]], ratios: Mapping[str, float],
+              path: str | os.PathLike, title: str = "dpipe demo", ratio: float = 0.8, fpr_bound: float | None = None) -> str:
+    """Write a PNG with the models' test ROC curves and operating points (``name -> (fpr, tpr, auc, point's fpr, point's
+    tpr)``, a point None when undefined; ``fpr_bound``: a Neyman-Pearson bound's vertical line) and, when ``ratios`` has any, a second panel of each model's group ratio (``name ->
+    lowest group's positive rate over the highest's``) against the ``ratio`` rule's line. The legends sit below the axes,
+    so they hide no curve and no bar."""
     plt = _pyplot()
-    panels = 2 if rates else 1
-    fig, axes = plt.subplots(1, panels, figsize=(5.4 * panels, 5), squeeze=False)
+    panels = 2 if ratios else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.6 * panels, 6.2), squeeze=False)
     ax = axes[0][0]
-    for name, (fpr, tpr, auc) in curves.items():
-        ax.plot(fpr, tpr, lw=1.6, label=f"{name} (AUC {auc:.4f})")
+    colors = {name: f"C{i}" for i, name in enumerate(curves)}
+    for name, (fpr, tpr, auc, x, y) in curves.items():
+        ax.plot(fpr, tpr, lw=1.4, color=colors[name], label=f"{name} (AUC {auc:.3f})")
+        if x is not None and y is not None:
+            ax.plot([x], [y], "o", ms=7, color=colors[name], markeredgecolor="black")
+    if fpr_bound is not None:
+        ax.axvline(fpr_bound, color="grey", ls=":", lw=1.2, label=f"false-positive bound {fpr_bound:g}")
+    ax.plot([], [], "o", color="white", markeredgecolor="black", label="each model's threshold")
     ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
-    ax.set(xlabel="false positive rate", ylabel="true positive rate", title="test ROC", xlim=(0, 1), ylim=(0, 1.01))
-    ax.legend(loc="lower right", fontsize=9)
+    ax.set(xlabel="false positive rate", ylabel="true positive rate", title="test ROC and operating points", xlim=(0, 1), ylim=(0, 1.01))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8, frameon=False)
     ax.grid(alpha=0.3)
-    if rates:
+    if ratios:
         ax = axes[0][1]
-        groups = sorted({g for r in rates.values() for g in r})
-        width = 0.8 / max(1, len(groups))
-        x = np.arange(len(rates))
-        for k, g in enumerate(groups):
-            ax.bar(x + (k - (len(groups) - 1) / 2) * width, [rates[m].get(g, 0.0) for m in rates], width, label=f"group {g}")
-        labels = []
-        for m, r in rates.items():
-            values = [v for v in r.values()]
-            low_high = min(values) / max(values) if values and max(values) > 0 else float("nan")
-            labels.append(f"{m}\nratio {low_high:.2f}")
-        ax.set_xticks(x, labels, fontsize=8)
-        ax.set(ylabel="share predicted positive (test)", title=f"positive rate by group (the {ratio:.0%} rule: ratio >= {ratio:g})")
-        ax.legend(fontsize=9)
+        names = list(ratios)
+        where = np.arange(len(names))
+        values = [ratios[m] for m in names]
+        bars = ax.bar(where, values, 0.6, color=[colors.get(m, "C0") for m in names])
+        for bar, v in zip(bars, values):
+            ax.annotate(f"{v:.2f}", (bar.get_x() + bar.get_width() / 2, v), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=9)
+        ax.axhline(ratio, color="firebrick", ls="--", lw=1.4, label=f"the {ratio:.0%} rule: ratio >= {ratio:g}")
+        ax.set_xticks(where, names, fontsize=8, rotation=15)
+        ax.set(ylabel="lowest group's positive rate / highest's (test)", title="fairness between groups", ylim=(0, 1.12))
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8, frameon=False)
         ax.grid(alpha=0.3, axis="y")
     fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
     try:
         return _save(fig, path)
     finally:

@@ -83,7 +83,7 @@ def test_a_command_default_differs_where_declared():
     cache = {c: next(a for a in commands[c]._actions if a.dest == "cache").default for c in ("train", "evaluate", "predict", "demo")}
     assert cache == {"train": None, "evaluate": "stream", "predict": "stream", "demo": None}
     engine = {c: next(a for a in commands[c]._actions if a.dest == "engine").default for c in ("train", "demo")}
-    assert engine == {"train": "auto", "demo": "dask"}
+    assert engine == {"train": "auto", "demo": "auto"}
 
 
 def test_the_flags_parse_into_the_declaration():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -18,33 +19,93 @@ from ..engine._cluster_spec import ClusterSpec
 from ..exceptions import ParameterError
 from ..io._ingest_options import IngestOptions
 
-__all__ = ["DEMO_MODELS", "run_demo"]
+__all__ = ["DEMO_MODELS", "DemoModel", "run_demo"]
 
-#: the demo's models: (name, objective); with a group column, also a fair one (:func:`_fair_constraints`)
-DEMO_MODELS = (("auc", "auc"), ("error-moment", "error-moment"))
-#: the fair model's name and objective: the fewest errors with every group's positive rate within 80 % of the others', and as
-#: many rows predicted positive as the first model predicts on the training rows
-FAIR_MODEL = ("error-rate-80%-rule", "error-rate")
+
+@dataclasses.dataclass(frozen=True)
+class DemoModel:
+    """One model of the demo: its name (table, report, plot, model file), its objective, the test measure it optimizes
+    (a key of the report's ``measures``) and what to say about it."""
+
+    name: str
+    objective: str
+    measure: str
+    higher_is_better: bool
+    about: str
+    constraints: tuple[str, ...] = ()
+    #: its options on generated data (and what they change, for the table)
+    generated: tuple[tuple[str, Any], ...] = ()
+
+
 #: the four-fifths rule's ratio
 FAIR_RATIO = 0.8
+#: the Neyman-Pearson model's bound on the false-positive rate
+NP_FPR_BOUND = 0.05
+#: the demo's models; the fair one only with a group column (its constraints: :func:`_fair_constraints`)
+DEMO_MODELS = (
+    DemoModel("auc", "auc", "roc_auc", True, "ROC-AUC, the ranking (no threshold of its own: score >= 0 is positive)"),
+    DemoModel("f1", "f1", "f1", True, "F1, at the threshold it picks", (),
+              # the generated data's cutting plane needs 1000+ iterations (70 s at 50000 rows) to eps 1e-3; 0.01 takes 5 s
+              (("eps", 0.01),)),
+    DemoModel("error-rate-80%-rule", "error-rate", "error", False,
+              f"the error rate subject to the 80 % rule: every group's positive rate >= {FAIR_RATIO} x every other group's"),
+    DemoModel("neyman-pearson", "false-negative-rate", "fnr", False,
+              f"the false-negative rate subject to a false-positive rate <= {NP_FPR_BOUND} (a Neyman-Pearson bound)",
+              (f"false_positive_rate <= {NP_FPR_BOUND}",)),
+)
+#: the model that needs a group column
+FAIR_MODEL = DEMO_MODELS[2]
 #: the generated data's model: an unconstrained fit gives its two groups unequal positive rates (test ratio 0.55 at 200000 rows)
 DEMO_MODEL_SEED = 14
+#: the generated data's share of positive rows (with 0.1, f1's cutting plane ends at the empty model)
+DEMO_POSITIVE_RATE = 0.2
+#: the generated data's default size (at 200000 rows f1's cutting plane takes 86 s on a loaded 2-core machine)
+DEMO_ROWS, DEMO_FEATURES = 50_000, 40
 #: at most this many groups get a fair model (two constraints per group beyond the first)
 MAX_FAIR_GROUPS = 6
+#: how the bundled adult is ingested: its label rule and the group column of the 80 % rule
+ADULT_INGEST = {"label": "income", "positive": ">50K", "group_col": "sex"}
+
+
+def _bundled_adult() -> str | None:
+    """The shared data folder when it holds adult's two files (:func:`dpipe.io._bundled.find_shared_data`), else None."""
+    from ..io._bundled import BUNDLED, find_shared_data
+
+    folder = find_shared_data()
+    if folder is None or not all(os.path.isfile(os.path.join(folder, src)) for _, src in BUNDLED["adult"].files):
+        return None
+    return folder
+
+
+def _use_generated(a: argparse.Namespace) -> bool:
+    """Generated data: asked for (``--generated``, ``--rows``, ``--features``), or no ``--data`` and no bundled adult."""
+    if a.data is not None:
+        return False
+    return bool(getattr(a, "generated", False)) or a.rows is not None or a.features is not None or _bundled_adult() is None
 
 
 def _prepare_stores(a: argparse.Namespace, workdir: str, options: IngestOptions) -> tuple[str, str, str]:
-    from ..io import make_data, split_store
+    from ..io import ingest, make_data, split_store
 
     train, test = os.path.join(workdir, "train.zarr"), os.path.join(workdir, "test.zarr")
-    if a.data is None:
-        print(f"generating {a.rows} training and {a.rows // 4} test rows with {a.features} features ...", flush=True)
-        shard_rows = max(1000, a.rows // 8)  # several shards, so the passes are really distributed
-        make_data(train, rows=a.rows, features=a.features, seed=1, model_seed=DEMO_MODEL_SEED, shard_rows=shard_rows, overwrite=a.overwrite)
-        make_data(test, rows=max(1000, a.rows // 4), features=a.features, seed=2, model_seed=DEMO_MODEL_SEED, shard_rows=shard_rows, overwrite=a.overwrite)
+    if a.data is None and _use_generated(a):
+        rows, features = a.rows or DEMO_ROWS, a.features or DEMO_FEATURES
+        print(f"generating {rows} training and {rows // 4} test rows with {features} features ...", flush=True)
+        shard_rows = max(1000, rows // 8)  # several shards, so the passes are really distributed
+        common = {"features": features, "positive_rate": DEMO_POSITIVE_RATE, "model_seed": DEMO_MODEL_SEED, "shard_rows": shard_rows,
+                  "overwrite": a.overwrite}
+        make_data(train, rows=rows, seed=1, **common)
+        make_data(test, rows=max(1000, rows // 4), seed=2, **common)
         return train, test, "synthetic (dpipe make-data)"
-    from ..io import ingest
+    if a.data is None:
+        from ..io._bundled import write_datasets
 
+        folder = _bundled_adult()
+        (csv, _), (test_csv, _) = write_datasets(["adult"], workdir, source=folder, overwrite=a.overwrite)
+        print(f"adult (census income) from {folder}: {os.path.basename(csv)}, {os.path.basename(test_csv)}", flush=True)
+        ingest(csv, train, overwrite=a.overwrite, **ADULT_INGEST)
+        ingest(test_csv, test, overwrite=a.overwrite, like=train)
+        return train, test, "adult (census income), its training and test files; groups: sex"
     untransformed = options.replace(log1p=None, scale="none")
     if a.test_data is not None:
         ingest(a.data, train, overwrite=a.overwrite, **options.keywords("demo"))
@@ -59,13 +120,16 @@ def _prepare_stores(a: argparse.Namespace, workdir: str, options: IngestOptions)
 
 
 def _check_ingest_options(a: argparse.Namespace, options: IngestOptions) -> None:
-    """The ingest options apply to ``--data``: given without it, they are an error (generated data is not ingested)."""
+    """The ingest options apply to ``--data``: given without it, they are an error (generated data and the bundled adult are
+    ingested the demo's way)."""
     if a.data is not None:
         return
     given = sorted(options.given("demo"))
     if given:
         raise ParameterError(f"demo: {', '.join('--' + k.replace('_', '-') for k in given)} appl{'ies' if len(given) == 1 else 'y'} to --data; "
-                             "the generated data is not ingested")
+                             "the generated data is not ingested" if _use_generated(a) else
+                             f"demo: {', '.join('--' + k.replace('_', '-') for k in given)} appl{'ies' if len(given) == 1 else 'y'} to --data; "
+                             "the bundled adult is ingested with --label income --positive '>50K' --group-col sex")
 
 
 def _fair_constraints(groups: list[str] | None) -> tuple[list[str] | None, str]:
@@ -84,21 +148,16 @@ def _fair_constraints(groups: list[str] | None) -> tuple[list[str] | None, str]:
     return out, ""
 
 
-def _positive_share(train: dict[str, Any]) -> float | None:
-    """The share of training rows a model predicts positive, from its training metrics (None when they do not tell)."""
-    if not train or not train.get("precision"):
-        return None
-    return float(train["recall"] * train["n_positive"] / train["precision"] / train["n"])
-
-
 def run_demo(a: argparse.Namespace, ingest_options: IngestOptions, cluster: ClusterSpec) -> dict[str, Any]:
-    """Train auc, error-moment and (with a group column) error-rate under the 80 % rule between groups at the auc model's
-    coverage; evaluate them on held-out data; write ``report.json`` and ``roc.png`` (test ROC curves and each group's
-    positive rate per model).
+    """Train models that optimize different measures (:data:`DEMO_MODELS`: ROC-AUC, F1, the error rate under the 80 % rule
+    between groups when the data have a group column, the false-negative rate under a false-positive bound), evaluate them
+    on held-out data, write ``report.json`` and ``roc.png`` (test ROC curves with each model's operating point, and each
+    model's group ratio against the 80 % rule's 0.8).
 
-    The outputs in ``--workdir`` (stores, models, ``roc.png``, ``report.json``) are checked
-    before any work: an existing one is replaced only with ``--overwrite``, and only when
-    dpipe wrote it. The table of test metrics is printed unless ``a.json`` is set.
+    The data: ``--data`` (and ``--test-data``); else adult from the shared data folder when it is there; else generated
+    (also with ``--generated``, ``--rows`` or ``--features``). The outputs in ``--workdir`` (stores, models,
+    ``roc.png``, ``report.json``) are checked before any work: an existing one is replaced only with ``--overwrite``, and
+    only when dpipe wrote it. The table of test metrics is printed unless ``a.json`` is set.
 
     Returns
     -------
@@ -122,7 +181,7 @@ def _claim_outputs(a: argparse.Namespace, workdir: str) -> Iterator[None]:
     from ..io._writer import prepare_destination
 
     stores = ["train.zarr", "test.zarr"] + (["full.zarr"] if a.data is not None and a.test_data is None else [])
-    files = [(f"{name}.json", "model") for name, _ in (*DEMO_MODELS, FAIR_MODEL)] + [("roc.png", "plot"), ("report.json", "report")]
+    files = [(f"{m.name}.json", "model") for m in DEMO_MODELS] + [("roc.png", "plot"), ("report.json", "report")]
     with contextlib.ExitStack() as held:
         for name in stores:
             path = held.enter_context(locked_output(os.path.join(workdir, name), overwrite=a.overwrite, what="store", directory=True))
@@ -132,75 +191,130 @@ def _claim_outputs(a: argparse.Namespace, workdir: str) -> Iterator[None]:
         yield
 
 
+def _compile_seconds(client: Any) -> float:
+    """Seconds numba has spent compiling dpipe's kernels: in this process, plus the longest of the workers' (they compile at
+    the same time), from the compile events :func:`dpipe._compiles.watch_compiles` counts."""
+    from .._compiles import compile_seconds
+
+    seconds = compile_seconds()
+    if client is not None:
+        per_worker = client.run(compile_seconds)
+        seconds += max(per_worker.values(), default=0.0)
+    return seconds
+
+
+def _measures(tp: float, fp: float, fn: float, tn: float) -> dict[str, float | None]:
+    """The thresholded measures of one confusion matrix (None where a denominator is 0)."""
+
+    def ratio(num: float, den: float) -> float | None:
+        return float(num / den) if den > 0 else None
+
+    return {"error": ratio(fp + fn, tp + fp + fn + tn), "fpr": ratio(fp, fp + tn), "fnr": ratio(fn, fn + tp),
+            "positive_rate": ratio(tp + fp, tp + fp + fn + tn)}
+
+
+#: the table's columns: (report key, header, width)
+_COLUMNS = (("roc_auc", "AUC", 8), ("prbep", "PRBEP", 8), ("f1", "F1", 8), ("error", "error", 8), ("fpr", "FPR", 8), ("fnr", "FNR", 8),
+            ("group_ratio", "group ratio", 13))
+
+
+def _print_table(rows: list[dict[str, Any]], described: str, fairness: bool, engine_note: str) -> None:
+    columns = [c for c in _COLUMNS if fairness or c[0] != "group_ratio"]
+    print()
+    print(f"data: {described}")
+    print(f"{'model':<21}{'train s':>8}" + "".join(f"{h:>{w}}" for _, h, w in columns))
+    for r in rows:
+        cells = []
+        for key, _, w in columns:
+            v = r["measures"].get(key)
+            text = "-" if v is None else f"{v:.4f}" if key != "group_ratio" else f"{v:.3f}"
+            cells.append(f"{text + ('*' if key == r['optimizes']['measure'] else ' '):>{w}}")
+        print(f"{r['name']:<21}{r['train_seconds']:>8.2f}" + "".join(cells))
+    print("* the measure each model optimizes, on the test rows:")
+    for r in rows:
+        print(f"  {r['name']}: {r['optimizes']['about']}")
+        for c in r["constraints"]:
+            print(f"      constraint: {c}")
+    notes = ["FPR / FNR: false-positive / false-negative rate at the model's threshold; error: 1 - accuracy",
+             "the constraints hold on the training rows; on the test rows a rate can miss its bound by sampling error"]
+    if fairness:
+        notes.append(f"group ratio: the lowest group's positive rate over the highest's (the 80 % rule asks for >= {FAIR_RATIO})")
+    notes.append(f"train s: each fit's seconds without numba's compiles (their compile events subtracted); {engine_note}")
+    for n in notes:
+        print(n)
+
+
 def _run(a: argparse.Namespace, workdir: str, cluster: ClusterSpec, ingest_options: IngestOptions) -> dict[str, Any]:
+    from .._compiles import watch_compiles
     from .._evaluate import evaluate
     from .._output import REPORT_FORMAT, write_error
-    from ..engine import client_for, describe_client, open_dataset, rank_summary
+    from ..engine import client_for, describe_client, open_dataset, rank_summary, resolve_engine
     from ..fit import train
     from ..io import open_store
     from ..io._manifest import write_json_atomic
     from ..plotting import plot_demo
 
+    generated = a.data is None and _use_generated(a)
     train_path, test_path, described = _prepare_stores(a, workdir, ingest_options)
     engine, cache = cluster.engine, cluster.cache
-    constraints, why_not = _fair_constraints(open_store(train_path).manifest.groups)
-    models: list[tuple[str, str, dict[str, Any]]] = [(name, objective, {}) for name, objective in DEMO_MODELS]
-    if constraints is not None:
-        models.append((*FAIR_MODEL, {"constraints": constraints}))
-    else:
+    if engine == "auto":
+        engine = resolve_engine(cluster, open_store(train_path), "demo")
+    fair, why_not = _fair_constraints(open_store(train_path).manifest.groups)
+    models = [m if m is not FAIR_MODEL else dataclasses.replace(m, constraints=tuple(fair or ())) for m in DEMO_MODELS if m is not FAIR_MODEL or fair]
+    if fair is None:
         print(f"no model with the 80 % rule: {why_not}", flush=True)
     rows: list[dict[str, Any]] = []
-    curves, rates = {}, {}
-    coverage = None
+    curves, ratios = {}, {}
+    watch_compiles()
     client_ctx = client_for(cluster) if engine == "dask" else None
     with client_ctx if client_ctx is not None else contextlib.nullcontext() as client:
         if client is not None:
             print(f"cluster: {describe_client(client)}", flush=True)
+            client.run(watch_compiles)
+            engine_note = f"the passes ran on the cluster ({describe_client(client)})"
+        else:
+            engine_note = "the passes ran in this process (--engine dask: on a local cluster)"
         test_store = open_store(test_path)
-        for name, objective, params in models:
-            if name == FAIR_MODEL[0] and coverage:  # as many rows positive as the first model predicts, so that fairness is not bought by predicting none
-                params = {"constraints": [*params["constraints"], f"positive_rate >= {coverage:.4g}"]}
-            t0 = time.perf_counter()
-            path = os.path.join(workdir, f"{name}.json")
-            model = train(train_path, objective, engine=engine, client=client, cache=cache, out=path, overwrite=a.overwrite, **params)
-            seconds = time.perf_counter() - t0
+        for m in models:
+            params: dict[str, Any] = {"constraints": list(m.constraints)} if m.constraints else {}
+            if generated:
+                params.update(m.generated)
+            compiled, t0 = _compile_seconds(client), time.perf_counter()
+            path = os.path.join(workdir, f"{m.name}.json")
+            model = train(train_path, m.objective, engine=engine, client=client, cache=cache, out=path, overwrite=a.overwrite, **params)
+            wall = time.perf_counter() - t0
+            compile_s = _compile_seconds(client) - compiled
             metrics = evaluate(model, test_store, by_group=test_store.manifest.groups is not None, engine=engine, client=client, cache="stream")
             with open_dataset(test_store, ClusterSpec(engine=engine, client=client, cache="stream")) as ds:
                 summary = rank_summary(ds, model.coef, model.intercept)
             fpr, tpr = summary.roc_curve()
-            tp, fp, fn, tn = summary.confusion(0.0)
-            metrics["positive_rate"] = float((tp + fp) / max(tp + fp + fn + tn, 1))  # the share predicted positive
+            counts = _measures(*summary.confusion(0.0))
+            metrics["positive_rate"] = counts["positive_rate"]  # the share predicted positive
             step = max(1, fpr.size // 2000)
-            curves[name] = (fpr[::step], tpr[::step], metrics["roc_auc"])
-            groups = metrics.get("by_group", {}).get("groups", {})
-            if groups:
-                rates[name] = {g: v["positive_rate"] for g, v in groups.items()}
-            if not rows:
-                coverage = _positive_share(model.metrics.get("train", {}))
-            rows.append({"name": name, "objective": objective, "constraints": params.get("constraints", []), "model": path, "train_seconds": seconds,
+            curves[m.name] = (fpr[::step], tpr[::step], metrics["roc_auc"], counts["fpr"], None if counts["fnr"] is None else 1 - counts["fnr"])
+            ratio = metrics.get("by_group", {}).get("selection_rate_ratio")
+            if ratio is not None:
+                ratios[m.name] = ratio
+            measures = {"roc_auc": metrics["roc_auc"], "prbep": metrics["prbep"], "f1": metrics["f1"], **counts, "group_ratio": ratio}
+            about = m.about + (f" (options: {', '.join(f'{k}={v}' for k, v in m.generated)})" if generated and m.generated else "")
+            rows.append({"name": m.name, "objective": m.objective, "constraints": list(m.constraints), "model": path,
+                         "optimizes": {"measure": m.measure, "higher_is_better": m.higher_is_better, "about": about},
+                         "train_seconds": max(0.0, wall - compile_s), "compile_seconds": compile_s, "measures": measures,
                          "test": metrics, "train": model.metrics.get("train", {}),
                          "fit": {k: model.fit[k] for k in ("fun", "nit", "nfev", "status", "message", "time_data", "time_solve")}})
-    table = not getattr(a, "json", False)  # --json: the document, printed by the command, instead of the table
-    if table:
-        print()
-        print(f"data: {described}")
-        fairness = bool(rates)
-        print(f"{'model':<20}{'train s':>9}{'test AUC':>10}{'accuracy':>10}{'F1':>8}{'positive':>10}" + (f"{'group ratio':>13}" if fairness else ""))
-        for r in rows:
-            t = r["test"]
-            ratio = t.get("by_group", {}).get("selection_rate_ratio")
-            print(f"{r['name']:<20}{r['train_seconds']:>9.2f}{t['roc_auc']:>10.4f}{t['accuracy']:>10.4f}{t['f1']:>8.4f}{t['positive_rate']:>10.4f}"
-                  + (f"{ratio:>13.3f}" if fairness and ratio is not None else ""))
-        if fairness:
-            print(f"(group ratio: the lowest group's positive rate over the highest's; the 80 % rule asks for >= {FAIR_RATIO})")
-    png = plot_demo(curves, rates, os.path.join(workdir, "roc.png"), title=f"dpipe demo ({described})")
-    report = {"format": REPORT_FORMAT, "data": described, "train_store": train_path, "test_store": test_path, "results": rows, "roc_png": png,
-              "plotted": {"roc": list(curves), "positive_rate_by_group": list(rates)}}
+    if not getattr(a, "json", False):  # --json: the document, printed by the command, instead of the table
+        _print_table(rows, described, bool(ratios), engine_note)
+    png = plot_demo(curves, ratios, os.path.join(workdir, "roc.png"), title=f"dpipe demo: {described}", ratio=FAIR_RATIO,
+                    fpr_bound=NP_FPR_BOUND)
+    note = ("train_seconds: each fit's wall seconds less the seconds numba spent compiling dpipe's kernels meanwhile (compile_seconds: "
+            "numba's compile events, counted in this process and, on a cluster, the longest of the workers'); " + engine_note)
+    report = {"format": REPORT_FORMAT, "data": described, "train_store": train_path, "test_store": test_path, "engine": engine, "results": rows,
+              "roc_png": png, "note": note, "plotted": {"roc": list(curves), "group_ratio": list(ratios)}}
     report = json.loads(json.dumps(report, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
     try:
         write_json_atomic(os.path.join(workdir, "report.json"), report)  # a temporary name, then renamed
     except OSError as exc:
         raise write_error(os.path.join(workdir, "report.json"), "report", exc) from exc
-    if table:
-        print(f"\nreport: {os.path.join(workdir, 'report.json')}\nplot (test ROC, positive rate by group): {png}")
+    if not getattr(a, "json", False):
+        print(f"\nreport: {os.path.join(workdir, 'report.json')}\nplot (test ROC with each model's operating point, group ratios): {png}")
     return {**report, "workdir": os.path.abspath(workdir), "report": os.path.abspath(os.path.join(workdir, "report.json"))}

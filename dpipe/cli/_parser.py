@@ -352,12 +352,14 @@ def _demo_parser(sub: Any) -> None:
     from ..engine._cluster_spec import add_cluster_arguments
     from ..io._ingest_options import add_ingest_arguments
 
-    p = sub.add_parser("demo", help="generate data (or use --data), train auc, error-moment and error-rate under the 80 %% rule between groups, "
-                                    "evaluate, write a report and a plot")
+    p = sub.add_parser("demo", help="train models that optimize different measures (ROC-AUC, F1, the error rate under the 80 %% rule between "
+                                    "groups, the false-negative rate under a false-positive bound) on adult from the shared data folder "
+                                    "(else generated data, or --data), evaluate them, write a report and a plot")
     p.add_argument("--workdir", help="folder for stores, models and the report (default: a new temporary folder)")
-    p.add_argument("--rows", type=int, default=200_000, help="rows of the generated training store (default 200000)")
-    p.add_argument("--features", type=int, default=40)
-    p.add_argument("--data", help="your own training file instead of generated data")
+    p.add_argument("--generated", action="store_true", help="generated data even when the shared data folder holds adult")
+    p.add_argument("--rows", type=int, help="rows of the generated training store (default 50000; implies --generated)")
+    p.add_argument("--features", type=int, help="features of the generated stores (default 40; implies --generated)")
+    p.add_argument("--data", help="your own training file instead of adult or generated data")
     p.add_argument("--test-data", dest="test_data", help="test file for --data (default: a random 25%% split of --data)")
     p.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier demo in --workdir (only files dpipe wrote)")
     add_ingest_arguments(p, "demo")

@@ -46,7 +46,7 @@ class ClusterSpec:
 
     engine: str = option("auto", "'local' runs every pass in this process (no cluster); 'dask' on a cluster; 'auto' stays in this process for "
                          "stores of at most dpipe.local-max-bytes (1 GB) of features unless a cluster is named (client, scheduler, workers, "
-                         "memory_limit, cluster slurm), and logs its choice", choices=ENGINES, commands=CLUSTER_COMMANDS, defaults={"demo": "dask"})
+                         "memory_limit, cluster slurm), and logs its choice", choices=ENGINES, commands=CLUSTER_COMMANDS)
     client: Any = option(None, "a connected distributed.Client to run on (not closed afterwards)", config=False)
     scheduler: str | None = option(None, "scheduler address (tcp://host:port) or scheduler file; default: $DPIPE_SCHEDULER, dask config "
                                    "dpipe.scheduler, else a cluster dpipe starts", commands=CLUSTER_COMMANDS)
