@@ -292,41 +292,38 @@ def remove_stale_siblings(dest: str) -> list[str]:
     return removed
 
 
-def _in_use(path: str) -> bool:
-    """Whether a live process holds ``path`` with :func:`hold_temporary` (an ``flock`` that this process cannot take)."""
+def _try_lock(path: str) -> tuple[int | None, bool]:
+    """An exclusive, non-blocking ``flock`` on ``path``: ``(its descriptor, or None; whether a live process holds it)``.
+
+    None and False where ``path`` cannot be opened or the file system has no locks (nothing tells).
+    """
     import fcntl
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
-        return False
+        return None, False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:  # a file system without locks: nothing tells
-        return False
-    finally:
+    except OSError as error:
         os.close(fd)
-    return False
+        return None, isinstance(error, BlockingIOError)
+    return fd, False
+
+
+def _in_use(path: str) -> bool:
+    """Whether a live process holds ``path`` with :func:`hold_temporary` (an ``flock`` that this process cannot take)."""
+    fd, held = _try_lock(path)
+    if fd is not None:
+        os.close(fd)
+    return held
 
 
 def hold_temporary(path: str) -> int | None:
     """Hold an ``flock`` on the temporary ``path`` (a directory or file this process is writing) until
     :func:`release_temporary`: :func:`remove_stale_siblings` in another process then leaves it alone. None where the
     file system has no locks."""
-    import fcntl
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+    return _try_lock(path)[0]
 
 
 def release_temporary(fd: int | None) -> None:

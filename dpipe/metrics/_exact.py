@@ -537,10 +537,7 @@ class RankSummary:
         kk = self._resolve_k(k, k_fraction, "binary_metrics", default_positives=True)
         num, den = self._positives_in_top(kk)
         tp, fp, fn, tn = self.expected_confusion(threshold) if randomized else self.confusion(threshold)
-        out: dict[str, float | int | None] = {"n": self.n, "n_positive": self.n_positive}
-        if self.weighted:
-            out["weight_total"] = self.weight_total
-            out["weight_positive"] = self.weight_positive
+        out = self._counts()
         out.update(
             roc_auc=auc,
             prbep=self.prbep(),
@@ -554,15 +551,20 @@ class RankSummary:
         )
         return out
 
+    def _counts(self) -> dict[str, float | int | None]:
+        """The row counts every metrics dict starts with (and the weight totals, with sample weights)."""
+        out: dict[str, float | int | None] = {"n": self.n, "n_positive": self.n_positive}
+        if self.weighted:
+            out["weight_total"] = self.weight_total
+            out["weight_positive"] = self.weight_positive
+        return out
+
     def _one_class_metrics(self, threshold: float, randomized: bool) -> dict[str, float | int | None]:
         """What :meth:`metrics` reports on rows of one class: accuracy always; precision when a row scores positive;
         recall and F1 when the rows are positive; None for the rest."""
         n_pos, _ = self._masses()
         tp, fp, fn, tn = self.expected_confusion(threshold) if randomized else self.confusion(threshold)
-        out: dict[str, float | int | None] = {"n": self.n, "n_positive": self.n_positive}
-        if self.weighted:
-            out["weight_total"] = self.weight_total
-            out["weight_positive"] = self.weight_positive
+        out = self._counts()
         out.update(
             roc_auc=None, prbep=None,
             accuracy=_ratio(tp + tn, tp + fp + fn + tn),
