@@ -45,7 +45,8 @@ class ClusterSpec:
     """
 
     engine: str = option("auto", "'local' runs every pass in this process (no cluster); 'dask' on a cluster; 'auto' stays in this process for "
-                         "stores of at most dpipe.local-max-bytes (1 GB) of features unless a cluster is named (client, scheduler, workers, "
+                         "stores whose features fit half the memory available (1.4 bytes a feature byte; dpipe.local-max-bytes sets a fixed bound) "
+                         "unless a cluster is named (client, scheduler, workers, "
                          "memory_limit, cluster slurm), and logs its choice", choices=ENGINES, commands=CLUSTER_COMMANDS)
     client: Any = option(None, "a connected distributed.Client to run on (not closed afterwards)", config=False)
     scheduler: str | None = option(None, "scheduler address (tcp://host:port) or scheduler file; default: $DPIPE_SCHEDULER, dask config "

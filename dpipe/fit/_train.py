@@ -313,9 +313,9 @@ constraint_validation : str, Store, or dict of str to str or Store, optional
     model records the rates on both, with 95 % intervals.
 engine : {"auto", "dask", "local"}
     Run the passes on a dask cluster or in this process. ``"auto"`` (default) stays in
-    this process for stores of at most ``dpipe.local-max-bytes`` bytes of features
-    (1 GB) unless a cluster is named (``client``, ``scheduler``, ``workers``,
-    ``memory_limit``), and logs its choice.
+    this process for stores whose features fit half the memory available (at 1.4 bytes
+    a feature byte; ``dpipe.local-max-bytes`` sets a fixed bound) unless a cluster is
+    named (``client``, ``scheduler``, ``workers``, ``memory_limit``), and logs its choice.
 client, scheduler, workers, memory_limit : optional
     Cluster selection, see :func:`dpipe.engine.cluster_client`.
 cache : {"auto", "memory", "stream"}, optional

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -218,3 +219,26 @@ def test_local_engine_threads_give_the_same_bits_as_one_thread(tmp_path, cache):
     for objective in ("auc-smooth", "error-moment"):
         np.testing.assert_array_equal(models[1, objective].coef, models[3, objective].coef)
         assert models[1, objective].intercept == models[3, objective].intercept
+
+
+def test_auto_keeps_a_store_in_this_process_while_it_fits_the_memory_available(tmp_path, monkeypatch, caplog):
+    import dask
+
+    from dpipe.engine import _open
+    from dpipe.engine._cluster_spec import ClusterSpec
+    from dpipe.io import open_store
+
+    monkeypatch.delenv("DPIPE_SCHEDULER", raising=False)
+    X, y = classification_data(500, 4, seed=1)
+    st = open_store(write_store(tmp_path / "s.zarr", X, y, [500]))
+    fits = int(st.nbytes * _open.LOCAL_PEAK_PER_BYTE / _open.LOCAL_MEMORY_SHARE) + 1  # just enough memory available
+    with dask.config.set({"dpipe.local-max-bytes": None}):
+        monkeypatch.setattr(_open, "available_memory", lambda: fits)
+        assert _open.local_limit()[0] >= st.nbytes
+        with caplog.at_level(logging.INFO, logger="dpipe.engine"):
+            assert _open.resolve_engine(ClusterSpec(engine="auto"), st) == "local"
+        assert f"50% of the {fits / 1e9:.1f} GB available over 1.4 bytes a feature byte" in caplog.text
+        monkeypatch.setattr(_open, "available_memory", lambda: fits - 200)
+        assert _open.local_limit()[0] < st.nbytes
+        assert _open.resolve_engine(ClusterSpec(engine="auto"), st) == "dask"
+    assert 0 < _open.available_memory()  # this machine's, read from the system
