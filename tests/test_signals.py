@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -183,11 +182,9 @@ def store(tmp_path_factory):
 @pytest.mark.parametrize("how", ["gc", "numba", "systemerror", "twice"])
 def test_sigterm_ends_a_training_run_with_143_and_writes_no_model(store, tmp_path, how):
     out = tmp_path / "m.json"
-    t0 = time.monotonic()
     run = subprocess.run([sys.executable, "-c", _DRIVER, how, "train", str(store), "--objective", "auc-smooth", "--out", str(out), "--engine", "local"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     report = json.loads(run.stdout.strip().splitlines()[-1])
-    print(f"{how}: exit {run.returncode}, {report['seconds']:.2f} s from the signal to the end, {time.monotonic() - t0:.1f} s in all")
     assert report["sent"], run.stderr[-2000:]
     assert run.returncode == 128 + signal.SIGTERM, run.stderr[-2000:]
     assert "dpipe train: interrupted by SIGTERM" in run.stderr
