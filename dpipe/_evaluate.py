@@ -167,14 +167,14 @@ def evaluate(
         raise ParameterError("The 'datasets' parameter of evaluate names the stores constraints use; no constraint is given.")
     intercept = model.intercept - threshold
     with contextlib.ExitStack() as stack:
-        ds = stack.enter_context(open_dataset(st, cluster, owner="evaluate"))
+        ds = stack.enter_context(open_dataset(st, cluster, owner="evaluate", worker_row_bytes=0))
         metrics = evaluate_dataset(ds, model.coef, model.intercept, k=k, k_fraction=k_fraction, threshold=threshold, randomized=model.randomized)
         if model.randomized:
             metrics["randomized"] = True  # accuracy, precision, recall, F1 and the rates below are expectations
         if by_group:
             metrics["by_group"] = group_rates(ds, model.coef, intercept, model.randomized)
         if constraints:
-            others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other, verify)[1], cluster, owner="evaluate")) for alias, other in (datasets or {}).items()}
+            others = {alias: stack.enter_context(open_dataset(_model_and_store(model, other, verify)[1], cluster, owner="evaluate", worker_row_bytes=0)) for alias, other in (datasets or {}).items()}
             reports = constraint_values({"train": ds, **others}, model.coef, intercept, constraints, model.randomized)
             metrics["constraints"] = [r.to_record() for r in reports]
     return metrics
@@ -188,7 +188,7 @@ def evaluate_part(model: LinearModel | str | os.PathLike, store: str | os.PathLi
 
     model, st = _model_and_store(model, store, verify)
     st.require_labels("evaluate")
-    with open_dataset(st, cluster) as ds:
+    with open_dataset(st, cluster, worker_row_bytes=0) as ds:
         return evaluate_dataset(DatasetPart(ds, split, part), model.coef, model.intercept, randomized=model.randomized)
 
 
@@ -246,7 +246,7 @@ def predict(
             raise ParameterError("The 'seed' parameter of predict draws a randomized model's labels (threshold_rule='randomized'); this model is deterministic.")
         _check_threshold(threshold, "predict")
         rng = np.random.default_rng(seed) if model.randomized else None
-        with open_dataset(st, cluster, owner="predict") as ds:
+        with open_dataset(st, cluster, owner="predict", worker_row_bytes=0) as ds:
             parts = ds.map_gather(shard_scores_labels, model.coef, model.intercept)
         _write_predictions(path, st.manifest.shard_bounds, parts, threshold, rng)
     return path

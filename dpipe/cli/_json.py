@@ -176,6 +176,7 @@ def train_summary(model: Any, out: str) -> dict[str, Any]:
             "solver": info.get("solver"),
             "data_passes": info.get("data_passes"),
             "data_passes_total": info.get("data_passes_total"),
+            "pass_traffic": info.get("pass_traffic"),
         },
         train_metrics=model.metrics.get("train") or None,
         constraints=constraints,

@@ -58,7 +58,7 @@ from .._validation import check_int
 from ..exceptions import ClusterError, ParameterError
 from ._cluster_spec import ClusterSpec
 from ._jobqueue import cluster_kind, slurm_client
-from ._memory import EMBEDDED_WORKER_MEMORY, worker_environ_config
+from ._memory import EMBEDDED_WORKER_MEMORY, embedded_nanny_config, worker_environ_config
 from ._scheduler import explicit_scheduler
 from ._waits import connect_timeout
 
@@ -274,6 +274,7 @@ def client_for(spec: ClusterSpec | None = None, *, threads_per_worker: int | Non
                 scheduler_kwargs=None if dashboard else {"dashboard": False},
                 protocol="tls://",
                 security=security,
+                config=embedded_nanny_config(),  # also for the workers a nanny restarts
             )
             stack.callback(local.close)
         # direct_to_workers: results and actor calls go straight between the driver and the

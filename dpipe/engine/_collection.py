@@ -160,6 +160,7 @@ class CollectionDataset(ShardedDataset):
         self._hosts: list[tuple[list[int], Any, Any]] = []
         self._rehost = False
         self.passes = PassCount()
+        self._tally = None
         t0 = time.perf_counter()
         self._shards = self._load_shards()
         self.passes.add(LOAD)

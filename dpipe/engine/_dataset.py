@@ -41,11 +41,12 @@ none of whose tasks finishes for ``dpipe.timeout`` fails with one line.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,7 +63,7 @@ from ._cluster_spec import CACHE_MODES
 from ._hosts import HOST_CHECK_SECONDS, HostsLost, ShardHost, host_lost_errors
 from ._local import naming_store
 from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, shards_per_worker, short_workers
-from ._pass_count import HOST_DATA_METHODS, LOAD, PassCount, pass_kind
+from ._pass_count import HOST_DATA_METHODS, LOAD, PassCount, Traffic, pass_kind
 from ._range_host import StaleScores
 from ._ranges import exchange_may_run
 from ._tree import pairwise
@@ -145,8 +146,10 @@ class ShardedDataset:
         a smaller limit is refused with :class:`~dpipe.exceptions.ParameterError`.
     """
 
-    def __init__(self, store: Store | str, client: Client, cache: str | None = None) -> None:
+    def __init__(self, store: Store | str, client: Client, cache: str | None = None, worker_row_bytes: int = ROW_BYTES) -> None:
         self.store = store if isinstance(store, Store) else open_store(store)
+        #: what the fit keeps per row on the workers between passes, where the shards are streamed (:mod:`._memory`)
+        self.worker_row_bytes = int(worker_row_bytes)
         #: what messages call the dataset (the store's path)
         self.name = self.store.path
         self.client = client
@@ -161,10 +164,11 @@ class ShardedDataset:
         self.load_seconds = 0.0
         #: the passes made over the shards (:mod:`._pass_count`)
         self.passes = PassCount()
+        self._tally: Traffic | None = None  # the traffic of the round running (:meth:`_round`)
         if self.cache == "memory":
             t0 = time.perf_counter()
             self._shards = self._load_shards()
-            self.passes.add(LOAD)
+            self.passes.add(LOAD, Traffic(tasks=len(self._shards)))
             # Wait for the loads and re-raise a StoreError naming a bad shard, moving 8 bytes per shard.
             with naming_store(self.store):
                 self._gather([client.submit(_n_rows, f, pure=False) for f in self._shards], "loading the shards", self._shards)
@@ -199,11 +203,16 @@ class ShardedDataset:
         """Whether the rows carry sample weights."""
         return bool(self.store.manifest.has_weight)
 
+    @property
+    def keeps_orders(self) -> str:
+        """``"driver"`` for streamed shards (their workers hold nothing per row between passes), else ``"workers"``."""
+        return "driver" if self.cache == "stream" else "workers"
+
     def _memory_need(self, persisted: bool) -> MemoryNeed:
         bounds = self.store.manifest.shard_bounds
         rows = [stop - start for start, stop in bounds]
         per_row = self.store.nbytes / max(1, self.store.manifest.n_rows)
-        row_bytes = RANGE_ROW_BYTES if persisted and exchange_may_run(self.store.manifest.n_rows) else ROW_BYTES
+        row_bytes = (RANGE_ROW_BYTES if exchange_may_run(self.store.manifest.n_rows) else ROW_BYTES) if persisted else self.worker_row_bytes
         return memory_need([int(r * per_row) for r in rows], rows, len(self.workers), persisted, row_bytes,
                            n_features=self.store.manifest.n_features, csr=self.store.manifest.layout == "csr", driver_fanin=self.driver_fanin)
 
@@ -245,13 +254,17 @@ class ShardedDataset:
         name = fn if isinstance(fn, str) else f"pass {getattr(fn, '__name__', fn)!r}"
         return f"{self.name}: {name}"
 
-    def _gather(self, futures: list, fn: Callable | str, watch: list | None = None) -> list:
-        # results fetched as their tasks end where a shard's result is a d-vector worth a worker's memory
-        eager = 8 * self.n_features >= SHIP_ONCE_BYTES
-        return gather_bounded(self.client, futures, self._what(fn), watch, eager=eager)
+    def _gather(self, futures: list, fn: Callable | str, watch: list | None = None, per_row: bool = False) -> list:
+        # results fetched as their tasks end where a shard's result is a d-vector worth a worker's memory, or, streamed,
+        # rows' results (the memory model counts those of FLIGHT_SHARDS shards only)
+        eager = 8 * self.n_features >= SHIP_ONCE_BYTES or (per_row and self.cache == "stream")
+        results = gather_bounded(self.client, futures, self._what(fn), watch, eager=eager)
+        self._count(received=results)
+        return results
 
     def _submit_map(self, fn: Callable, args: Sequence[Any]) -> list:
         args = self._shipped(args)
+        self._count(self.n_shards, sent=[args] * self.n_shards)
         if self.cache == "memory":
             return [self.client.submit(single_blas_thread, fn, s, *args, key=_task_key(fn)) for s in self._shards]
         return [self.client.submit(_apply_streamed, fn, self.store.shard_args(i), *args, key=_task_key(fn)) for i in range(self.n_shards)]
@@ -265,8 +278,9 @@ class ShardedDataset:
         task's result it travels once to each worker, which keeps one copy while the pass's tasks
         refer to it; and unlike scattered data, the scheduler computes it again if its worker dies.
         """
-        return tuple(self.client.submit(_argument, a, pure=False, key=_task_key(_argument)) if isinstance(a, np.ndarray) and a.nbytes >= SHIP_ONCE_BYTES
-                     else a for a in args)
+        big = [isinstance(a, np.ndarray) and a.nbytes >= SHIP_ONCE_BYTES for a in args]
+        self._count(sum(big), sent=[a for a, b in zip(args, big) if b])
+        return tuple(self.client.submit(_argument, a, pure=False, key=_task_key(_argument)) if b else a for a, b in zip(args, big))
 
     def _start_hosts(self) -> list[tuple[list[int], Any, Any]]:
         """One :class:`ShardHost` actor per worker, over the shards persisted there."""
@@ -377,13 +391,33 @@ class ShardedDataset:
         for positions, call in calls:
             for p, r in zip(positions, result_bounded(call, self._what(fn), self.client, alive=self._hosts_finished)):
                 out[p] = r
+        self._count(len(calls), received=out)
         return out
+
+    @contextlib.contextmanager
+    def _round(self, kind: str, data: bool = True) -> Iterator[None]:
+        """One round of work over the shards (a pass where ``data``), its tasks and bytes counted (:mod:`._pass_count`)."""
+        check_interrupted()  # a safe point between passes
+        self._tally = tally = Traffic()
+        t0 = time.perf_counter()
+        try:
+            with naming_store(self.store):
+                yield
+        finally:
+            self._tally = None
+            tally.seconds = time.perf_counter() - t0
+            self.passes.add(kind, tally, data=data)
+
+    def _count(self, tasks: int = 0, sent: Any = None, received: Any = None) -> None:
+        """Add to the running round's traffic: ``tasks``, and the payload bytes of what was ``sent`` and ``received``."""
+        if self._tally is not None:
+            self._tally.tasks += tasks
+            self._tally.from_driver += int(sizeof(sent)) if sent is not None else 0
+            self._tally.to_driver += int(sizeof(received)) if received is not None else 0
 
     def map_gather(self, fn: Callable, *args: Any) -> list:
         """``[fn(shard, *args) for shard]`` evaluated on the workers, in shard order."""
-        check_interrupted()  # a safe point between passes
-        self.passes.add(pass_kind(fn))
-        with naming_store(self.store):
+        with self._round(pass_kind(fn)):
             return self._map_gather(fn, args)
 
     def has_hosts(self) -> bool:
@@ -401,13 +435,13 @@ class ShardedDataset:
         """
         if not self._hosts_alive() or len(per_host) != len(self._hosts):
             raise HostsLost(f"{self.name}: the shard hosts are gone")
-        if method in HOST_DATA_METHODS:
-            self.passes.add(method)
-        with naming_store(self.store):
+        with self._round(method, data=method in HOST_DATA_METHODS):
             try:
                 with self.client.as_current():
                     calls = [getattr(host, method)(*args) for (_, host, _), args in zip(self._hosts, per_host)]
-                return [result_bounded(call, self._what(method), self.client, alive=self._hosts_finished) for call in calls]
+                results = [result_bounded(call, self._what(method), self.client, alive=self._hosts_finished) for call in calls]
+                self._count(len(calls), list(per_host), results)
+                return results
             except host_lost_errors() + (RuntimeError,) as error:
                 if not self._host_lost(error):
                     raise
@@ -433,20 +467,19 @@ class ShardedDataset:
             try:
                 with self.client.as_current():  # actor proxies bind to the current client
                     calls = [(positions, host.map(fn, args)) for positions, host, _ in self._hosts]
+                self._count(sent=[args] * len(calls))
                 return self._host_results(fn, calls)
             except host_lost_errors() + (RuntimeError,) as error:
                 if not self._host_lost(error):
                     raise
                 self._drop_hosts(error)
-        return self._gather(self._submit_map(fn, args), fn)
+        return self._gather(self._submit_map(fn, args), fn, per_row=True)
 
     def map_reduce(self, fn: Callable, combine: Callable[[Any, Any], Any], *args: Any) -> Any:
         """Apply ``fn`` to every shard and merge the results pairwise with ``combine``, in the tree of :func:`._tree.pairwise` over the shard indices."""
-        check_interrupted()  # a safe point between passes
-        self.passes.add(pass_kind(fn))
-        futures = self._submit_map(fn, args)
-        n_tasks = 2 * len(futures) - 1
-        with naming_store(self.store):
+        with self._round(pass_kind(fn)):
+            futures = self._submit_map(fn, args)
+            n_tasks = 2 * len(futures) - 1
             result = self._tree(fn, futures, combine)
         if log.isEnabledFor(logging.DEBUG):
             args_bytes = sum(sizeof(a) for a in args) * self.n_shards
@@ -464,9 +497,7 @@ class ShardedDataset:
         :class:`LocalDataset`. With shard hosts (meant for small results such as a
         d-vector per shard) the driver receives every shard's result and merges them.
         """
-        check_interrupted()  # a safe point between passes
-        self.passes.add(pass_kind(fn))
-        with naming_store(self.store):
+        with self._round(pass_kind(fn)):
             return self._map_reduce_each(fn, combine, per_shard, args)
 
     def _map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], args: tuple) -> Any:
@@ -474,10 +505,12 @@ class ShardedDataset:
             try:
                 with self.client.as_current():
                     calls = [(positions, host.map_each(fn, [per_shard[p] for p in positions], args)) for positions, host, _ in self._hosts]
+                self._count(sent=[list(per_shard), args])
                 return pairwise(self._host_results(fn, calls), combine)
             except host_lost_errors() as e:
                 self._drop_hosts(e)
         args = self._shipped(args)
+        self._count(len(per_shard), sent=[list(per_shard), [args] * len(per_shard)])
         if self.cache == "memory":
             futures = [self.client.submit(single_blas_thread, fn, s, *args, *a, key=_task_key(fn)) for s, a in zip(self._shards, per_shard)]
         else:
@@ -498,6 +531,7 @@ class ShardedDataset:
         every = list(futures)  # a finished shard task or merge is progress
         while len(futures) > self.driver_fanin:
             pairs = [self.client.submit(single_blas_thread, combine, futures[i], futures[i + 1], key=_task_key(combine)) for i in range(0, len(futures) - 1, 2)]
+            self._count(len(pairs))
             if len(futures) % 2:
                 pairs.append(futures[-1])
             every += pairs

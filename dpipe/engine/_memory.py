@@ -5,12 +5,16 @@ compiled pass kernels: about 200 MB here), the shards persisted on it, and, whil
 pass runs, the working memory of one shard: the decoded float32 features, zarr's
 decoded chunk before it is copied out and the compressed bytes (about three times
 the shard's feature bytes, measured: a 64 MB shard raised a worker's peak by 190 MB),
-and per row of its shards: the sorted scores of a score pass waiting to be gathered,
-the row order it remembers for the gradient pass (for two fits) and the gradient
-pass's row weights waiting in its tasks (24 bytes a row); with the shards persisted,
-the scores merged and weighed on the workers instead (:mod:`._ranges`: the sorted
-scores, row order and prefix sums of its shards, its ranges' rows, their merge and
-their results; 64 bytes a row).
+and per row of its shards, with the shards persisted: the sorted scores of a score pass
+waiting to be gathered, the row order it remembers for the gradient pass (for two fits)
+and the gradient pass's row weights waiting in its tasks (24 bytes a row), or, where the
+scores are merged and weighed on the workers (:mod:`._ranges`: the sorted scores, row
+order and prefix sums of its shards, its ranges' rows, their merge and their results),
+64 bytes a row. Streamed, a worker holds nothing per row between passes (the driver keeps
+the orders, :mod:`dpipe.reduce._driver_order`, and fetches each shard's scores as its task
+ends), only the per-row results and weights of the shards in flight
+(:data:`FLIGHT_ROW_BYTES`), unless the fit keeps its own per-row state there (the rate
+objectives' cells and anchor margins: ``worker_row_bytes`` in their registry entries).
 
 Measured against this model (without :data:`SAFETY`), streaming fits peaked at
 418 MB for 417 MB predicted (2e6 x 120 rows in 64 MB shards, two workers) and at
@@ -46,9 +50,9 @@ import numpy as np
 from ..exceptions import ClusterError, ParameterError
 
 __all__ = [
-    "EMBEDDED_WORKER_MEMORY", "WORKER_ALLOCATOR", "worker_environ_config", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers",
+    "EMBEDDED_WORKER_MEMORY", "embedded_nanny_config", "WORKER_ALLOCATOR", "worker_environ_config", "FOOTPRINT_FLOOR", "WorkerMemory", "worker_memory", "measure_workers",
     "MemoryNeed", "memory_need", "shards_per_worker", "short_workers", "PLACEMENT_SLACK", "check_memory_limits", "WORKING_COPIES",
-    "CSR_WORKING_COPIES", "D_VECTORS", "SHARD_D_VECTORS", "ROW_BYTES", "RANGE_ROW_BYTES", "SAFETY", "StoreLayout", "uniform_shards",
+    "CSR_WORKING_COPIES", "D_VECTORS", "SHARD_D_VECTORS", "ROW_BYTES", "RANGE_ROW_BYTES", "FLIGHT_ROW_BYTES", "FLIGHT_SHARDS", "SAFETY", "StoreLayout", "uniform_shards",
 ]
 
 #: a pass over a shard holds about this many copies of its feature bytes (decoded, zarr's chunk buffer, compressed)
@@ -71,10 +75,16 @@ D_VECTORS = 8
 #: 10^6 x 2^20 text rows streamed on 2 workers (auc): re-written in 14 shards of 73,374 rows, which one vector a shard
 #: said would fit 500 MB, the workers paused and restarted at 500 MB
 SHARD_D_VECTORS = 2
-#: bytes a worker holds per row of its shards during a fit: float64 scores awaiting the gather (8), the
+#: bytes a worker holds per row of its persisted shards during a fit: float64 scores awaiting the gather (8), the
 #: int32 row order remembered for two fits (8) and the float64 row weights of the gradient tasks (8).
-#: A rate fit keeps 9-10 instead (cells and anchor margins, dpipe.reduce._rates); auc-rate both (34: not yet counted)
+#: A rate fit keeps 9-10 instead (cells and anchor margins, dpipe.reduce._rates), streamed too; auc-rate both (34: not yet counted)
 ROW_BYTES = 24
+#: streamed, per row of each shard in flight on a worker: its sorted scores and row order waiting to be fetched (12) and
+#: its gradient task's row weights (8)
+FLIGHT_ROW_BYTES = 20
+#: shards in flight on a worker (each thread's running task and one result or queued task more: dask's queuing keeps
+#: about ``worker-saturation`` (1.1) x threads tasks on a worker)
+FLIGHT_SHARDS = 2
 #: the same when the workers merge and weigh the scores by range (persisted shards, :mod:`._ranges`): measured peaks
 #: of 53-61 bytes a row beyond the persisted shards (5e6 x 120 rows, 2 workers, auc-smooth; prbep-smooth's scalar
 #: route 23-26, the driver-merged route 22-24)
@@ -98,6 +108,18 @@ EMBEDDED_WORKER_MEMORY = {
     "distributed.worker.memory.spill": False,
     "distributed.worker.memory.pause": False,
 }
+
+
+def embedded_nanny_config() -> dict[str, Any]:
+    """Each embedded nanny's own config (``distributed.Nanny(config=...)``, merged over the config in force, a level deep):
+    :data:`EMBEDDED_WORKER_MEMORY` over the ``distributed`` section. The nanny gives it to every worker it starts; the
+    config in force when the cluster starts reached only the first workers, and a worker restarted by its nanny paused
+    at 80 % (measured, distributed 2026.8)."""
+    import dask.config
+
+    memory = {key.rsplit(".", 1)[1]: value for key, value in EMBEDDED_WORKER_MEMORY.items()}
+    return {"distributed": dask.config.merge(dask.config.get("distributed"), {"worker": {"memory": memory}})}
+
 
 #: glibc allocator settings of the embedded cluster's workers (environment of their processes).
 #: dask sets ``MALLOC_TRIM_THRESHOLD_=65536`` for every worker, which also switches off glibc's
@@ -275,7 +297,9 @@ def memory_need(shard_bytes: list[int], shard_rows: list[int], n_workers: int, p
     """What one worker holds for a store spread over ``n_workers`` (evenly, give or take a shard, as the scheduler places it).
 
     ``row_bytes`` per row of its shards: :data:`ROW_BYTES`, or :data:`RANGE_ROW_BYTES` where the
-    workers may merge and weigh the scores (persisted shards, ``dpipe.rank-exchange``). While a
+    workers may merge and weigh the scores (persisted shards, ``dpipe.rank-exchange``); streamed, what
+    the fit keeps per row on the workers (0 for the ranking passes, whose orders the driver keeps) and
+    :data:`FLIGHT_ROW_BYTES` per row of :data:`FLIGHT_SHARDS` shards while a pass runs. While a
     pass runs: :data:`WORKING_COPIES` (:data:`CSR_WORKING_COPIES` for a ``csr`` store) of the
     largest shard, and :data:`D_VECTORS` float64 vectors of ``n_features``, plus :data:`SHARD_D_VECTORS` per shard of
     the worker unless the shards are streamed and at most ``driver_fanin`` (``dpipe.driver-fanin``; 0: a tree combined
@@ -287,7 +311,8 @@ def memory_need(shard_bytes: list[int], shard_rows: list[int], n_workers: int, p
     resident = (sum(largest) if persisted else 0) + row_bytes * sum(most_rows)
     copies = CSR_WORKING_COPIES if csr else WORKING_COPIES
     waiting = per_worker if persisted or len(shard_bytes) > driver_fanin else 0
-    working = copies * max(shard_bytes, default=0) + (D_VECTORS + SHARD_D_VECTORS * waiting) * 8 * n_features
+    flight = 0 if persisted else FLIGHT_ROW_BYTES * sum(most_rows[:FLIGHT_SHARDS])
+    working = copies * max(shard_bytes, default=0) + flight + (D_VECTORS + SHARD_D_VECTORS * waiting) * 8 * n_features
     layout = StoreLayout(sum(shard_rows), n_workers, sum(shard_bytes) / max(1, sum(shard_rows)), persisted, row_bytes, n_features, csr, driver_fanin)
     return MemoryNeed(resident=int(resident), working=int(working), layout=layout)
 

@@ -87,10 +87,12 @@ def local_limit() -> tuple[int, str]:
 
 
 @contextlib.contextmanager
-def open_dataset(store: str | Store, cluster: ClusterSpec | None = None, *, owner: str = "open_dataset") -> Iterator[ShardedDataset | LocalDataset]:
+def open_dataset(store: str | Store, cluster: ClusterSpec | None = None, *, owner: str = "open_dataset",
+                 worker_row_bytes: int | None = None) -> Iterator[ShardedDataset | LocalDataset]:
     """Open ``store`` where ``cluster`` says (default :class:`ClusterSpec()`: ``engine="auto"``): on a dask cluster,
     or in this process (``engine="local"``, or ``"auto"`` resolved so by :func:`resolve_engine`; its errors name
-    ``owner``'s parameters)."""
+    ``owner``'s parameters). ``worker_row_bytes``: what the fit keeps per row on the workers between passes where the
+    shards are streamed, for the memory check (default :data:`~._memory.ROW_BYTES`: the most any fit keeps)."""
     cluster = cluster or ClusterSpec()
     st = store if isinstance(store, Store) else open_store(store)
     engine = resolve_engine(cluster, st, owner=owner)
@@ -103,5 +105,5 @@ def open_dataset(store: str | Store, cluster: ClusterSpec | None = None, *, owne
     from ._dataset import ShardedDataset
 
     with client_for(cluster) as c:
-        with ShardedDataset(st, c, cache=cluster.cache) as ds:
+        with ShardedDataset(st, c, cache=cluster.cache, **({} if worker_row_bytes is None else {"worker_row_bytes": worker_row_bytes})) as ds:
             yield ds

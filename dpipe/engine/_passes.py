@@ -14,6 +14,13 @@ Bytes moved by one score + gradient evaluation: 8 per row to the driver (the sor
 float64 scores; 16 with a weight column, whose values travel in the same order), 8
 per row back (each row's weight), ``w`` (8 d) with every task and one d-vector per
 shard. Objectives never see a dataset, a pass key or a byte count.
+
+Where the order of each shard's sorted scores is kept between the score pass and the
+passes that follow it at the same ``w`` depends on the dataset (``keeps_orders``): on the
+workers, in a memo (shards held in memory: 4 bytes a row beside them), or on the driver
+(streamed shards, :mod:`dpipe.reduce._driver_order`: 4 bytes a row more to the driver, and a
+worker holds nothing per row between passes, which an out-of-core fit needs). Both give the
+same bits.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from ..reduce import (
     score_pass,
     shard_sorted_scores,
 )
+from ..reduce._driver_order import row_direction_pass, row_gradient_pass, row_gradient_squares_pass, scores_with_order
 from ..reduce._sorted import class_score_summary, direction_pass, gradient_squares_pass, product_pass
 from ._range_newton import RangeNewton
 from ._ranges import RangeExchange, resolve_exchange
@@ -61,9 +69,36 @@ SUMMARY_MIN_POINTS = 1024
 
 @dataclasses.dataclass
 class _Scatter:
+    """What the passes at one ``w`` need to send each shard its rows' values: the pass key of the workers' memo, each class's
+    merge ``(order, lengths)``, and, where the driver keeps them (``rows``), each shard's class rows in sorted order."""
+
     key: str
     pos: tuple[np.ndarray, list[int]]
     neg: tuple[np.ndarray, list[int]]
+    rows: list[tuple[np.ndarray, np.ndarray, int]] | None = None
+
+    def per_shard(self, pos_values: np.ndarray, neg_values: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Values in the merged order, as each shard's runs (its sorted order)."""
+        return list(zip(scatter_runs(np.asarray(pos_values, dtype=np.float64), *self.pos), scatter_runs(np.asarray(neg_values, dtype=np.float64), *self.neg)))
+
+    def in_row_order(self, pos_values: np.ndarray, neg_values: np.ndarray) -> list[np.ndarray]:
+        """Values in the merged order, as one array per shard in its row order (``rows`` kept on the driver)."""
+        assert self.rows is not None
+        out = []
+        for (gp, gn), (pos_rows, neg_rows, n) in zip(self.per_shard(pos_values, neg_values), self.rows):
+            g = np.zeros(n)
+            g[pos_rows], g[neg_rows] = gp, gn
+            out.append(g)
+        return out
+
+    def merged(self, per_row: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Per-row values of every shard (row order) in the merged order of each class (``rows`` kept on the driver)."""
+        assert self.rows is not None
+        if not per_row:
+            return np.zeros(0), np.zeros(0)
+        pos = np.concatenate([u[r[0]] for u, r in zip(per_row, self.rows)])[self.pos[0]]
+        neg = np.concatenate([u[r[1]] for u, r in zip(per_row, self.rows)])[self.neg[0]]
+        return pos, neg
 
 
 def _merge(parts: list) -> tuple[MergedScores, tuple, tuple]:
@@ -94,6 +129,8 @@ class RankPasses:
         self._token = uuid.uuid4().hex
         self._pending: _Scatter | None = None
         self._w: np.ndarray | None = None
+        #: where the orders of the remembered scores are kept: on the workers (the shards' memo) or here
+        self._orders_here = getattr(dataset, "keeps_orders", "workers") == "driver"
 
     def range_exchange(self, risk: object) -> RangeExchange | None:
         """Evaluations of ``risk`` range by range on the workers (:mod:`._ranges`), or None where the driver merges (``dpipe.rank-exchange``)."""
@@ -126,8 +163,13 @@ class RankPasses:
         t0 = time.perf_counter()
         w = np.asarray(w, dtype=np.float64)
         self.passes += 1
-        if remember:
-            key = f"{self._token}-{self.passes}"
+        key = f"{self._token}-{self.passes}"
+        rows = None
+        if remember and self._orders_here:
+            with_rows = self.ds.map_gather(scores_with_order, w)
+            parts = [p[0] for p in with_rows]
+            rows = [(p[1], p[2], p[1].size + p[2].size) for p in with_rows]
+        elif remember:
             parts = self.ds.map_gather(score_pass, w, key)
         else:
             parts = self.ds.map_gather(class_scores, w)
@@ -135,10 +177,11 @@ class RankPasses:
         merged, pos, neg = _merge(parts)
         t2 = time.perf_counter()
         if remember:
-            self._pending, self._w = _Scatter(key, pos, neg), w
+            self._pending, self._w = _Scatter(key, pos, neg, rows), w
         weighted = merged.pos_weight is not None
         n = merged.pos.size + merged.neg.size
-        self.last = {"seconds_score": t1 - t0, "seconds_merge": t2 - t1, "bytes_moved": (16 if weighted else 8) * n + 8 * w.size * len(parts)}
+        per_row = (16 if weighted else 8) + (4 if rows is not None else 0)
+        self.last = {"seconds_score": t1 - t0, "seconds_merge": t2 - t1, "bytes_moved": per_row * n + 8 * w.size * len(parts)}
         return merged
 
     def score_summary(self, w: np.ndarray) -> MergedScores:
@@ -181,20 +224,26 @@ class RankPasses:
         t0 = time.perf_counter()
         pend, w = self._pending, self._w
         assert w is not None  # set with _pending
-        f64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
-        per_shard = list(zip(scatter_runs(f64(g_pos), *pend.pos), scatter_runs(f64(g_neg), *pend.neg),
-                             scatter_runs(f64(c_pos), *pend.pos), scatter_runs(f64(c_neg), *pend.neg)))
-        both = np.asarray(self.ds.map_reduce_each(gradient_squares_pass, np.add, per_shard, w, pend.key), dtype=np.float64)
-        self.last["bytes_moved"] = self.last.get("bytes_moved", 0) + 16 * (g_pos.size + g_neg.size) + 24 * w.size * len(per_shard)
+        if pend.rows is not None:
+            per_row = list(zip(pend.in_row_order(g_pos, g_neg), pend.in_row_order(c_pos, c_neg)))
+            both = np.asarray(self.ds.map_reduce_each(row_gradient_squares_pass, np.add, per_row), dtype=np.float64)
+        else:
+            per_shard = [(*g, *c) for g, c in zip(pend.per_shard(g_pos, g_neg), pend.per_shard(c_pos, c_neg))]
+            both = np.asarray(self.ds.map_reduce_each(gradient_squares_pass, np.add, per_shard, w, pend.key), dtype=np.float64)
+        self.last["bytes_moved"] = self.last.get("bytes_moved", 0) + 16 * (g_pos.size + g_neg.size) + 24 * w.size * self.ds.n_shards
         self.last["seconds_gradient"] = time.perf_counter() - t0
         return both[0], both[1]
 
     def _row_sum(self, g_pos: np.ndarray, g_neg: np.ndarray, keep: bool) -> np.ndarray:
         pend, w = self._pending, self._w
         assert pend is not None and w is not None  # the callers check _pending; _w is set with it
-        per_shard = list(zip(scatter_runs(np.asarray(g_pos, dtype=np.float64), *pend.pos), scatter_runs(np.asarray(g_neg, dtype=np.float64), *pend.neg)))
-        grad = np.asarray(self.ds.map_reduce_each(product_pass if keep else gradient_pass, np.add, per_shard, w, pend.key), dtype=np.float64)
-        self.last["bytes_moved"] = self.last.get("bytes_moved", 0) + 8 * (g_pos.size + g_neg.size) + 16 * w.size * len(per_shard)  # w out, a d-vector back per shard
+        if pend.rows is not None:
+            per_row = [(g,) for g in pend.in_row_order(g_pos, g_neg)]
+            grad = np.asarray(self.ds.map_reduce_each(row_gradient_pass, np.add, per_row), dtype=np.float64)
+        else:
+            per_shard = pend.per_shard(g_pos, g_neg)
+            grad = np.asarray(self.ds.map_reduce_each(product_pass if keep else gradient_pass, np.add, per_shard, w, pend.key), dtype=np.float64)
+        self.last["bytes_moved"] = self.last.get("bytes_moved", 0) + 8 * (g_pos.size + g_neg.size) + 16 * w.size * self.ds.n_shards  # w out, a d-vector back per shard
         return grad
 
     @property
@@ -210,10 +259,14 @@ class RankPasses:
         if self._pending is None:
             raise RuntimeError("RankPasses.direction needs the order kept by gradient(..., keep=True)")
         pend = self._pending
-        parts = self.ds.map_gather(direction_pass, self._w, pend.key, np.asarray(d, dtype=np.float64))
-        u_pos = np.concatenate([p[0] for p in parts])[pend.pos[0]] if parts else np.zeros(0)
-        u_neg = np.concatenate([p[1] for p in parts])[pend.neg[0]] if parts else np.zeros(0)
-        self.last = {"bytes_moved": 8 * (u_pos.size + u_neg.size) + 8 * self.n_features * len(parts)}
+        d = np.asarray(d, dtype=np.float64)
+        if pend.rows is not None:
+            u_pos, u_neg = pend.merged(self.ds.map_gather(row_direction_pass, d))
+        else:
+            parts = self.ds.map_gather(direction_pass, self._w, pend.key, d)
+            u_pos = np.concatenate([p[0] for p in parts])[pend.pos[0]] if parts else np.zeros(0)
+            u_neg = np.concatenate([p[1] for p in parts])[pend.neg[0]] if parts else np.zeros(0)
+        self.last = {"bytes_moved": 8 * (u_pos.size + u_neg.size) + 8 * self.n_features * self.ds.n_shards}
         return u_pos, u_neg
 
     def product(self, m_pos: np.ndarray, m_neg: np.ndarray) -> np.ndarray:

@@ -82,6 +82,12 @@ class Dataset(Protocol):
         """The passes made over the shards so far, by kind (:mod:`dpipe.engine._pass_count`)."""
         ...
 
+    @property
+    def keeps_orders(self) -> str:
+        """Where a score pass's row orders wait for the passes at the same ``w``: ``"workers"`` (beside shards held in
+        memory) or ``"driver"`` (streamed shards: a worker then holds nothing per row between passes)."""
+        ...
+
     def map_gather(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         """``[fn(shard, *args) for shard]`` in shard order."""
         ...

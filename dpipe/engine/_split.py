@@ -97,6 +97,11 @@ class DatasetPart:
         """The dataset's pass counts (a pass over this part reads every shard of the dataset)."""
         return self.dataset.passes
 
+    @property
+    def keeps_orders(self) -> str:
+        """The dataset's (:attr:`~dpipe.engine._protocols.Dataset.keeps_orders`)."""
+        return str(self.dataset.keeps_orders)
+
     def _wrap(self, fn: Callable) -> Callable:
         return functools.partial(_on_part, fn, self.split, self.part)
 

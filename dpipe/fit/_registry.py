@@ -23,6 +23,11 @@ MOMENT_MAX_FEATURES = 4096
 #: the minimum (kdd99 test AUC .99982 against .99949, kdd99-rare .99849 against .99807)
 AUC_LBFGS_MIN_ROWS = 1_000_000
 
+#: what a rate fit keeps per row on the workers between passes, streamed too (:class:`dpipe.reduce._rates._RowMemo`: cells
+#: and anchor margins, 9-10 bytes; with Newton, curvature rows): the memory model's ``dpipe.engine._memory.ROW_BYTES``,
+#: written out so that the registry loads without numpy (a test checks that the two agree)
+RATE_WORKER_ROW_BYTES = 24
+
 
 @dataclasses.dataclass(frozen=True)
 class SolverChoice:
@@ -71,6 +76,10 @@ class Objective:
         ``(rows, features) -> SolverChoice``: the default solver, chosen when the data is
         open (``solver`` not given: the record says ``"auto"`` until then); None: the
         first of ``solvers``.
+    worker_row_bytes : int
+        Bytes a row the fit keeps on the workers between passes where the shards are streamed (the memory
+        check, :mod:`dpipe.engine._memory`): none for the passes whose row orders the driver keeps; the rate
+        objectives' cells and anchor margins.
     """
 
     name: str
@@ -81,6 +90,7 @@ class Objective:
     takes_k: bool = False
     max_features: int | None = None
     solver_by_size: Callable[[float, int], SolverChoice] | None = None
+    worker_row_bytes: int = 0
 
 
 #: SVM-perf's losses, in the order users see them: name -> (summary, takes k). Declared here rather than read from
@@ -113,12 +123,13 @@ OBJECTIVES: dict[str, Objective] = {
             for loss, (summary, takes_k) in _STRUCTURAL.items()
         ),
         *(
-            Objective(name, "rate", ("mm",), True, f"{what} under rate constraints (Goh et al.): ramp rates, majorization-minimization")
+            Objective(name, "rate", ("mm",), True, f"{what} under rate constraints (Goh et al.): ramp rates, majorization-minimization",
+                      worker_row_bytes=RATE_WORKER_ROW_BYTES)
             for name, what in (("error-rate", "error rate"), ("false-negative-rate", "false-negative rate (Neyman-Pearson)"),
                                ("false-positive-rate", "false-positive rate"))
         ),
         Objective("auc-rate", "rate", ("mm",), True, "1 - ROC-AUC through auc-smooth's pairwise hinge, under rate constraints "
-                  "(majorization-minimization of the constraints' ramps)"),
+                  "(majorization-minimization of the constraints' ramps)", worker_row_bytes=RATE_WORKER_ROW_BYTES),
     )
 }
 

@@ -18,6 +18,7 @@ from .._evaluate import evaluate_dataset
 from .._output import check_output_path, locked_output
 from ..engine import open_dataset, rank_summary, resolve_engine
 from ..engine._cluster_spec import ClusterSpec
+from ..engine._pass_count import Traffic, traffic_record
 from ..engine._threshold import best_threshold_on_ranges
 from ..exceptions import ParameterError
 from ..io import Store
@@ -91,9 +92,15 @@ def fit_dataset(ds: Dataset, params: Any, validate: Callable[[np.ndarray, float]
     if why is not None:
         info["solver_choice"] = why
     made: Counter[str] = Counter()
+    traffic: dict[str, Traffic] = {}
     for other, mark in zip(opened, marks):
         made.update(other.passes.since(mark))
-    info.update(data_passes=sum(made.values()), data_passes_by_kind=dict(made))
+        for kind, t in other.passes.traffic_since(mark).items():
+            traffic[kind] = traffic.get(kind, Traffic()).plus(t)
+    info.update(data_passes=sum(made.values()), data_passes_by_kind=dict(made), pass_traffic=traffic_record(traffic, made))
+    log.info("%s: %d data passes; per round: %s", params.objective, info["data_passes"], "; ".join(
+        f"{kind} x{t.rounds} {t.seconds / t.rounds:.2f} s, {t.tasks / t.rounds:.0f} tasks, {t.to_driver / t.rounds / 1e6:.2f} MB to the driver, "
+        f"{t.from_driver / t.rounds / 1e6:.2f} MB from it" for kind, t in sorted(traffic.items())))
     return outcome
 
 
@@ -230,18 +237,18 @@ def train(
     with contextlib.ExitStack() as stack:
         c = None if engine == "local" else stack.enter_context(client_for(cluster))
         opened = cluster.replace(engine=engine, client=c)  # every store of this fit on the one cluster
-        ds = stack.enter_context(open_dataset(st, opened))
+        ds = stack.enter_context(open_dataset(st, opened, worker_row_bytes=spec.worker_row_bytes))
         validate = validation_ds = None
         if validation is not None:
             vst = as_store(validation, verify, "train")
             vst.require_labels("validation")
             check_same_features(m.feature_names, m.encoding, vst, "training store")
-            validation_ds = stack.enter_context(open_dataset(vst, opened.replace(cache="stream")))
+            validation_ds = stack.enter_context(open_dataset(vst, opened.replace(cache="stream"), worker_row_bytes=0))  # scored only
             validate = make_validator(validation_ds, p)
         others = {alias: as_store(other, verify, "train") for alias, other in (datasets or {}).items()}
         for other in others.values():
             check_same_features(m.feature_names, m.encoding, other, "training store")
-        extra = {alias: stack.enter_context(open_dataset(other, opened)) for alias, other in others.items()}
+        extra = {alias: stack.enter_context(open_dataset(other, opened, worker_row_bytes=spec.worker_row_bytes)) for alias, other in others.items()}
         checked = {}
         for alias, path in (constraint_validation or {}).items():
             vst = as_store(path, verify, "train")

@@ -28,7 +28,7 @@ from .._runs import stable_argsort
 from ._finite import check_scores, check_weights
 from ._linalg import matvec, rmatvec, rmatvec_squares
 
-__all__ = ["ShardScores", "ClassRuns", "score_shard", "weighted_row_sum", "score_pass", "class_scores", "class_score_summary", "gradient_pass", "product_pass", "direction_pass",
+__all__ = ["ShardScores", "ClassRuns", "score_shard", "class_runs", "weighted_row_sum", "score_pass", "class_scores", "class_score_summary", "gradient_pass", "product_pass", "direction_pass",
            "gradient_squares_pass", "weighted_row_sums_and_squares"]
 
 
@@ -128,7 +128,8 @@ def _order(shard, w: np.ndarray, key: str, keep: bool) -> tuple[np.ndarray, np.n
     return rows
 
 
-def _runs(shard, sc: ShardScores) -> ClassRuns:
+def class_runs(shard, sc: ShardScores) -> ClassRuns:
+    """A shard's sorted scores as the driver receives them: with each row's sample weight in the same order (float64), if any."""
     if shard.weight is None:
         return ClassRuns(sc.pos, sc.neg, None, None)
     check_weights(shard)
@@ -141,12 +142,12 @@ def score_pass(shard, w: np.ndarray, key: str) -> ClassRuns:
     sc = score_shard(shard, w)
     small = np.int32 if shard.n_rows < 2**31 else np.int64
     _remember(key, shard.index, (sc.pos_rows.astype(small), sc.neg_rows.astype(small)))
-    return _runs(shard, sc)
+    return class_runs(shard, sc)
 
 
 def class_scores(shard, w: np.ndarray) -> ClassRuns:
     """Sorted positive and negative scores (and weights) of a shard, remembering nothing (a score-only pass)."""
-    return _runs(shard, score_shard(shard, w))
+    return class_runs(shard, score_shard(shard, w))
 
 
 def class_score_summary(shard, w: np.ndarray, points: int) -> ClassRuns:
@@ -157,7 +158,7 @@ def class_score_summary(shard, w: np.ndarray, points: int) -> ClassRuns:
     What a search along a ray needs of the scores' distribution (:func:`~dpipe.objectives.ray_minimum`), in
     ``16 * points`` bytes a class instead of 8 a row.
     """
-    runs = _runs(shard, score_shard(shard, w))
+    runs = class_runs(shard, score_shard(shard, w))
     pos, pos_weight = _summary(runs.pos, runs.pos_weight, points)
     neg, neg_weight = _summary(runs.neg, runs.neg_weight, points)
     return ClassRuns(pos, neg, pos_weight, neg_weight)
