@@ -62,7 +62,7 @@ def group_rates(ds: Any, coef: np.ndarray, intercept: float, randomized: bool = 
 
     info = DataInfo.of(ds)
     if info.group_names is None:
-        raise ParameterError(f"{info.path}: --by-group needs a group column (ingest the store with --group-col)")
+        raise ParameterError(f"{info.path}: the 'by_group' parameter of evaluate needs a group column (ingest the store with group_col=)")
     layout = CellLayout(len(info.group_names))
     weight, positive, _ = ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), layout, randomized)
     out: dict[str, Any] = {}
