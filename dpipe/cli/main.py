@@ -180,6 +180,7 @@ def _cmd_info(a: argparse.Namespace) -> None:
     print(f"features  {m.n_features}")
     sizes = [b - a for a, b in m.shard_bounds]
     print(f"shards    {m.n_shards} (rows per shard {min(sizes, default=0)}..{max(sizes, default=0)})")
+    print(f"layout    {_layout(m, st.nbytes)}")
     if m.labelled:
         print(f"classes   +1: {m.n_positive} ({100 * m.n_positive / n:.2f} %), -1: {m.n_negative} ({100 * m.n_negative / n:.2f} %)")
     else:
@@ -192,6 +193,15 @@ def _cmd_info(a: argparse.Namespace) -> None:
     src = m.source
     if src:
         print(f"source    {src.get('path', '')} ({src.get('format', '')}{', sha256 ' + src['sha256'][:16] + '...' if src.get('sha256') else ''})")
+
+
+def _layout(m: Any, nbytes: int) -> str:
+    """How the features are stored: ``sparse (CSR), 451,592 non-zeros (11.28 % of the cells), 3.6 MB in memory`` or ``dense, ...``."""
+    cells = max(1, m.n_rows * m.n_features)
+    where = f"{nbytes / 1e6:.1f} MB in memory (float32 values)"
+    if m.layout == "csr":
+        return f"sparse (CSR: row offsets, column indices, values), {m.nnz:,} non-zeros ({100 * m.nnz / cells:.2f} % of the cells), {where}"
+    return f"dense (rows x features), {where}"
 
 
 #: ``dpipe train``'s exit status when the model is written but a rate constraint does not hold on the rows that set its

@@ -31,6 +31,7 @@ def test_info(synthetic, capsys):
     assert main(["info", train]) == 0
     out = capsys.readouterr().out
     assert "rows      6000" in out and "features  12" in out and "shards    4" in out and "groups    group:" in out
+    assert "layout    dense (rows x features), 0.3 MB in memory (float32 values)" in out  # 6000 x 12 x 4 bytes, y, group
     assert main(["info", train, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n_rows"] == 6000
 
