@@ -533,6 +533,15 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             first_row = 0
         return pd.Series(self._table_features(part, where, first_row) @ self.coef_[0] + self.intercept_[0], index=part.index, name="score")
 
+    def __getattr__(self, name: str) -> Any:
+        """Only for a missing attribute: ``predict_proba`` without ``probability`` says how to get probabilities (it stays
+        absent, so ``hasattr`` is False and scikit-learn's scorers use :meth:`decision_function`)."""
+        if name == "predict_proba":
+            raise AttributeError(f"This {type(self).__name__} has no predict_proba: it was made without probability (its objectives rank "
+                                 "or set a threshold, they do not model probabilities). Set probability='sigmoid' (or 'isotonic') and fit "
+                                 "again for a calibration on held-out rows; decision_function gives the scores.", name=name, obj=self)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
+
     @available_if(lambda self: getattr(self, "probability", None) is not None)
     def predict_proba(self, X: Any) -> Any:
         """Probabilities of ``classes_``, shape (n, 2), from the calibration fitted on held-out rows
