@@ -16,8 +16,9 @@ __all__ = ["watch_compiles", "compile_seconds", "COMPILE_ESTIMATE"]
 
 log = logging.getLogger("dpipe")
 
-#: what the first a9a train's compiles took on a 2-core machine, in seconds (said by the log line)
-COMPILE_ESTIMATE = 5
+#: what the first a9a train's compiles took on a 2-core machine, in seconds (said by the log line): 6 kernels in 0.99 s
+#: (2026-12-07, load 3.4; ``python bench/first_run.py --kernels STORE`` lists them)
+COMPILE_ESTIMATE = 1
 _state: dict[str, Any] = {"listener": None, "said": False, "seconds": 0.0, "depth": 0, "start": 0.0}
 _lock = threading.Lock()
 

@@ -55,6 +55,13 @@ def _is_dask(a: Any) -> bool:
     return type(a).__module__.startswith("dask.")
 
 
+def _vocabulary_and_rows(part: Any, index: int) -> tuple[list[dict[str, Any]], int]:
+    """A pandas partition's vocabularies (:func:`~dpipe.engine._collection.partition_vocabulary`) and its row count, in one task."""
+    from .engine._collection import partition_vocabulary
+
+    return partition_vocabulary(part, index), len(part)
+
+
 def _partition_where(index: int, count: int, start: int, stop: int) -> str:
     """A dask partition (or row block) in error messages: ``"X partition 2 of 4 (rows 20-29)"``, rows numbered globally from 0."""
     return f"X partition {index} of {count} (rows {start}-{stop - 1})"
@@ -333,10 +340,22 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
 
         from .engine._collection import CollectionDataset
 
-        labels = y.unique() if hasattr(y, "unique") else da.unique(y) if _is_dask(y) else np.asarray(y)
+        # a dask Series' unique() shuffles its values between the workers (and distributed logs the shuffle's start and end
+        # as warnings); split_out=1 reduces each partition's distinct labels in a tree instead, as da.unique does
+        labels = y.unique(split_out=1) if _is_dask(y) and hasattr(y, "unique") else y.unique() if hasattr(y, "unique") \
+            else da.unique(y) if _is_dask(y) else np.asarray(y)
         classes = np.unique(np.asarray(dask.compute(labels)[0]))  # the distinct labels only
         check_classification_targets(classes)
         _check_two_classes(classes)
+        schema = rows = None
+        if not (hasattr(X, "columns") and is_table(X._meta)):
+            self._check_numeric_input()
+        else:  # string columns: ingest's scan on each partition, the vocabularies joined; the partitions' rows in the same tasks
+            from .engine._collection import merge_vocabularies
+
+            self._check_unseen()
+            scans = dask.compute(*[dask.delayed(_vocabulary_and_rows)(part, i) for i, part in enumerate(X.optimize().to_delayed())])
+            schema, rows = merge_vocabularies([v for v, _ in scans]), tuple(n for _, n in scans)
         for name in ("encoding_", "feature_names_in_"):
             self.__dict__.pop(name, None)
         self.n_features_in_ = int(X.shape[1])
@@ -344,20 +363,11 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         if names is not None and all(isinstance(c, str) for c in X.columns):
             self.feature_names_in_ = np.asarray(names, dtype=object)
         self.feature_names_ = names or [f"x{i}" for i in range(self.n_features_in_)]
-        schema = None
-        if not (hasattr(X, "columns") and is_table(X._meta)):
-            self._check_numeric_input()
-        else:  # string columns: ingest's scan on each partition, the vocabularies joined
-            from .engine._collection import merge_vocabularies, partition_vocabulary
-            from .io._tabular import TabularSchema
-
-            self._check_unseen()
-            parts = X.optimize().to_delayed()
-            schema = merge_vocabularies(dask.compute(*[dask.delayed(partition_vocabulary)(part, i) for i, part in enumerate(parts)]))
+        if schema is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)
             self.encoding_ = table_encoding(TabularSchema.from_list(schema), self.unseen)
             self.feature_names_ = list(TabularSchema.from_list(schema).feature_names)
-        ds = CollectionDataset(X, y, sample_weight, classes[1], client, schema=schema)
+        ds = CollectionDataset(X, y, sample_weight, classes[1], client, schema=schema, rows=rows)
         if sample_weight is not None:
             totals = class_totals(ds)  # one pass, merged on the workers
             if not (totals.negative > 0 and totals.positive > 0):
@@ -522,6 +532,15 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         else:  # pragma: no cover - dask passes partition_info to a function that takes it
             first_row = 0
         return pd.Series(self._table_features(part, where, first_row) @ self.coef_[0] + self.intercept_[0], index=part.index, name="score")
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for a missing attribute: ``predict_proba`` without ``probability`` says how to get probabilities (it stays
+        absent, so ``hasattr`` is False and scikit-learn's scorers use :meth:`decision_function`)."""
+        if name == "predict_proba":
+            raise AttributeError(f"This {type(self).__name__} has no predict_proba: it was made without probability (its objectives rank "
+                                 "or set a threshold, they do not model probabilities). Set probability='sigmoid' (or 'isotonic') and fit "
+                                 "again for a calibration on held-out rows; decision_function gives the scores.", name=name, obj=self)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
 
     @available_if(lambda self: getattr(self, "probability", None) is not None)
     def predict_proba(self, X: Any) -> Any:

@@ -62,7 +62,7 @@ def group_rates(ds: Any, coef: np.ndarray, intercept: float, randomized: bool = 
 
     info = DataInfo.of(ds)
     if info.group_names is None:
-        raise ParameterError(f"{info.path}: --by-group needs a group column (ingest the store with --group-col)")
+        raise ParameterError(f"{info.path}: the 'by_group' parameter of evaluate needs a group column (ingest the store with group_col=)")
     layout = CellLayout(len(info.group_names))
     weight, positive, _ = ds.map_reduce(cell_predictions, np.add, np.asarray(coef, dtype=np.float64), float(intercept), layout, randomized)
     out: dict[str, Any] = {}
@@ -218,8 +218,12 @@ def predict(
 ) -> str:
     """Score every row of a store and write ``row, score, label, y`` to a Parquet file.
 
-    ``label`` is the predicted label (+1 where score > threshold, else -1), ``y`` the
-    store's label (0 in an unlabelled store). Rows keep the store's order; one row group per shard. A randomized
+    ``label`` is the predicted label in the user's labels: the one value of the model's
+    training labels that became +1 where score > threshold, else the one that became -1
+    (adult: ``">50K"`` / ``"<=50K"``, strings; numbers stay numbers: a9a's 1 / -1, a 0/1
+    file's 1 / 0); a model whose class came from several values (``negative="normal."`` on
+    kdd99: every attack is +1) has +1 / -1 there. ``y`` is the store's label as -1 / +1 (0
+    in an unlabelled store). Rows keep the store's order; one row group per shard. A randomized
     model's (``threshold_rule="randomized"``) labels are drawn, each row +1 with
     probability ``clip(1/2 + score - threshold, 0, 1)``, from ``seed`` (the same seed, the
     same labels); ``seed`` is an error for a deterministic model. ``verify``: as in
@@ -248,8 +252,32 @@ def predict(
         rng = np.random.default_rng(seed) if model.randomized else None
         with open_dataset(st, cluster, owner="predict", worker_row_bytes=0) as ds:
             parts = ds.map_gather(shard_scores_labels, model.coef, model.intercept)
-        _write_predictions(path, st.manifest.shard_bounds, parts, threshold, rng)
+        _write_predictions(path, st.manifest.shard_bounds, parts, threshold, rng, _user_labels(model.encoding))
     return path
+
+
+def _user_labels(encoding: dict[str, Any] | None) -> np.ndarray | None:
+    """``[negative, positive]``: the one label value of the training data that became each class (a model's
+    ``encoding["label"]``: an ingest's rule with its ``classes``, or an estimator's ``classes``), numbers as numbers;
+    None when a class came from several values (or none: no label rule recorded)."""
+    label = (encoding or {}).get("label") or {}
+    classes = label.get("classes")
+    if isinstance(classes, list):  # DPipeClassifier: classes_, the positive last
+        values = list(classes)
+    elif isinstance(classes, dict):
+        neg, pos = [v for v, c in classes.items() if c == -1], [v for v, c in classes.items() if c == 1]
+        if len(neg) != 1 or len(pos) != 1:
+            return None
+        values = [neg[0], pos[0]]
+    else:
+        return None
+    if len(values) != 2:
+        return None
+    try:
+        numbers = [float(v) for v in values]
+    except (TypeError, ValueError):
+        return np.array([str(v) for v in values], dtype=object)
+    return np.array(numbers, dtype=np.int64) if all(x.is_integer() for x in numbers) else np.array(numbers)
 
 
 def _check_threshold(threshold: float, owner: str) -> None:
@@ -258,12 +286,16 @@ def _check_threshold(threshold: float, owner: str) -> None:
 
 
 def _write_predictions(out: str, bounds: list[list[int]], parts: list[tuple[np.ndarray, np.ndarray]], threshold: float,
-                       rng: np.random.Generator | None) -> None:
-    """Write the prediction file through a temporary sibling and a rename; an OS error names ``out``, nothing is left."""
+                       rng: np.random.Generator | None, labels: np.ndarray | None = None) -> None:
+    """Write the prediction file through a temporary sibling and a rename; an OS error names ``out``, nothing is left.
+    ``labels``: ``[negative, positive]`` written as ``label`` (:func:`_user_labels`; None: -1 / +1)."""
     import pyarrow as pa  # here: evaluate and the fits import this module, only predict writes Parquet
     import pyarrow.parquet as pq
 
-    schema = pa.schema([("row", pa.int64()), ("score", pa.float64()), ("label", pa.int8()), ("y", pa.int8())],
+    if labels is None:
+        labels = np.array([-1, 1], dtype=np.int8)
+    label_type = pa.string() if labels.dtype == object else pa.from_numpy_dtype(labels.dtype)
+    schema = pa.schema([("row", pa.int64()), ("score", pa.float64()), ("label", label_type), ("y", pa.int8())],
                        metadata={PREDICTIONS_FORMAT_KEY: PREDICTIONS_FORMAT})
     tmp = None
     try:
@@ -272,8 +304,8 @@ def _write_predictions(out: str, bounds: list[list[int]], parts: list[tuple[np.n
         with pq.ParquetWriter(tmp, schema) as writer:
             for (start, stop), (s, y) in zip(bounds, parts):
                 positive = s > threshold if rng is None else rng.random(s.size) < ramp(s - threshold)
-                label = np.where(positive, 1, -1).astype(np.int8)
-                columns = [pa.array(np.arange(start, stop, dtype=np.int64)), pa.array(s), pa.array(label), pa.array(y)]
+                label = labels[positive.astype(np.intp)]
+                columns = [pa.array(np.arange(start, stop, dtype=np.int64)), pa.array(s), pa.array(label, type=label_type), pa.array(y)]
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))
         set_default_mode(tmp)  # mkstemp made it 0600: give it the user's umask
         before_rename(out)  # no signal received, and the lock still this process's

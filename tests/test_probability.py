@@ -138,3 +138,14 @@ def test_the_folds_and_the_calibration_are_the_same_on_a_two_worker_cluster(data
     assert remote.probability.n_rows == local.probability.n_rows == y.size
     np.testing.assert_allclose(remote.probability.knots, local.probability.knots, rtol=1e-10)
     np.testing.assert_allclose(remote.probability.values, local.probability.values, rtol=1e-10)
+
+
+def test_predict_proba_without_probability_says_how_to_get_it_and_stays_absent(data):
+    X, y = data[0], data[1]
+    clf = DPipeClassifier("auc-moment").fit(X, y)
+    assert not hasattr(clf, "predict_proba")  # scikit-learn's scorers then use decision_function
+    with pytest.raises(AttributeError, match=r"^This DPipeClassifier has no predict_proba: it was made without probability .* Set "
+                                             r"probability='sigmoid' \(or 'isotonic'\) and fit again"):
+        clf.predict_proba(X)
+    with pytest.raises(AttributeError, match=r"^'DPipeClassifier' object has no attribute 'coef'$"):
+        clf.coef  # noqa: B018  # another missing name: Python's own message

@@ -31,6 +31,7 @@ import argparse
 import gzip
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -114,8 +115,9 @@ def _fresh_work(work: Path) -> None:
     (work / WORK_MARKER).write_text("scratch folder of workflows/kdd99_weekly.py: replaced by its next run\n")
 
 
-def run(data: Path, rows: int | None, out: Path, work: Path) -> dict:
-    """Run the whole example; returns the summary written to ``OUT/kdd99_weekly.json``."""
+def run(data: Path, rows: int | None, out: Path, work: Path, command: str = "python workflows/kdd99_weekly.py") -> dict:
+    """Run the whole example; returns the summary written to ``OUT/kdd99_weekly.json`` (``command``: what the table
+    says made it)."""
     import dpipe
     from dpipe.plotting import plot_retrain_history
     from dpipe.registry import Registry
@@ -146,7 +148,7 @@ def run(data: Path, rows: int | None, out: Path, work: Path) -> dict:
     for w, r in zip(weeks, [r for r in history if r["action"] in ("promoted", "kept")]):
         w.update(action=r["action"], version=r["version"], champion_after=r["champion_after"], challenger_auc=r["challenger"]["roc_auc"],
                  champion_auc=(r["champion"] or {}).get("roc_auc"), holdout_churn=r.get("holdout_churn"))
-    summary = {"rows": len(lines), "churn_target": CHURN_TARGET, "weeks": weeks, "champion": reg.champion()}
+    summary = {"rows": len(lines), "churn_target": CHURN_TARGET, "weeks": weeks, "champion": reg.champion(), "command": command}
     (out / "kdd99_weekly.json").write_text(json.dumps(summary, indent=1) + "\n")
     (out / "kdd99_weekly.md").write_text(_table(summary))
     return summary
@@ -154,7 +156,7 @@ def run(data: Path, rows: int | None, out: Path, work: Path) -> dict:
 
 def _table(summary: dict) -> str:
     lines = [f"kdd99 (10 % file, {summary['rows']} rows) weekly retrains under churn <= {summary['churn_target']:.0%} against the champion "
-             "and recall >= the champion's; AUC and churn on each week's holdout. Made by `python workflows/kdd99_weekly.py --out workflows/results`.", "",
+             f"and recall >= the champion's; AUC and churn on each week's holdout. Made by `{summary['command']}`.", "",
              "| week | decision | challenger | champion after | challenger AUC | champion AUC | AUC gain | churn vs champion | exit code | seconds |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for w in summary["weeks"]:
@@ -164,6 +166,13 @@ def _table(summary: dict) -> str:
         lines.append(f"| {w['week']} | {w['action']} | {w['version']} | {w['champion_after']} | {w['challenger_auc']:.6f} | {champ} | {gain} | {churn} | "
                      f"{w['exit_code']} | {w['seconds']} |")
     return "\n".join(lines + ["", "![AUC and churn per week](kdd99_weekly.png)", ""])
+
+
+def _command(a: argparse.Namespace) -> str:
+    """The command as run, with what changes the results (``--rows``) and where they went (``--out``, as given)."""
+    words = ["python", "workflows/kdd99_weekly.py"] + (["--rows", str(a.rows)] if a.rows is not None else []) + \
+        (["--out", str(a.out)] if a.out is not None else [])
+    return shlex.join(words)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -185,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     from dpipe._output import destination_lock
 
     with destination_lock(work, "scratch folder"):  # one run per scratch folder: a second one at once is refused, naming the first
-        summary = run(a.data, a.rows, out, work)
+        summary = run(a.data, a.rows, out, work, command=_command(a))
     print(_table(summary))
     print(f"results: {out}")
 

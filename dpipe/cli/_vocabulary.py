@@ -3,9 +3,11 @@
 dpipe's functions raise and warn in Python terms - ``The 'lam' parameter of train must be
 ...``, ``pass overwrite=True``, ``raise 'max_iter'`` - because a Python user passes
 ``lam=``. The ``dpipe`` command shows the same messages with the flag its user typed:
-``--lam must be ...``, ``pass --overwrite``, ``raise --max-iter``, ``use --objective error-rate``. Only names the running
-command has as options are rewritten (from its own parser), so a message about another
-step (``ingest ... group_col``) keeps its words.
+``--lam must be ...``, ``pass --overwrite``, ``raise --max-iter``, ``use --objective error-rate``. Names the running
+command has as options are rewritten (from its own parser); a keyword written bare, as a
+Python call spells it (``pass positive= or negative=``, ``ingest it with like=``), is also
+rewritten when another command has it (``ingest``'s ``--like``), so the command never
+shows a Python spelling; a name in quotes that the command lacks keeps its words.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["cli_flags", "in_cli_terms"]
+__all__ = ["cli_flags", "every_cli_flag", "in_cli_terms"]
 
 
 def cli_flags(parser: argparse.ArgumentParser) -> dict[str, tuple[str, str]]:
@@ -33,10 +35,29 @@ def cli_flags(parser: argparse.ArgumentParser) -> dict[str, tuple[str, str]]:
     return flags
 
 
-def in_cli_terms(message: str, flags: dict[str, tuple[str, str]]) -> str:
-    """``message`` with the Python parameters the command has as options written as its flags."""
+def every_cli_flag(parser: argparse.ArgumentParser) -> dict[str, tuple[str, str]]:
+    """:func:`cli_flags` of every command under ``parser`` (the first command's flag where two differ)."""
+    flags: dict[str, tuple[str, str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                for name, value in every_cli_flag(sub).items():
+                    flags.setdefault(name, value)
+    for name, value in cli_flags(parser).items():
+        flags.setdefault(name, value)
+    return flags
+
+
+def in_cli_terms(message: str, flags: dict[str, tuple[str, str]], elsewhere: dict[str, tuple[str, str]] | None = None) -> str:
+    """``message`` with the Python parameters the command has as options written as its flags (``flags``), and a bare
+    ``name=`` as the flag of any command (``elsewhere``: :func:`every_cli_flag`)."""
     def flag(name: str) -> str | None:
         return flags[name][0] if name in flags else None
+
+    def bare(m: re.Match) -> str:
+        name = m.group(1)
+        found = flag(name) or (elsewhere[name][0] if elsewhere and name in elsewhere else None)
+        return found or m.group(0)
 
     def one(m: re.Match) -> str:
         return flag(m.group(1)) or m.group(0)
@@ -47,9 +68,10 @@ def in_cli_terms(message: str, flags: dict[str, tuple[str, str]]) -> str:
 
     def boolean(m: re.Match) -> str:
         name, value = m.group(1), m.group(2) == "True"
-        if name not in flags:
+        known = flags if name in flags else elsewhere or {}
+        if name not in known:
             return m.group(0)
-        long, kind = flags[name]
+        long, kind = known[name]
         if kind == "negative":
             return long if not value else f"no {long}"
         if value:
@@ -61,4 +83,5 @@ def in_cli_terms(message: str, flags: dict[str, tuple[str, str]]) -> str:
     message = re.sub(r"\b[Tt]he '(\w+)' parameter\b", one, message)
     message = re.sub(r"\b(\w+)=(True|False)\b", boolean, message)
     message = re.sub(r"\b(\w+)='([^']*)'", lambda m: f"{flag(m.group(1))} {m.group(2)}" if flag(m.group(1)) else m.group(0), message)
+    message = re.sub(r"\b(\w+)=(?=$|[\s,;:/).])", bare, message)  # a keyword without its value: positive=, like=
     return re.sub(r"'(\w+)'", one, message)

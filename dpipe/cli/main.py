@@ -26,7 +26,7 @@ from .._log import level_for
 from ..exceptions import DPipeError, ParameterError, StoreError
 from ._parser import build_parser
 from ._registry_commands import COMMANDS as _REGISTRY_COMMANDS
-from ._vocabulary import cli_flags, in_cli_terms
+from ._vocabulary import cli_flags, every_cli_flag, in_cli_terms
 
 if TYPE_CHECKING:
     from ..io import Store
@@ -180,6 +180,7 @@ def _cmd_info(a: argparse.Namespace) -> None:
     print(f"features  {m.n_features}")
     sizes = [b - a for a, b in m.shard_bounds]
     print(f"shards    {m.n_shards} (rows per shard {min(sizes, default=0)}..{max(sizes, default=0)})")
+    print(f"layout    {_layout(m, st.nbytes)}")
     if m.labelled:
         print(f"classes   +1: {m.n_positive} ({100 * m.n_positive / n:.2f} %), -1: {m.n_negative} ({100 * m.n_negative / n:.2f} %)")
     else:
@@ -192,6 +193,15 @@ def _cmd_info(a: argparse.Namespace) -> None:
     src = m.source
     if src:
         print(f"source    {src.get('path', '')} ({src.get('format', '')}{', sha256 ' + src['sha256'][:16] + '...' if src.get('sha256') else ''})")
+
+
+def _layout(m: Any, nbytes: int) -> str:
+    """How the features are stored: ``sparse (CSR), 451,592 non-zeros (11.28 % of the cells), 3.6 MB in memory`` or ``dense, ...``."""
+    cells = max(1, m.n_rows * m.n_features)
+    where = f"{nbytes / 1e6:.1f} MB in memory (float32 values)"
+    if m.layout == "csr":
+        return f"sparse (CSR: row offsets, column indices, values), {m.nnz:,} non-zeros ({100 * m.nnz / cells:.2f} % of the cells), {where}"
+    return f"dense (rows x features), {where}"
 
 
 #: ``dpipe train``'s exit status when the model is written but a rate constraint does not hold on the rows that set its
@@ -531,17 +541,17 @@ def _command_parser(parser: argparse.ArgumentParser, a: argparse.Namespace) -> a
     return parser
 
 
-def _error_status(a: argparse.Namespace, exc: BaseException, flags: dict[str, tuple[str, str]], asyncio: Any) -> int:
+def _error_status(a: argparse.Namespace, exc: BaseException, terms: Callable[[str], str], asyncio: Any) -> int:
     """Exit status 1 and one line on stderr for an error of a command that no signal interrupted (re-raises what is not an error)."""
     if not isinstance(exc, (Exception, asyncio.CancelledError)):
         raise exc  # SystemExit, GeneratorExit: not an error of the command
     if a.verbose:
         traceback.print_exception(exc, file=sys.stderr)
     if isinstance(exc, (DPipeError, ValueError, OSError)):  # OSError: a read-only file system, a full disk, a permission
-        print(f"dpipe {a.command}: error: {in_cli_terms(_one_line(exc), flags)}", file=sys.stderr)
+        print(f"dpipe {a.command}: error: {terms(_one_line(exc))}", file=sys.stderr)
         return 1
     # anything else (distributed's, a library's): one line too, named by its type
-    text = in_cli_terms(_one_line(exc), flags)
+    text = terms(_one_line(exc))
     text = text if text == type(exc).__name__ else f"{type(exc).__name__}: {text}"
     print(f"dpipe {a.command}: error: {text}{'' if a.verbose else ' (-v shows the traceback)'}", file=sys.stderr)
     return 1
@@ -589,10 +599,13 @@ def _main(argv: Sequence[str] | None) -> int:
         watch_compiles()  # one log line at the first compile after an install
 
     # the library's messages name Python parameters; this command's name its flags (dpipe.cli._vocabulary)
-    flags = cli_flags(_command_parser(parser, a))
+    flags, elsewhere = cli_flags(_command_parser(parser, a)), every_cli_flag(parser)
+
+    def terms(text: str) -> str:
+        return in_cli_terms(text, flags, elsewhere)
 
     def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
-        print(f"dpipe: warning: {in_cli_terms(str(message), flags)}", file=sys.stderr)
+        print(f"dpipe: warning: {terms(str(message))}", file=sys.stderr)
 
     # --json, --out -: stdout carries one document (or file), written by the command as its last step to a.stdout; anything
     # else printed meanwhile (a progress line, a library's print) goes to stderr
@@ -613,7 +626,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 if signum is None and isinstance(exc, BrokenPipeError):
                     raise  # stdout's reader went away: main ends quietly
                 if signum is None and not isinstance(exc, KeyboardInterrupt):
-                    return _error_status(a, exc, flags, asyncio)
+                    return _error_status(a, exc, terms, asyncio)
                 if a.verbose and not isinstance(exc, KeyboardInterrupt):
                     traceback.print_exc(file=sys.stderr)
                 signum = signum or (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)  # the temporary being written was removed while unwinding

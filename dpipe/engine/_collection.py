@@ -74,12 +74,13 @@ def merge_vocabularies(parts: Sequence[list[dict[str, Any]]]) -> list[dict[str, 
     return merged
 
 
-def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False) -> tuple[list, list, list]:
+def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False, rows: tuple[int, ...] | None = None) -> tuple[list, list, list]:
     """Delayed row blocks of ``X`` (dask array or dask DataFrame), with ``y`` and ``weight`` cut alike.
 
     The blocks follow ``X``'s row chunks (a DataFrame's partitions, whose lengths are computed
-    first: one integer per partition to the driver; ``table``: the partitions stay pandas
-    DataFrames, for :func:`make_shard` to encode); ``y`` and ``weight`` are rechunked to them.
+    first: one integer per partition to the driver, unless ``rows`` gives them; ``table``: the
+    partitions stay pandas DataFrames, for :func:`make_shard` to encode); ``y`` and ``weight``
+    are rechunked to them.
     """
     import dask.array as da
 
@@ -87,10 +88,10 @@ def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False) -
         # optimized first: dask merges the partitions of a Parquet read cut to some columns, and lengths must count those
         X = X.optimize()
         if table:
-            rows = tuple(int(n) for n in X.map_partitions(len).compute())
+            rows = rows if rows is not None else tuple(int(n) for n in X.map_partitions(len).compute())
             xs, n_rows = list(X.to_delayed()), sum(rows)
         else:
-            X = X.to_dask_array(lengths=True)
+            X = X.to_dask_array(lengths=rows if rows is not None else True)
     if not table:
         if X.ndim != 2:
             raise ValueError(f"X has shape {X.shape}; expected (n, d)")
@@ -133,10 +134,12 @@ class CollectionDataset(ShardedDataset):
         What messages call the dataset.
     schema : list of dict, optional
         A table's columns and vocabularies (:func:`merge_vocabularies`): each pandas partition is encoded with them.
+    rows : tuple of int, optional
+        A DataFrame's partition lengths, when known (else computed: one integer a partition).
     """
 
     def __init__(self, X: Any, y: Any, weight: Any, positive: Any, client: Client, name: str = "dask collection",
-                 schema: list[dict[str, Any]] | None = None) -> None:
+                 schema: list[dict[str, Any]] | None = None, rows: tuple[int, ...] | None = None) -> None:
         import dask
 
         self.store = None  # no store: shards built from blocks, always in memory (the methods that read the store stream)
@@ -144,7 +147,7 @@ class CollectionDataset(ShardedDataset):
         self.group_names = None
         self.client = client
         self.driver_fanin = int(get_setting("driver-fanin"))
-        xs, ys, ws = collection_blocks(X, y, weight, table=schema is not None)
+        xs, ys, ws = collection_blocks(X, y, weight, table=schema is not None, rows=rows)
         self._blocks = [dask.delayed(make_shard)(x, b, w, positive, i, schema) for i, (x, b, w) in enumerate(zip(xs, ys, ws))]
         if schema is not None:
             from ..io._tabular import TabularSchema

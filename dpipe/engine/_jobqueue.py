@@ -69,7 +69,7 @@ def cluster_kind(cluster: str | None = None, scheduler: str | None = None) -> st
     kind = check_choice(get_setting("cluster", cluster), "cluster", "cluster_client", CLUSTERS)
     if kind != "local" and scheduler:
         raise ParameterError(f"The 'cluster' parameter of cluster_client is {kind!r}, which starts a cluster, but a scheduler is named "
-                             f"({scheduler}: --scheduler, DPIPE_SCHEDULER or dpipe.scheduler). Drop one.")
+                             f"({scheduler}: scheduler=, DPIPE_SCHEDULER or dpipe.scheduler). Drop one.")
     return kind
 
 

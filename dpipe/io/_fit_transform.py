@@ -84,26 +84,26 @@ def _transform_of(encoding: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def check_same_features(feature_names: Sequence[str], encoding: dict[str, Any] | None, st: Store, what: str) -> None:
     """Refuse a store whose features are not those of a training store (or model): the same names, in order, and the
-    same fitted transform. A store ingested without ``--like`` from a transformed training store has the names but raw
+    same fitted transform. A store ingested without ``like=`` from a transformed training store has the names but raw
     values: it would be scored wrongly without a word.
 
     Raises
     ------
     ValueError
-        One line naming the store and what differs, pointing to ``--like``.
+        One line naming the store and what differs, pointing to ``like=``.
     """
     m = st.manifest
     if not same_names(m.feature_names, feature_names):
         if m.n_features != len(feature_names):
-            raise ValueError(f"{st.path}: the store has {m.n_features} features, the {what} {len(feature_names)}; ingest it with --like the training store")
+            raise ValueError(f"{st.path}: the store has {m.n_features} features, the {what} {len(feature_names)}; ingest it with like= the training store")
         bad = next(i for i, (a, b) in enumerate(zip(m.feature_names, feature_names)) if a != b)
         raise ValueError(f"{st.path}: feature {bad} is {m.feature_names[bad]!r} in the store but {feature_names[bad]!r} in the {what}; "
-                         "ingest it with --like the training store")
+                         "ingest it with like= the training store")
     mine, theirs = _transform_of(m.encoding), _transform_of(encoding)
     if mine != theirs:
         state = lambda t: "no transform" if t is None else f"log1p on {len(t['log1p'] or [])} feature(s), scale {t['scale']}"  # noqa: E731
         raise ValueError(f"{st.path}: its features are stored with {state(mine)}, the {what}'s with {state(theirs)} "
-                         "(the same fitted values are needed); ingest it with --like the training store")
+                         "(the same fitted values are needed); ingest it with like= the training store")
 
 
 def indicator_features(m: Manifest) -> np.ndarray:

@@ -291,7 +291,7 @@ class Store:
     def require_labels(self, what: str) -> None:
         """Raise a :class:`ParameterError` naming the store when it has no labels and ``what`` needs them."""
         if not self.manifest.labelled:
-            raise ParameterError(f"{self.path}: an unlabelled store (ingested with --unlabeled); {what} needs labels. It can be a --dataset "
+            raise ParameterError(f"{self.path}: an unlabelled store (ingested with unlabeled=True); {what} needs labels. It can be one of the datasets= "
                                  "of rate constraints that need none (churn, coverage / positive_rate), or be scored by predict.")
 
     def shard_check(self, index: int) -> ShardCheck:

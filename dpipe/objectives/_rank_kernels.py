@@ -37,6 +37,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ._curvature import prefix_sums, searchsorted_sorted
+
 __all__ = [
     "auc_gamma",
     "auc_gamma_part",
@@ -46,21 +48,22 @@ __all__ = [
 ]
 
 
-@numba.njit(nogil=True, cache=True)
 def _auc_gamma(sp, sn, t, p0, n1, above_w, above_s, below_w):
+    """The unweighted kernel's arrays made in NumPy (the prefix sums in the kernel's order: ``np.cumsum`` adds in
+    order), then :func:`_auc_gamma_sweep`: a kernel that allocates nothing compiles in half the time (0.28 s
+    against 0.55 s here), and this is the first kernel the default fit compiles."""
+    cs_n, cs_n2, cs_p = prefix_sums(sn), prefix_sums(sn * sn), prefix_sums(sp)
+    gp, gn = np.empty(sp.shape[0] - p0), np.empty(n1)
+    value, hinge = _auc_gamma_sweep(sp, sn, t, p0, n1, above_w, above_s, below_w, cs_n, cs_n2, cs_p, gp, gn)
+    return gp, gn, value, hinge
+
+
+@numba.njit(nogil=True, cache=True)
+def _auc_gamma_sweep(sp, sn, t, p0, n1, above_w, above_s, below_w, cs_n, cs_n2, cs_p, gp, gn):
     # gamma and value of the positives from p0 on, gamma of the negatives before n1 (all: 0, n_neg);
-    # above_w / above_s: weight and score sum of negatives above sn (slope 1 for every positive), below_w: positives below sp
+    # above_w / above_s: weight and score sum of negatives above sn (slope 1 for every positive), below_w: positives below sp;
+    # cs_n, cs_n2, cs_p: prefix sums of sn, sn^2, sp
     n_pos, n_neg = sp.shape[0], sn.shape[0]
-    cs_n = np.zeros(n_neg + 1)
-    cs_n2 = np.zeros(n_neg + 1)
-    for j in range(n_neg):
-        cs_n[j + 1] = cs_n[j] + sn[j]
-        cs_n2[j + 1] = cs_n2[j] + sn[j] * sn[j]
-    cs_p = np.zeros(n_pos + 1)
-    for i in range(n_pos):
-        cs_p[i + 1] = cs_p[i] + sp[i]
-    gp = np.empty(n_pos - p0)
-    gn = np.empty(n1)
     value = 0.0
     hinge = 0.0
     lo = 0  # first negative with s_j > a - 1      (u > 0)
@@ -95,7 +98,7 @@ def _auc_gamma(sp, sn, t, p0, n1, above_w, above_s, below_w):
         c_b = hi - lo
         s_b = cs_p[hi] - cs_p[lo]
         gn[j] = (lo + below_w) + (c_b * (1.0 + b) - s_b) / t
-    return gp, gn, value, hinge
+    return value, hinge
 
 
 def _scores(s: np.ndarray) -> np.ndarray:
@@ -639,24 +642,6 @@ def prbep_risk_exact(
 
 
 @numba.njit(nogil=True, cache=True)
-def _sorted_auc(sp, sn):
-    n_pos, n_neg = sp.shape[0], sn.shape[0]
-    below = 0.0
-    lt = 0  # first negative with s_j >= s_i
-    le = 0  # first negative with s_j > s_i
-    for i in range(n_pos):
-        a = sp[i]
-        while lt < n_neg and sn[lt] < a:
-            lt += 1
-        if le < lt:
-            le = lt
-        while le < n_neg and sn[le] <= a:
-            le += 1
-        below += lt + 0.5 * (le - lt)
-    return below / (n_pos * n_neg)
-
-
-@numba.njit(nogil=True, cache=True)
 def _sorted_auc_w(sp, sn, vp, vn):
     n_pos, n_neg = sp.shape[0], sn.shape[0]
     cw_n = np.zeros(n_neg + 1)
@@ -699,6 +684,7 @@ def sorted_auc(sp: np.ndarray, sn: np.ndarray, vp: np.ndarray | None = None, vn:
     """
     sp, sn = _scores(sp), _scores(sn)
     weights = _class_weights(sp, sn, vp, vn)
-    if weights is None:
-        return float(_sorted_auc(sp, sn))
+    if weights is None:  # every positive's negatives below it, and half its ties: exact in integers
+        below2 = int(searchsorted_sorted(sn, sp, "left").sum()) + int(searchsorted_sorted(sn, sp, "right").sum())
+        return below2 / 2 / (sp.shape[0] * sn.shape[0])
     return float(_sorted_auc_w(sp, sn, *weights))

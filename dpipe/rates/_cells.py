@@ -101,7 +101,7 @@ def plan_stores(objective: RateExpression | None, constraints: Sequence[Constrai
     for where, term in _all_terms(objective, constraints):
         alias = term.dataset.on
         if alias not in stores:
-            raise ParameterError(f"constraint {where!r}: no dataset {alias!r}; known: {', '.join(sorted(stores))} (add it with --dataset {alias}=STORE)")
+            raise ParameterError(f"constraint {where!r}: no dataset {alias!r}; known: {', '.join(sorted(stores))} (name its store with datasets=, alias {alias!r})")
         if (term.dataset.label is not None or term.side == "error") and not stores[alias].labelled:
             raise ParameterError(f"constraint {where!r}: {stores[alias].path} ({alias!r}) has no labels, and this rate needs them; "
                                  "on an unlabelled store use positive_rate / coverage or churn")
@@ -125,7 +125,7 @@ def _cells_of(dataset: Dataset, plan: StorePlan, where: str) -> list[int]:
     group = None
     if dataset.group is not None:
         if plan.group_names is None:
-            raise ParameterError(f"constraint {where!r}: {plan.path} has no group column (ingest one with --group-col, or pass groups= to fit)")
+            raise ParameterError(f"constraint {where!r}: {plan.path} has no group column (ingest one with group_col=; DPipeClassifier.fit takes the groups itself)")
         if dataset.group not in plan.group_names:
             raise ParameterError(f"constraint {where!r}: unknown group {dataset.group!r} in {plan.path}; its groups are {', '.join(plan.group_names)}")
         group = plan.group_names.index(dataset.group)

@@ -257,46 +257,27 @@ def column_weighted_moments(X, v: np.ndarray | None) -> tuple[float, np.ndarray,
         return 0.0, np.zeros(d), np.zeros(d)
     mean, m2 = np.zeros(d), np.zeros(d)  # m2 first holds the non-zero values' weight per column
     if is_csr(X):
-        _csr_column_sums(X.indptr, X.indices, X.data, vv, mean, m2)
+        _csr_moments(X.indptr, X.indices, X.data, vv, total, mean, m2)
     else:
-        X = np.ascontiguousarray(X)
-        _column_sums(X, vv, mean, m2)
-    mean /= total
-    m2 = (total - m2) * mean**2
-    if is_csr(X):
-        _csr_centred_squares(X.indptr, X.indices, X.data, vv, mean, m2)
-    else:
-        _centred_squares(X, vv, mean, m2)
+        _moments(np.ascontiguousarray(X), vv, total, mean, m2)
     return total, mean, m2
 
 
 # A dense zero adds v * 0 = +-0.0 to a sum (never -0.0) and +0.0 to the others: bitwise nothing, as a CSR block's
-# missing value. Every sum is taken row after row (vectorized across the columns, never reassociated).
+# missing value. Every sum is taken row after row (vectorized across the columns, never reassociated). One kernel per
+# layout, both passes in it (a kernel costs numba a compile: one at the first run).
 @numba.njit(nogil=True, cache=True)
-def _column_sums(X, v, s, nonzero_weight):
+def _moments(X, v, total, mean, m2):
     n, d = X.shape
     for r in range(n):
         vr = v[r]
         for k in range(d):
             x = np.float64(X[r, k])
-            s[k] += vr * x
-            nonzero_weight[k] += vr if x != 0.0 else 0.0
-
-
-@numba.njit(nogil=True, cache=True)
-def _csr_column_sums(indptr, indices, data, v, s, nonzero_weight):
-    for r in range(indptr.size - 1):
-        vr = v[r]
-        for p in range(indptr[r], indptr[r + 1]):
-            x = np.float64(data[p])
-            if x != 0.0:
-                s[indices[p]] += vr * x
-                nonzero_weight[indices[p]] += vr
-
-
-@numba.njit(nogil=True, cache=True)
-def _centred_squares(X, v, mean, m2):
-    n, d = X.shape
+            mean[k] += vr * x
+            m2[k] += vr if x != 0.0 else 0.0
+    for k in range(mean.size):  # the sums become the mean, the non-zero values' weight the zeros' part
+        mean[k] /= total
+        m2[k] = (total - m2[k]) * (mean[k] * mean[k])
     for r in range(n):
         vr = v[r]
         for k in range(d):
@@ -306,7 +287,17 @@ def _centred_squares(X, v, mean, m2):
 
 
 @numba.njit(nogil=True, cache=True)
-def _csr_centred_squares(indptr, indices, data, v, mean, m2):
+def _csr_moments(indptr, indices, data, v, total, mean, m2):
+    for r in range(indptr.size - 1):
+        vr = v[r]
+        for p in range(indptr[r], indptr[r + 1]):
+            x = np.float64(data[p])
+            if x != 0.0:
+                mean[indices[p]] += vr * x
+                m2[indices[p]] += vr
+    for k in range(mean.size):  # the sums become the mean, the non-zero values' weight the zeros' part
+        mean[k] /= total
+        m2[k] = (total - m2[k]) * (mean[k] * mean[k])
     for r in range(indptr.size - 1):
         vr = v[r]
         for p in range(indptr[r], indptr[r + 1]):

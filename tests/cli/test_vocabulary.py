@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dpipe
-from dpipe.cli._vocabulary import cli_flags, in_cli_terms
+from dpipe.cli._vocabulary import cli_flags, every_cli_flag, in_cli_terms
 from dpipe.cli.main import build_parser, main
 from dpipe.exceptions import ConvergenceWarning, ParameterError
 from dpipe.testing import classification_data, one_error_line, write_store
@@ -37,7 +37,12 @@ def test_an_option_that_needs_another_and_a_negatable_flag(store, tmp_path, caps
     assert line == "dpipe train: error: --probability-folds applies only with --probability ('sigmoid' or 'isotonic')."
     flags = cli_flags(build_parser()._subparsers._group_actions[0].choices["train"])
     assert in_cli_terms("with calibrate=False and train_metrics=False", flags) == "with --no-calibrate and --no-train-metrics"
-    assert in_cli_terms("ingest it with group_col= and 'shard_rows'", flags) == "ingest it with group_col= and 'shard_rows'"  # not train's options
+    assert in_cli_terms("evaluate it with by_group= and 'bins'", flags) == "evaluate it with by_group= and 'bins'"  # not train's options
+    # ... but a bare keyword is a Python spelling wherever it comes from: any command's flag
+    everywhere = every_cli_flag(build_parser())
+    assert in_cli_terms("evaluate it with by_group= and 'bins'", flags, everywhere) == "evaluate it with --by-group and 'bins'"
+    assert in_cli_terms("check positive=/negative= (x=1, lam=auto); an unlabeled=True store", flags, everywhere) == \
+        "check --positive/--negative (x=1, lam=auto); an --unlabeled store"
     assert in_cli_terms("use objective='error-rate' (or another *-rate)", flags) == "use --objective error-rate (or another *-rate)"
 
 
@@ -59,3 +64,24 @@ def test_a_solver_warning_names_the_remedy_in_each_interface(store, tmp_path, ca
     (warning,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("dpipe: warning:")]
     assert warning.endswith("raise --max-iter or loosen --tol.") and "'max_iter'" not in warning
     assert np.isfinite(dpipe.LinearModel.load(tmp_path / "w.json").intercept)
+
+
+def test_a_hint_about_another_step_is_in_each_interfaces_spelling(tmp_path, capsys):
+    # ingest's label rule (the command: its flags) and a store without the training store's features (train from Python: like=)
+    src = tmp_path / "d.csv"
+    src.write_text("a,b,target\n" + "".join(f"{i},{i % 3},{'xyz'[i % 3]}\n" for i in range(30)))
+    line = _cli_error(capsys, "ingest", str(src), str(tmp_path / "s.zarr"), "--label", "target")
+    assert line.endswith("pass --positive or --negative") and "positive=" not in line
+    with pytest.raises(ValueError, match=r"pass positive= or negative=$"):
+        dpipe.ingest(str(src), str(tmp_path / "t.zarr"), label="target")
+    X, y = classification_data(200, 4, seed=1)
+    small = write_store(tmp_path / "small.zarr", X, y, [200])
+    model = dpipe.train(small, engine="local")
+    X4, y4 = classification_data(200, 5, seed=1)
+    wide = write_store(tmp_path / "wide.zarr", X4, y4, [200])
+    with pytest.raises(ValueError, match=r"ingest it with like= the training store$") as python:
+        dpipe.evaluate(model, wide, engine="local")
+    assert "--like" not in str(python.value)
+    model.save(tmp_path / "m.json")
+    line = _cli_error(capsys, "evaluate", str(tmp_path / "m.json"), str(wide), "--engine", "local")
+    assert line.endswith("ingest it with --like the training store")

@@ -34,6 +34,7 @@ from dpipe.testing._references import merge_sketches, sorted_auc_reference
     np.array([0.0, -0.0, 1.0, -0.0, np.inf, -np.inf, 0.0, -1e-300, 1e-300, 5e-324, -5e-324]),
     1.0 + 1e-13 * np.random.default_rng(3).standard_normal(20_000),  # equal in the key's kept bits: the value order decides
     np.repeat(np.random.default_rng(4).standard_normal(300), 200),
+    np.repeat(np.random.default_rng(5).standard_normal(5000), 3) * (1 + 1e-14 * np.random.default_rng(6).standard_normal(15_000)),  # many near-tie runs
     np.zeros(0), np.ones(1),
 ])
 def test_stable_argsort_is_numpys_stable_argsort(x):

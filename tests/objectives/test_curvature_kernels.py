@@ -1,5 +1,6 @@
 """The fused Newton kernels give NumPy's bits: Curvature.apply against its NumPy reference (dpipe.testing), searchsorted_sorted against
-np.searchsorted (ties, empty arrays, both sides, weighted and unweighted)."""
+np.searchsorted (ties, empty arrays, both sides, weighted and unweighted; the merge kernel itself and NumPy's bisections below
+NUMPY_MERGE_MAX)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import numpy as np
 import pytest
 
 from dpipe._runs import MergedScores
-from dpipe.objectives._curvature import Curvature, searchsorted_sorted
-from dpipe.testing._references import curvature_apply_reference
+from dpipe.objectives._curvature import NUMPY_MERGE_MAX, Curvature, _merge_positions, searchsorted_sorted
+from dpipe.objectives._rank_kernels import sorted_auc
+from dpipe.testing._references import curvature_apply_reference, sorted_auc_reference
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -19,6 +21,8 @@ def test_searchsorted_sorted_is_numpys(seed):
     for side in ("left", "right"):
         np.testing.assert_array_equal(searchsorted_sorted(a, q, side), np.searchsorted(a, q, side=side))
         np.testing.assert_array_equal(searchsorted_sorted(q, a, side), np.searchsorted(q, a, side=side))
+        np.testing.assert_array_equal(_merge_positions(a, q, side == "right"), np.searchsorted(a, q, side=side))  # the merge that
+        np.testing.assert_array_equal(_merge_positions(q, a, side == "right"), np.searchsorted(q, a, side=side))  # large inputs take
     with pytest.raises(ValueError, match="side"):
         searchsorted_sorted(a, q, "middle")
 
@@ -36,3 +40,13 @@ def test_curvature_apply_is_its_numpy_reference_bit_for_bit(weighted, seed):
     u_pos, u_neg = rng.normal(size=n_pos), rng.normal(size=n_neg)
     for got, want in zip(c.apply(u_pos, u_neg), curvature_apply_reference(c, u_pos, u_neg)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_large_inputs_take_the_merge_and_the_unweighted_auc_stays_exact():
+    rng = np.random.default_rng(0)
+    sp = np.sort(np.round(rng.normal(size=NUMPY_MERGE_MAX) + 0.5, 2))  # above NUMPY_MERGE_MAX in all: the merge; many ties
+    sn = np.sort(np.round(rng.normal(size=NUMPY_MERGE_MAX // 2), 2))
+    for side in ("left", "right"):
+        np.testing.assert_array_equal(searchsorted_sorted(sn, sp, side), np.searchsorted(sn, sp, side=side))
+    assert sorted_auc(sp, sn) == pytest.approx(sorted_auc_reference(sp, sn), abs=1e-15)
+    assert sorted_auc(sp[:300], sn[::500]) == pytest.approx(sorted_auc_reference(sp[:300], sn[::500]), abs=1e-15)

@@ -19,10 +19,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_the_weekly_example_runs_end_to_end_and_every_decision_follows_the_rule(shared_data, tmp_path):
-    out, work = tmp_path / "results", tmp_path / "work"
+    out, work, cwd = tmp_path / "results", tmp_path / "work", tmp_path / "cwd"
+    cwd.mkdir()
     r = subprocess.run([sys.executable, str(REPO / "workflows" / "kdd99_weekly.py"), "--data", str(shared_data / "kddcup.data_10_percent.gz"),
-                        "--rows", "12000", "--out", str(out), "--work", str(work)], capture_output=True, text=True, timeout=600)
+                        "--rows", "12000", "--out", str(out), "--work", str(work)], capture_output=True, text=True, timeout=600, cwd=cwd)
     assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "results", "work"] and not any(cwd.iterdir())  # only where told
+    made_by = f"Made by `python workflows/kdd99_weekly.py --rows 12000 --out {out}`."  # the command run, not the committed results'
+    assert made_by in (out / "kdd99_weekly.md").read_text() and "workflows/results" not in r.stdout
     summary = json.loads((out / "kdd99_weekly.json").read_text())
     assert [w["week"] for w in summary["weeks"]] == [0, 1, 2, 3]
     assert (out / "kdd99_weekly.png").stat().st_size > 10_000 and "| 3 |" in (out / "kdd99_weekly.md").read_text()
