@@ -33,7 +33,7 @@ from ..objectives import train_auc as merged_auc
 from ..solvers import minimize_tron
 from ._early_stopping import early_stopping
 from ._outcome import FitOutcome
-from ._params import auc_lam
+from ._params import fit_lam
 from ._records import SmoothParams
 
 if TYPE_CHECKING:
@@ -272,9 +272,7 @@ def fit_newton(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, flo
             log.info("%s: standardize=auto: %s (largest column root mean square %.3g)", p.objective, standardize,
                      columns.root_mean_square.max(initial=0.0))
         scale = columns.scales() if standardize else None
-    lam = p.lam if p.lam is not None else auc_lam(positive + negative, int(ds.n_features))
-    if p.lam is None:
-        log.info("%s: lam=auto: %.3g (1e-4 x %d features / %.6g rows, at least 1e-6)", p.objective, lam, int(ds.n_features), positive + negative)
+    lam = fit_lam(p, positive, negative, int(ds.n_features))
     objective = PairwiseNewtonObjective(RankPasses(ds), NEWTON_RISKS[p.objective](p.smoothing), lam, scale,
                                         jacobi=p.precondition != "none")
     t_setup = time.perf_counter() - t0

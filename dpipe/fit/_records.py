@@ -19,6 +19,7 @@ class MomentParams:
     objective: str
     solver: str
     lam: float | None
+    C: float | None
     ridge: float | None
     max_iter: int | None
     tol: float | None
@@ -37,6 +38,7 @@ class SmoothParams:
     objective: str
     solver: str
     lam: float | None
+    C: float | None
     ridge: float | None
     max_iter: int
     tol: float | None
@@ -66,6 +68,7 @@ class StructuralParams:
     objective: str
     solver: str
     lam: float
+    C: float | None
     max_iter: int
     standardize: bool
     eps: float
@@ -95,6 +98,7 @@ class RateParams:
     validation_seed: int
     slack: float
     confidence: float | None
+    C: float | None
     max_iter: int
     tol: float
     smoothing: float

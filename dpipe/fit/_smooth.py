@@ -18,7 +18,7 @@ from ..solvers import CONTINUATION_START, MOMENT_PRECONDITION_MAX_FEATURES, fit_
 from ._early_stopping import early_stopping
 from ._newton import auc_risk
 from ._outcome import FitOutcome
-from ._params import auc_lam
+from ._params import fit_lam
 from ._records import SmoothParams
 
 if TYPE_CHECKING:
@@ -174,7 +174,6 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
     d = int(ds.n_features)
     passes = RankPasses(ds)
     preconditioner, init = _resolve_auto(p, d)
-    lam = p.lam
     moments, t_setup, setup_passes = None, 0.0, []  # the data passes before L-BFGS, in order
     uses = tuple(u for u, on in zip(MOMENT_RAY_FALLBACKS, (init == "auc-moment", preconditioner == "moments")) if on)
     if "ridge" in p.given and not uses:
@@ -191,9 +190,7 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
         missing = "positive" if positive <= 0 else "negative"
         raise DPipeError(f"the training data has no {missing} rows (weight {negative:g} negative, {positive:g} positive); {p.objective} needs both classes")
     total_weight = positive + negative
-    if lam is None:  # auc's default ridge, from the store's shape
-        lam = auc_lam(total_weight, d)
-        log.info("%s: lam=auto: %.3g (1e-4 x %d features / %.6g rows, at least 1e-6)", p.objective, lam, d, total_weight)
+    lam = fit_lam(p, positive, negative, d)
     smoothed = p.epsilon is not None or p.smoothing is not None  # auc: neither applies
     width = p.smoothing
     if width is None and smoothed:

@@ -120,5 +120,5 @@ def fit_structural(ds: Dataset, p: StructuralParams, validate: Callable[[np.ndar
         stopping.finish(result)
     coef, intercept = risk.split(result.x)
     result.time_data = t_setup
-    result.info.update(standardized=scale is not None, setup_passes=setup_passes, k=k, bias=p.bias or 0.0, C=1.0 / (100.0 * p.lam))
+    result.info.update(standardized=scale is not None, setup_passes=setup_passes, k=k, bias=p.bias or 0.0, lam=p.lam, C=1.0 / (100.0 * p.lam))
     return FitOutcome(coef, intercept, result)
