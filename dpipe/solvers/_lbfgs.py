@@ -71,11 +71,14 @@ def minimize_lbfgs(
         Stop when the largest gradient component is below ``tol`` (``gtol``).
     rtol : float, optional
         Also stop when ``||g||_2 <= rtol max_k ||g(x_k)||_2``, the largest gradient norm of
-        the run's evaluations (usually the start's: LIBLINEAR's relative rule; the largest,
+        the run's iterates, the start included (usually the start's: LIBLINEAR's relative rule; the largest,
         so that a start where the gradient happens to be small, such as the tied scores of
         ``w = 0`` for the PRBEP risk, does not ask for the impossible): a stopping test that
-        does not depend on the objective's scale. ``info`` keeps ``grad_norm0`` (the
-        first evaluation's) and ``grad_norm_max``.
+        does not depend on the objective's scale. A line search's trial points do not count:
+        a first trial that overshoots (L-BFGS-B's first step has unit length, far on a wide
+        sparse store) has a gradient that says nothing of the start's, and counted it let the
+        rule hold at the first iterate. ``info`` keeps ``grad_norm0`` (the first
+        evaluation's) and ``grad_norm_max``.
     monitor : callable, optional
         Called with the iterate after every iteration; its dict joins the history.
         Its own time is left out of the history's ``seconds`` (the solver's time)
@@ -141,11 +144,9 @@ def minimize_lbfgs(
             f, g = objective.value_and_grad(x)
         pending = None
         last.update(x=x.copy(), f=float(f), g=np.asarray(g, dtype=float))
-        norm = float(np.linalg.norm(last["g"]))
-        if "g0" not in last:
-            last["g0"] = norm
-        if np.isfinite(norm):
-            last["g_top"] = max(last.get("g_top", 0.0), norm)
+        if "g0" not in last:  # the start: the first reference of the relative rule (the iterates' gradients join it)
+            last["g0"] = float(np.linalg.norm(last["g"]))
+            last["g_top"] = last["g0"] if np.isfinite(last["g0"]) else 0.0
         return float(f), scale * np.asarray(g, dtype=float)
 
     monitor_seconds = 0.0
@@ -168,6 +169,8 @@ def minimize_lbfgs(
             monitor_seconds += time.perf_counter() - now
             rec["seconds_monitor"] = monitor_seconds
         history.append(rec)
+        if same and np.isfinite(rec["grad_norm"]):  # an iterate, not a line search's trial point (an overshoot's gradient says nothing of the start)
+            last["g_top"] = max(last["g_top"], rec["grad_norm"])
         if stop is not None and stop(xk):
             stopped.append(True)
         elif rtol is not None and same and rec["grad_norm"] <= rtol * last["g_top"]:
