@@ -33,7 +33,7 @@ from ._registry import C_CONVENTIONS, FAMILIES, OBJECTIVES, Objective, get_objec
 AUTO_SOLVER = "auto"
 
 __all__ = ["Param", "PARAMS", "RECORDS", "AUTO_SOLVER", "settle_solver", "resolve", "numpydoc", "add_arguments", "param_groups", "applicable",
-           "option_table", "auc_lam", "lam_from_c", "fit_lam",
+           "option_table", "auc_lam", "lam_from_c", "fit_lam", "LAM_AUTO_FAMILIES",
            "AUC_LAM_FLOOR", "AUC_LAM_PER_FEATURE"]
 
 
@@ -66,6 +66,8 @@ class Param:
         per objective name or family (looked up in that order).
     cli : dict
         argparse overrides (``nargs``, ``const``, ``help``).
+    words : tuple of str
+        For a number: words it also takes (``lam="auto"``).
     """
 
     name: str
@@ -82,6 +84,7 @@ class Param:
     aliases: Mapping[Any, Any] = dataclasses.field(default_factory=dict)
     instead: str | Mapping[str, str] = ""
     cli: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    words: tuple[str, ...] = ()
 
     def applies(self, objective: Objective, solver: str) -> bool:
         """Whether the option means something for ``objective`` trained by ``solver`` (:data:`AUTO_SOLVER`: by any of its solvers)."""
@@ -103,7 +106,14 @@ class Param:
         import numpy as np  # here, not at the top: the CLI's parser reads this module (dpipe --help stays light)
 
         if self.kind == "float":
-            return check_number(value, self.name, owner, self.low, self.high, self.closed)
+            if isinstance(value, str) and value in self.words:
+                return value
+            try:
+                return check_number(value, self.name, owner, self.low, self.high, self.closed)
+            except ParameterError as error:
+                if not self.words:
+                    raise
+                raise ParameterError(f"{str(error)[:-len(' instead.')]} instead (or {' or '.join(map(repr, self.words))}).") from None
         if self.kind == "int":
             return check_int(value, self.name, owner, low=int(self.low) if math.isfinite(self.low) else 0)
         if self.kind == "bool":
@@ -147,6 +157,10 @@ def _calibrate_default(objective: Objective) -> bool:
 #: the objectives with a cut-off k, and the structural losses whose bias feature sets the threshold (from the registry)
 _NOT_SMOOTHED = {"structural": "SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth", "moment": "the moment objectives are not smoothed",
                  "auc": "auc's Huber width is smoothing itself (surrogate='huber-hinge'); the squared hinge is smooth already"}
+#: the families whose ``lam`` may be ``"auto"`` (:mod:`dpipe.fit._lam_path`), and why the others' may not
+LAM_AUTO_FAMILIES = ("smooth", "structural")
+LAM_AUTO_WHY = {"moment": "the moment objectives' lam weighs a unit-norm penalty, not a ridge whose strength trades bias for variance",
+                "rate": "a rate fit's held-out choice needs its constraints checked per lam: not implemented yet"}
 #: the smoothed family's options that do not apply to auc (not smoothed), with either solver
 _SQUARED_BOTH = ("auc/newton", "auc/lbfgs")
 #: ... and those that are L-BFGS's only (its coordinates and start)
@@ -173,10 +187,15 @@ PARAMS: dict[str, Param] = {
               "1e-4 d / n, at least 1e-6, decided at fit time from the store's features d and rows n (weighted: their total "
               "weight); liblinear-ranksvm's C = 1 / (lam n+ n-); 1e-6 chosen by test AUC on a9a and w8a, the growth with d / n "
               "on sparse text, where d is close to n or above it). Rate objectives: "
-              "the ridge ``lam/2 (||w||^2 + b^2)``, the bias as lightly as w (default 1 / n, the paper's).",
+              "the ridge ``lam/2 (||w||^2 + b^2)``, the bias as lightly as w (default 1 / n, the paper's). ``'auto'`` (smoothed and "
+              "SVM-perf's objectives): chosen on held-out rows by a regularization path from strong to weak, each fit warm-started "
+              "from the last, by the objective's own held-out measure (ROC-AUC, PRBEP, accuracy, F1, Prec@k, Rec@k: as "
+              "``early_stopping_rounds``'); the rows are the validation set when one is given, else a seeded share of the training "
+              "rows (:data:`dpipe.fit._lam_path.HELD_OUT_FRACTION`, no rows written), and then one warm-started fit on all rows. The "
+              "model's fit record keeps the path (``info['lam_path']``).",
               FAMILIES, {"auc": None, "moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "newton", "cutting-plane", "mm"),
               low=0.0, closed="left",
-              instead="the closed form has no penalty: use solver='lbfgs'"),
+              instead="the closed form has no penalty: use solver='lbfgs'", words=("auto",)),
         Param("constraints", "constraints", "Rate objectives: rate constraints, as strings (``\"recall >= 0.9\"``, "
               "``\"positive_rate(group=Female) >= 0.8 * positive_rate(group=Male)\"``) or :class:`dpipe.rates.Constraint` objects; "
               "all must hold on the training datasets (reported per constraint in the model).",
@@ -376,6 +395,9 @@ def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
                                  f"{C_CONVENTIONS[spec.c_means]}); give one.")
         # SVM-perf's needs no row count: the record's lam is the fit's; the others' lam is decided at fit time (fit_lam)
         values["lam"] = lam_from_c(values["C"], spec.c_means, 0.0, 0.0) if spec.c_means == "svm-perf" else None
+    if values.get("lam") == "auto" and spec.family not in LAM_AUTO_FAMILIES:
+        raise ParameterError(f"The 'lam' parameter of {owner} cannot be 'auto' for objective {objective!r}: the regularization path applies to "
+                             f"the {' and '.join(LAM_AUTO_FAMILIES)} objectives ({LAM_AUTO_WHY[spec.family]}); give a number.")
     _check_combinations(values, owner)
     record = RECORDS[spec.family]
     for f in dataclasses.fields(record):
@@ -448,6 +470,9 @@ def _check_combinations(given: dict[str, Any], owner: str) -> None:
         raise ParameterError(f"The 'probability_folds' parameter of {owner} applies only with 'probability' ('sigmoid' or 'isotonic').")
     if "validation_seed" in given and "validation_fraction" not in given:
         raise ParameterError(f"The 'validation_seed' parameter of {owner} applies only with validation_fraction (the share it draws).")
+    if given.get("lam") == "auto" and "early_stopping_rounds" in given:
+        raise ParameterError(f"The 'early_stopping_rounds' parameter of {owner} does not go with lam='auto': the path's fits run to their "
+                             "stopping rule and the held-out measure chooses among them; give a number for lam to stop early.")
     conflict = _solver_conflict(given, str(given.get("solver")), owner)
     if conflict is not None:
         raise ParameterError(conflict)
@@ -504,11 +529,20 @@ def add_arguments(parser: argparse._ActionsContainer, names: list[str] | None = 
         if p.kind == "bool":
             kw["action"] = argparse.BooleanOptionalAction
         else:
-            kw["type"] = types[p.kind]
+            kw["type"] = _number_or(p.words) if p.words else types[p.kind]
             if p.choices:
                 kw["choices"] = list(p.choices)
         kw.update(cli)
         parser.add_argument(flag, **kw)
+
+
+def _number_or(words: tuple[str, ...]) -> Callable[[str], Any]:
+    """argparse's type of a number that also takes ``words``."""
+    def convert(text: str) -> Any:
+        return text if text in words else float(text)
+
+    convert.__name__ = "number"  # argparse's "invalid number value: 'x'"
+    return convert
 
 
 #: how a default that is decided at fit time reads in the table: (option, objective or family) -> text

@@ -18,7 +18,7 @@ class MomentParams:
 
     objective: str
     solver: str
-    lam: float | None
+    lam: float | str | None
     C: float | None
     ridge: float | None
     max_iter: int | None
@@ -37,7 +37,7 @@ class SmoothParams:
 
     objective: str
     solver: str
-    lam: float | None
+    lam: float | str | None
     C: float | None
     ridge: float | None
     max_iter: int
@@ -67,7 +67,7 @@ class StructuralParams:
 
     objective: str
     solver: str
-    lam: float
+    lam: float | str
     C: float | None
     max_iter: int
     standardize: bool
@@ -89,7 +89,7 @@ class RateParams:
 
     objective: str
     solver: str
-    lam: float | None
+    lam: float | str | None
     constraints: tuple[Any, ...]
     mm_steps: int
     multiplier_bound: float

@@ -17,7 +17,7 @@ from ..reduce import ClassMoments
 from ..solvers import CONTINUATION_START, MOMENT_PRECONDITION_MAX_FEATURES, fit_auc_moment, fit_smooth, moment_preconditioner
 from ._early_stopping import early_stopping
 from ._newton import auc_risk
-from ._outcome import FitOutcome
+from ._outcome import FitOutcome, WarmStart
 from ._params import fit_lam
 from ._records import SmoothParams
 
@@ -160,7 +160,8 @@ def _resolve_auto(p: SmoothParams, d: int) -> tuple[str, str | None]:
     return precondition, init
 
 
-def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None,
+                 warm: WarmStart | None = None) -> FitOutcome:
     """Fit a smoothed rank objective on an opened dataset (two passes per evaluation).
 
     The objective is ``R_mu(w) + lam/2 sum_j p_j w_j^2`` with ``p = 1`` (SVM-perf's) or,
@@ -244,8 +245,12 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
     coordinates = make(width)  # the change of variables does not depend on the width
     w_validate = None if validate is None else (lambda u: validate(coordinates.to_raw(u), 0.0))
     stopping = early_stopping(p, validate)
+    reference = None
+    if warm is not None:  # a path's next lam: from the last solution, stopping relative to the gradient at this fit's own start
+        reference = warm.grad_norm if warm.grad_norm is not None else float(np.linalg.norm(coordinates.value_and_grad(coordinates.from_raw(start))[1]))
+        start = np.array(warm.coef, dtype=np.float64)
     result = fit_smooth(
-        make, coordinates.from_raw(start), width, memory=p.memory, max_iter=p.max_iter, tol=p.tol,
+        make, coordinates.from_raw(start), width, grad_reference=reference, memory=p.memory, max_iter=p.max_iter, tol=p.tol,
         continuation=bool(p.continuation), continuation_factor=p.continuation_factor or 10.0, validate=w_validate, name=f"{p.objective}: ", whitened=preconditioner == "moments",
         callback=stopping,
     )

@@ -54,6 +54,7 @@ def minimize_lbfgs(
     stop: Callable[[np.ndarray], bool] | None = None,
     whitened: bool = False,
     callback: Callable[[np.ndarray, dict[str, Any]], str | None] | None = None,
+    grad_reference: float | None = None,
 ) -> FitResult:
     """Minimize ``objective`` with L-BFGS-B.
 
@@ -109,6 +110,9 @@ def minimize_lbfgs(
         ``monitor`` and ``stop``) with the iterate and its history record; a message ends
         the run there (raising ``StopIteration`` in scipy's callback): ``status`` 2,
         ``success``, that ``message``, no warning (a caller's stop, e.g. early stopping).
+    grad_reference : float, optional
+        A warm start's reference for ``rtol``: the largest gradient norm starts at it (the
+        gradient norm at the cold start, where the warm start's own is small already).
 
     Returns
     -------
@@ -146,7 +150,7 @@ def minimize_lbfgs(
         last.update(x=x.copy(), f=float(f), g=np.asarray(g, dtype=float))
         if "g0" not in last:  # the start: the first reference of the relative rule (the iterates' gradients join it)
             last["g0"] = float(np.linalg.norm(last["g"]))
-            last["g_top"] = last["g0"] if np.isfinite(last["g0"]) else 0.0
+            last["g_top"] = max(last["g0"] if np.isfinite(last["g0"]) else 0.0, grad_reference or 0.0)
         return float(f), scale * np.asarray(g, dtype=float)
 
     monitor_seconds = 0.0
