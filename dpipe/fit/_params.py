@@ -113,7 +113,8 @@ class Param:
             except ParameterError as error:
                 if not self.words:
                     raise
-                raise ParameterError(f"{str(error)[:-len(' instead.')]} instead (or {' or '.join(map(repr, self.words))}).") from None
+                words = " or ".join(map(repr, self.words))
+                raise ParameterError(str(error).replace(f". Got {value!r} instead.", f", or {words}. Got {value!r} instead.")) from None
         if self.kind == "int":
             return check_int(value, self.name, owner, low=int(self.low) if math.isfinite(self.low) else 0)
         if self.kind == "bool":

@@ -5,18 +5,10 @@ import numpy as np
 import pytest
 
 import dpipe
-from dpipe.testing import tfidf_text_data, write_store
 
 
-@pytest.fixture(scope="module")
-def text(tmp_path_factory):
-    X, y = tfidf_text_data(rows=20_000, features=100_000, per_row=30, signal_terms=300, noise=0.3)
-    path = write_store(tmp_path_factory.mktemp("text") / "train.zarr", X[:10_000], y[:10_000], [5_000, 5_000], layout="csr")
-    return path, X[10_000:], y[10_000:]
-
-
-def test_the_generated_store_is_wide_sparse_and_tf_idf(text):
-    path, X, y = text
+def test_the_generated_store_is_wide_sparse_and_tf_idf(wide_text):
+    path, X, y = wide_text
     store = dpipe.open_store(path)
     assert store.manifest.n_features == 100_000 and store.manifest.n_rows == 10_000
     row_norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
@@ -26,8 +18,8 @@ def test_the_generated_store_is_wide_sparse_and_tf_idf(text):
     assert 0.05 < (y > 0).mean() < 0.15
 
 
-def test_auc_smooth_stops_on_its_iterates_gradients_not_at_the_start(text):
-    path, X, y = text
+def test_auc_smooth_stops_on_its_iterates_gradients_not_at_the_start(wide_text):
+    path, X, y = wide_text
     model = dpipe.train(path, "auc-smooth", engine="local", train_metrics=False)
     fit = model.fit
     grads = [h["grad_norm"] for h in fit["history"]]
