@@ -328,7 +328,8 @@ def fit_rate_family(datasets: Mapping[str, Dataset], params: RateParams, validat
                 datasets = {**datasets, alias: DatasetPart(datasets[alias], split, "fit")}
     fit = fit_rates(
         datasets, rates() if rates is not None else None, params.constraints, load_model=deployed_model,
-        lam=params.lam if params.C is None else fit_lam(params, totals.positive, totals.negative, int(datasets["train"].n_features)),
+        lam=fit_lam(params, totals.positive, totals.negative, int(datasets["train"].n_features)) if params.C is not None
+        else None if params.lam is None else float(params.lam),  # a number or the default (lam="auto" is refused for the rate objectives)
         smoothing=params.smoothing, mm_steps=params.mm_steps, multiplier_bound=params.multiplier_bound, eps=params.eps,
         max_iter=params.max_iter, tol=params.tol, threshold=params.threshold_rule,
         ranking=params.objective in RANKING_OBJECTIVES, standardize=params.standardize, name=f"{params.objective}: ",

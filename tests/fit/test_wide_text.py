@@ -2,7 +2,6 @@
 objectives' stopping rule on it."""
 
 import numpy as np
-import pytest
 
 import dpipe
 
