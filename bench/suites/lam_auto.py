@@ -78,32 +78,10 @@ def _run(exe: str, train: str, test: str, extra: list[str]) -> dict[str, Any]:
             "lam_path": info.get("lam_path")}
 
 
-def _plot(rows: list[dict[str, Any]], path: Path) -> str | None:
-    try:
-        import matplotlib
+def _plot(rows: list[dict[str, Any]], path: Path) -> str:
+    from dpipe.plotting import plot_lam_path
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for r in rows:
-        lp = r["auto"][0]["lam_path"]
-        if not lp:
-            continue
-        best = max(lp["scores"])
-        ax.plot(lp["lams"], [best - s for s in lp["scores"]], marker="o", label=f"{r['task']} ({r['objective']}): {lp['chosen']:.0e}")
-    ax.set_xscale("log")
-    ax.set_yscale("symlog", linthresh=1e-4)
-    ax.invert_xaxis()
-    ax.set_xlabel("lam (strong to weak, the path's order)")
-    ax.set_ylabel("best held-out measure - held-out measure")
-    ax.set_title("lam='auto': held-out measure along the path (0 = the chosen lam)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
+    return plot_lam_path({f"{r['task']} ({r['objective']})": r["auto"][0]["lam_path"] for r in rows}, path)
 
 
 def run(cfg: Config) -> tuple[dict[str, Any], str]:

@@ -75,11 +75,13 @@ def minimize_lbfgs(
         the run's iterates, the start included (usually the start's: LIBLINEAR's relative rule; the largest,
         so that a start where the gradient happens to be small, such as the tied scores of
         ``w = 0`` for the PRBEP risk, does not ask for the impossible): a stopping test that
-        does not depend on the objective's scale. A line search's trial points do not count:
-        a first trial that overshoots (L-BFGS-B's first step has unit length, far on a wide
-        sparse store) has a gradient that says nothing of the start's, and counted it let the
-        rule hold at the first iterate. ``info`` keeps ``grad_norm0`` (the first
-        evaluation's) and ``grad_norm_max``.
+        does not depend on the objective's scale. The first line search's trial points do not
+        count: L-BFGS-B's first step has unit length whatever the objective's scale (no
+        curvature pair yet), and the gradient where it overshoots says nothing of the start's;
+        counted, it let the rule hold at the first iterate. The later line searches' trials
+        count (a kinked objective, such as auc-smooth's at its narrow default width, keeps a
+        gradient near its minimum that its iterates alone never get far below). ``info`` keeps
+        ``grad_norm0`` (the first evaluation's) and ``grad_norm_max``.
     monitor : callable, optional
         Called with the iterate after every iteration; its dict joins the history.
         Its own time is left out of the history's ``seconds`` (the solver's time)
@@ -148,9 +150,12 @@ def minimize_lbfgs(
             f, g = objective.value_and_grad(x)
         pending = None
         last.update(x=x.copy(), f=float(f), g=np.asarray(g, dtype=float))
-        if "g0" not in last:  # the start: the first reference of the relative rule (the iterates' gradients join it)
-            last["g0"] = float(np.linalg.norm(last["g"]))
-            last["g_top"] = max(last["g0"] if np.isfinite(last["g0"]) else 0.0, grad_reference or 0.0)
+        norm = float(np.linalg.norm(last["g"]))
+        if "g0" not in last:  # the start: the first reference of the relative rule
+            last["g0"] = norm
+            last["g_top"] = max(norm if np.isfinite(norm) else 0.0, grad_reference or 0.0)
+        elif history and np.isfinite(norm):  # not the first line search's trials: its first step has unit length whatever the scale
+            last["g_top"] = max(last["g_top"], norm)
         return float(f), scale * np.asarray(g, dtype=float)
 
     monitor_seconds = 0.0
@@ -173,7 +178,7 @@ def minimize_lbfgs(
             monitor_seconds += time.perf_counter() - now
             rec["seconds_monitor"] = monitor_seconds
         history.append(rec)
-        if same and np.isfinite(rec["grad_norm"]):  # an iterate, not a line search's trial point (an overshoot's gradient says nothing of the start)
+        if same and np.isfinite(rec["grad_norm"]):  # the first iterate (its line search's trials do not count)
             last["g_top"] = max(last["g_top"], rec["grad_norm"])
         if stop is not None and stop(xk):
             stopped.append(True)

@@ -86,6 +86,10 @@ def test_dpipe_info_and_train_json_show_the_path(dense, tmp_path, capsys):
     assert f"lam=auto: {doc['lam_path']['chosen']:.3g}, the best held-out AUC" in text
     assert sum(line.strip().startswith("lam ") for line in text.splitlines()) == len(doc["lam_path"]["lams"])
     assert "<- chosen" in text
+    from dpipe.plotting import plot_lam_path
+
+    figure = plot_lam_path({"dense": doc["lam_path"]}, tmp_path / "path.png")
+    assert open(figure, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_lam_auto_is_refused_where_it_does_not_apply():
