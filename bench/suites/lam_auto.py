@@ -133,6 +133,12 @@ def markdown(payload: dict[str, Any]) -> str:
         lines.append(f"| {r['task']} | {r['objective']} | {f['lam']:.3g} | {f['test_auc']:.5f} | {lp['chosen']:.3g} | {a['test_auc']:.5f} | "
                      f"{a['test_prbep']:.4f} | {r['wall_fixed']:.2f} | {r['wall_auto']:.2f} | {r['wall_auto'] / r['wall_fixed']:.2f}x | "
                      f"{peers[0] if peers else '-'} | {peers[1] if peers else '-'} | {ok} | {path} |")
+    worse = [f"{r['task']} ({r['objective']})" for r in payload["rows"]
+             if (r["auto"][0]["test_prbep"] - r["fixed"][0]["test_prbep"] if r["objective"].startswith("prbep") else
+                 r["auto"][0]["test_auc"] - r["fixed"][0]["test_auc"]) < -5e-4]
+    slow = [r["task"] for r in payload["rows"] if r["wall_auto"] > 3 * r["wall_fixed"]]
+    lines += ["", f"lam='auto' below the fixed default by more than 5e-4 (test AUC; PRBEP for prbep-smooth): {', '.join(worse) or 'none'}; "
+              f"more than 3x the fixed fit's whole process: {', '.join(slow) or 'none'}. The default stays the fixed lam where auto loses."]
     if payload.get("figure"):
         lines += ["", f"![lam path]({Path(payload['figure']).name})"]
     return "\n".join(lines) + "\n"
