@@ -1,6 +1,7 @@
 """``lam="auto"``: the regularization path on held-out rows, its choice, and where the fit record shows it."""
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -89,7 +90,7 @@ def test_dpipe_info_and_train_json_show_the_path(dense, tmp_path, capsys):
     from dpipe.plotting import plot_lam_path
 
     figure = plot_lam_path({"dense": doc["lam_path"]}, tmp_path / "path.png")
-    assert open(figure, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert pathlib.Path(figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_lam_auto_is_refused_where_it_does_not_apply():
