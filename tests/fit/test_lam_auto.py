@@ -112,3 +112,13 @@ def test_the_estimator_takes_lam_auto():
     path = est.fit_result_.info["lam_path"]
     _check_path(path)
     assert est.fit_result_.info["lam"] == path["chosen"] and est.get_params()["lam"] == "auto"
+
+
+def test_on_a_cluster_the_path_runs_on_the_loaded_shards_and_chooses_as_the_local_engine(dense, client):
+    local = dpipe.train(dense, lam="auto", engine="local", train_metrics=False)
+    remote = dpipe.train(dense, lam="auto", client=client, cache="memory", train_metrics=False)
+    info = remote.fit["info"]
+    assert "load" not in info["data_passes_by_kind"]  # the path's fits and measures read the shards loaded once, on the workers
+    assert remote.fit["info"]["lam_path"]["lams"] == local.fit["info"]["lam_path"]["lams"]
+    np.testing.assert_allclose(remote.fit["info"]["lam_path"]["scores"], local.fit["info"]["lam_path"]["scores"], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(remote.coef, local.coef, rtol=1e-7, atol=1e-10)
