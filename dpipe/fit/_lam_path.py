@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..exceptions import ParameterError
 from ._early_stopping import METRICS, make_validator, stopping_metric
 from ._outcome import FitOutcome, WarmStart
 
@@ -83,6 +84,7 @@ def fit_lam_path(ds: Dataset, p: Any, fit: FitFunction, validate: Callable[[np.n
     warm_starts : bool
         Whether ``fit`` takes ``warm`` (the cutting plane starts from its own planes).
     """
+    from ..engine import class_totals
     from ..engine._split import DatasetPart, RowSplit
 
     t0 = time.perf_counter()
@@ -91,14 +93,21 @@ def fit_lam_path(ds: Dataset, p: Any, fit: FitFunction, validate: Callable[[np.n
     if validate is None:
         split = RowSplit(HELD_OUT_FRACTION, HELD_OUT_SEED)
         fit_on: Any = DatasetPart(ds, split, "fit")
-        measure = make_validator(DatasetPart(ds, split, "validation"), p)
+        held = DatasetPart(ds, split, "validation")
         held_out = f"{HELD_OUT_FRACTION:.0%} of the training rows (seed {HELD_OUT_SEED})"
+        totals = class_totals(held)
+        if totals.positive <= 0 or totals.negative <= 0:
+            missing = "positive" if totals.positive <= 0 else "negative"
+            raise ParameterError(f"The 'lam' parameter of {p.owner} is 'auto', and the held-out {held_out} hold no {missing} row to "
+                                 f"measure a lam by; give a validation set (validation=, eval_set) or a number for lam.")
+        measure = make_validator(held, p)
     else:
         fit_on, measure, held_out = ds, validate, "the validation set"
     path: list[dict[str, Any]] = []
     best: tuple[float, int, FitOutcome] | None = None
     warm: WarmStart | None = None
     reference: float | None = None
+    first: FitOutcome | None = None
     for lam in path_lams():
         q = dataclasses.replace(p, lam=lam, C=None)
         kw = {"warm": warm} if warm_starts and warm is not None else {}
@@ -106,6 +115,7 @@ def fit_lam_path(ds: Dataset, p: Any, fit: FitFunction, validate: Callable[[np.n
         outcome = fit(fit_on, q, None, **kw)
         score = float(measure(outcome.coef, outcome.intercept)[key])
         r = outcome.result
+        first = first or outcome
         path.append({"lam": lam, "score": score, "iterations": int(r.nit), "evaluations": int(r.nfev), "seconds": time.perf_counter() - t,
                      "warm": warm is not None})
         log.info("%s: lam=auto: lam %.3g: held-out %s %.6f (%d iterations%s)", p.objective, lam, label, score, r.nit, ", warm" if warm is not None else "")
@@ -117,7 +127,8 @@ def fit_lam_path(ds: Dataset, p: Any, fit: FitFunction, validate: Callable[[np.n
         if best is not None and len(path) - 1 - best[1] >= PATH_PATIENCE:
             break
     if best is None:  # every measure NaN (a held-out part without both classes): the strongest, said
-        best = (math.nan, 0, outcome)
+        assert first is not None  # the path has at least one lam
+        best = (math.nan, 0, first)
         log.warning("%s: lam=auto: no finite held-out %s on %s; keeping the strongest lam", p.objective, label, held_out)
     score, index, chosen = best
     lam = path[index]["lam"]

@@ -2,6 +2,7 @@
 
 import json
 import pathlib
+import types
 
 import numpy as np
 import pytest
@@ -104,6 +105,18 @@ def test_lam_auto_is_refused_where_it_does_not_apply():
         dpipe.fit.resolve("auc", {"lam": "best"}, "train")
     with pytest.raises(ParameterError, match="'C' and 'lam'"):
         dpipe.fit.resolve("auc", {"lam": "auto", "C": 1.0}, "train")
+
+
+def test_held_out_rows_of_one_class_are_a_clear_error(tmp_path):
+    n = 300
+    held = RowSplit(HELD_OUT_FRACTION, HELD_OUT_SEED).validation_rows(types.SimpleNamespace(index=0, n_rows=n))
+    X = np.random.default_rng(0).normal(size=(n, 3)).astype(np.float32)
+    y = np.where((X[:, 0] > 0.5) & ~held, 1, -1).astype(np.int8)  # every positive among the fitting rows
+    store = write_store(tmp_path / "s.zarr", X, y)
+    with pytest.raises(ParameterError, match=r"^The 'lam' parameter of train is 'auto', and the held-out 20% of the training rows \(seed 0\) "
+                                             r"hold no positive row to measure a lam by; give a validation set"):
+        dpipe.train(store, lam="auto", engine="local")
+    assert dpipe.train(store, lam="auto", engine="local", validation=store, train_metrics=False).fit["info"]["lam_path"]["refit"] is False
 
 
 def test_the_estimator_takes_lam_auto():
