@@ -1,4 +1,5 @@
-"""Figures users would rather look at than read: ROC curves, positive rates by group, a registry's retrain history."""
+"""Figures users would rather look at than read: ROC curves, positive rates by group, a registry's retrain history,
+``lam="auto"``'s regularization paths."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_demo", "plot_roc", "plot_retrain_history"]
+__all__ = ["plot_demo", "plot_roc", "plot_retrain_history", "plot_lam_path"]
 
 
 def _pyplot():
@@ -46,6 +47,27 @@ def _save(fig: Any, path: str | os.PathLike) -> str:
                 raise write_error(path, "plot", exc) from exc
             raise
     return path
+
+
+def plot_lam_path(paths: Mapping[str, Mapping[str, Any]], path: str | os.PathLike, title: str = "lam='auto': held-out measure along the path") -> str:
+    """Write a PNG with one line per fit record ``name -> info["lam_path"]`` (a model's ``fit["info"]["lam_path"]``): how far
+    each ``lam`` of the path is below the best held-out measure (0: the chosen ``lam``), strong to weak from left to right."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, record in paths.items():
+        best = max(record["scores"])
+        ax.plot(record["lams"], [best - s for s in record["scores"]], marker="o", label=f"{name}: {record['chosen']:.0e}")
+    ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1e-4)
+    ax.set_ylim(bottom=0.0)
+    ax.invert_xaxis()
+    ax.set(xlabel="lam (strong to weak: the path's order)", ylabel="best held-out measure - held-out measure", title=title)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    try:
+        return _save(fig, path)
+    finally:
+        plt.close(fig)
 
 
 def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]], path: str | os.PathLike, title: str = "ROC curve") -> str:

@@ -66,7 +66,7 @@ def test_a_dask_array_and_a_sparse_one_name_the_block_and_global_row(client, dat
 def test_a_table_model_names_the_partition_and_global_row_of_a_missing_or_non_numeric_value(client, data):
     X, y = data
     table = X.assign(kind=np.where(y > 0, "x", "y"))
-    model = DPipeClassifier().fit(table, y)
+    model = DPipeClassifier(unseen="error").fit(table, y)
     missing = table.copy()
     missing.loc[25, "a"] = np.nan
     with pytest.raises(InputError) as exc:

@@ -16,7 +16,7 @@ from sklearn.base import clone
 
 import dpipe
 from dpipe import DPipeClassifier
-from dpipe.exceptions import InputError, ParameterError
+from dpipe.exceptions import DataWarning, InputError, ParameterError
 from dpipe.io import ingest
 
 LABELS = np.array(["no", "yes"])
@@ -101,13 +101,17 @@ def test_an_unseen_category_is_an_error_or_zeros_as_unseen_says(frame):
     new = df.iloc[:4].copy()
     new["colour"] = ["red", "purple", "blue", "red"]
     with pytest.raises(InputError, match=r"^X: row 1: unseen category 'purple' in column 'colour'.*unseen='ignore'"):
-        DPipeClassifier().fit(df, y).predict(new)
+        DPipeClassifier(unseen="error").fit(df, y).predict(new)
+    warned = DPipeClassifier().fit(df, y)  # the default: scored as no category, said once
+    with pytest.warns(DataWarning, match=r"^X: 1 value in 4 rows is a category fit did not see, scored as no category .*'colour': 'purple' \(1 row\)"):
+        by_default = warned.decision_function(new)
     est = DPipeClassifier(unseen="ignore").fit(df, y)
     purple = est.decision_function(new)[1]
     dropped = est.intercept_[0] + sum(est.coef_[0][est.feature_names_.index(f)] * v for f, v in
                                       [("age", new["age"].iloc[1]), ("income", float(np.float32(new["income"].iloc[1]))), (f"size={new['size'].iloc[1]}", 1),
                                        ("member", float(new["member"].iloc[1]))])
     assert purple == pytest.approx(dropped, rel=1e-12)  # all-zero one-hot: no colour weight (features are float32, as stored)
+    np.testing.assert_array_equal(by_default, est.decision_function(new))
     assert clone(est).get_params()["unseen"] == "ignore"
 
 
@@ -124,7 +128,7 @@ def test_table_errors_name_the_column_and_row(frame):
         est.predict(np.zeros((2, 5)))
     with pytest.raises(ValueError, match=r"^X: a column cannot be read as one type"):
         DPipeClassifier().fit(pd.DataFrame({"a": [1, "x", 2.5], "b": ["u", "v", "w"]}), ["p", "q", "p"])
-    with pytest.raises(ParameterError, match=r"The 'unseen' parameter of DPipeClassifier must be one of 'error', 'ignore'. Got 'skip'"):
+    with pytest.raises(ParameterError, match=r"The 'unseen' parameter of DPipeClassifier must be one of 'warn', 'error', 'ignore'. Got 'skip'"):
         DPipeClassifier(unseen="skip").fit(df, y)
     model = est.to_model()
     with pytest.raises(ValueError, match=r"^LinearModel: records: record 1 lacks the column\(s\) \['member'\]"):

@@ -109,7 +109,7 @@ def test_refusals(data, tmp_path):
         fit_probability_calibration("isotonic", np.array([0.1, 0.4, 0.3]), np.array([-1, -1, 1]), np.array([1.0, 2.0, 0.0]), "validation")
 
 
-def _log_loss_ratio(X, y, X_test, y_test, method, unseen="error"):
+def _log_loss_ratio(X, y, X_test, y_test, method, unseen="warn"):
     ours = DPipeClassifier(probability=method, unseen=unseen).fit(X, y).predict_proba(X_test)[:, 1]
     ref = CalibratedClassifierCV(DPipeClassifier(unseen=unseen), method=method, cv=5).fit(X, y).predict_proba(X_test)[:, 1]
     positive = np.unique(y)[1]

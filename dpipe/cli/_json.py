@@ -142,6 +142,24 @@ def _constraint(c: ConstraintReport, on: str) -> dict[str, Any]:
     return {"text": c.text, "on": on, "holds": c.holds, "value": c.value, "verdict": c.verdict, "interval": list(c.interval)}
 
 
+def lam_path_summary(info: dict[str, Any]) -> dict[str, Any] | None:
+    """A fit's ``lam="auto"`` path (``info["lam_path"]``): ``lam`` values, held-out measures, the choice; None without one."""
+    path = info.get("lam_path")
+    if path is None:
+        return None
+    return {k: path[k] for k in ("metric", "held_out", "lams", "scores", "iterations", "chosen", "chosen_score", "why", "refit")}
+
+
+def model_info(model: Any, path: str) -> dict[str, Any]:
+    """``dpipe info MODEL --json``: what the model is and how its fit went (the ``lam="auto"`` path with it)."""
+    fit = model.fit
+    info = fit.get("info", {})
+    return document("model-info", path=os.path.abspath(path), objective=model.objective, n_features=model.n_features, params=model.params,
+                    fit={"iterations": fit.get("nit"), "converged": bool(fit.get("success", True)), "message": fit.get("message"),
+                         "objective_value": fit.get("fun"), "solver": info.get("solver"), "lam": info.get("lam")},
+                    lam_path=lam_path_summary(info), training=model.training)
+
+
 def train_summary(model: Any, out: str) -> dict[str, Any]:
     """``dpipe train --json``: where the model went, what was fitted, how the fit went, its constraints' verdicts.
 
@@ -178,6 +196,7 @@ def train_summary(model: Any, out: str) -> dict[str, Any]:
             "data_passes_total": info.get("data_passes_total"),
             "pass_traffic": info.get("pass_traffic"),
         },
+        lam_path=lam_path_summary(info),
         train_metrics=model.metrics.get("train") or None,
         constraints=constraints,
         constraints_met=None if "constraints" not in info else bool(fit.get("success", True)),

@@ -248,9 +248,9 @@ def _split_parser(sub: Any) -> None:
 
 def _info_parser(sub: Any) -> None:
     """``dpipe info``."""
-    p = sub.add_parser("info", help="print a store's manifest summary")
-    p.add_argument("store")
-    p.add_argument("--json", action="store_true", help="print the whole manifest as JSON (docs/json-output.md)")
+    p = sub.add_parser("info", help="print a store's manifest summary, or a model file's fit summary")
+    p.add_argument("store", help="a store, or a model file (dpipe train --out)")
+    p.add_argument("--json", action="store_true", help="print the whole manifest (a store) or the model's fit summary (a model) as JSON (docs/json-output.md)")
 
 
 def _make_data_parser(sub: Any) -> None:

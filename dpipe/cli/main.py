@@ -164,9 +164,38 @@ def _print_constraint(c: ConstraintReport, where: str) -> None:
         print(f"    {r.rate} = {r.value:.6g}  [{r.interval[0]:.4g}, {r.interval[1]:.4g}]  ({r.effective_rows:.6g} effective rows)")
 
 
+def _print_lam_path(info: dict[str, Any]) -> None:
+    """The ``lam="auto"`` path of a fit, one line a ``lam``, the chosen one marked."""
+    path = info.get("lam_path")
+    if path is None:
+        return
+    print(f"lam=auto: {path['chosen']:.3g}, {path['why']}")
+    for lam, score, nit in zip(path["lams"], path["scores"], path["iterations"]):
+        print(f"  lam {lam:<8.3g} held-out {path['metric']} {score:.6f}  {nit} iterations{'  <- chosen' if lam == path['chosen'] else ''}")
+
+
+def _cmd_info_model(a: argparse.Namespace) -> None:
+    from ..model import LinearModel
+    from ._json import emit, model_info
+
+    model = LinearModel.load(a.store)
+    if a.json:
+        emit(a, model_info(model, a.store))
+        return
+    fit = model.fit
+    info = fit.get("info", {})
+    print(f"model     {os.path.abspath(a.store)}")
+    print(f"objective {model.objective} ({info.get('solver', '-')}), {model.n_features} features")
+    print(f"fit       {fit.get('nit')} iterations, {fit.get('message')}; lam {info.get('lam', '-')}")
+    _print_lam_path(info)
+
+
 def _cmd_info(a: argparse.Namespace) -> None:
     from ..io import open_store
 
+    if os.path.isfile(a.store):  # a model file, not a store (a folder, or a Parquet store's folder)
+        _cmd_info_model(a)
+        return
     st = open_store(a.store)
     m = st.manifest
     if a.json:  # the manifest as stored (its own "format" and "schema_version")
@@ -304,6 +333,7 @@ def _print_train_summary(a: argparse.Namespace, model: Any, where: str) -> None:
           f"data loading/setup passes {fit['time_data']:.2f} s, solve {fit['time_solve']:.2f} s -> {where}")
     if "gap" in fit.get("info", {}):
         print(f"cutting plane: lower bound {fit['info']['lower_bound']:.8g}, gap {fit['info']['gap']:.3g} (eps {model.params['eps']:g})")
+    _print_lam_path(info)
     if model.metrics.get("train"):
         t = model.metrics["train"]
         print(f"training ROC-AUC {t['roc_auc']:.6f}, PRBEP {t['prbep']:.6f}, F1 {t['f1']:.6f}, accuracy {t['accuracy']:.6f}")

@@ -51,6 +51,8 @@ def _field_type(name: str, family: str) -> str:
     base = _KIND_TYPES[kind]
     if name == "precondition":  # a choice whose aliases are bools, resolved to a choice
         base = "str"
+    if PARAMS[name].words:  # a number that also takes words (lam="auto")
+        base = f"{base} | str"
     return f"{base} | None" if _nullable(name, family) else base
 
 
@@ -88,6 +90,8 @@ def _keyword_type(name: str) -> str:
     base = _KIND_TYPES[p.kind]
     if p.aliases:  # a choice that also takes bools (precondition=True is "diagonal")
         base = f"{base} | bool"
+    if p.words:  # a number that also takes words (lam="auto")
+        base = f"{base} | str"
     return f"{base} | None"
 
 

@@ -10,6 +10,7 @@ from ..engine import class_moments
 from ..reduce import ClassMoments
 from ..solvers import fit_auc_moment, fit_error_moment
 from ._outcome import FitOutcome
+from ._params import fit_lam
 from ._records import MomentParams
 
 if TYPE_CHECKING:
@@ -30,11 +31,18 @@ def fit_moments(moments: ClassMoments, p: MomentParams) -> FitOutcome:
     p : MomentParams
         Output of :func:`dpipe.fit.resolve`.
     """
+    lam = p.lam
+    if p.C is not None:  # C's lam from the training weights
+        negative, positive = (float(v) for v in moments.weight)
+        lam = fit_lam(p, positive, negative, int(moments.n_features))
     if p.objective == "auc-moment":
-        iterative = {} if p.solver == "closed-form" else {"lam": p.lam, "max_iter": p.max_iter, "tol": p.tol, "memory": p.memory}
+        iterative = {} if p.solver == "closed-form" else {"lam": lam, "max_iter": p.max_iter, "tol": p.tol, "memory": p.memory}
         coef, intercept, result = fit_auc_moment(moments, solver=p.solver, ridge=p.ridge, **iterative)
+        if lam is not None:
+            result.info.setdefault("lam", lam)
         return FitOutcome(coef, intercept, result)
-    coef, intercept, result, candidates = fit_error_moment(moments, lam=p.lam, max_iter=p.max_iter, tol=p.tol, memory=p.memory, ridge=p.ridge)
+    coef, intercept, result, candidates = fit_error_moment(moments, lam=lam, max_iter=p.max_iter, tol=p.tol, memory=p.memory, ridge=p.ridge)
+    result.info.setdefault("lam", lam)
     return FitOutcome(coef, intercept, result, tuple(candidates))
 
 

@@ -32,8 +32,8 @@ from ..objectives import SmoothedAUCRisk, SquaredPairwiseHinge
 from ..objectives import train_auc as merged_auc
 from ..solvers import minimize_tron
 from ._early_stopping import early_stopping
-from ._outcome import FitOutcome
-from ._params import auc_lam
+from ._outcome import FitOutcome, WarmStart
+from ._params import fit_lam
 from ._records import SmoothParams
 
 if TYPE_CHECKING:
@@ -250,7 +250,8 @@ class PairwiseNewtonObjective:
         return merged_auc(self._scores)
 
 
-def fit_newton(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+def fit_newton(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None,
+               warm: WarmStart | None = None) -> FitOutcome:
     """Fit ``lam/2 ||u||^2 + R(X w)`` by trust-region Newton-CG (:func:`~dpipe.solvers.minimize_tron`) from ``w = 0``.
 
     ``u = w`` on raw features, ``w * scale`` standardized (``standardize``; auto: when some
@@ -272,9 +273,7 @@ def fit_newton(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, flo
             log.info("%s: standardize=auto: %s (largest column root mean square %.3g)", p.objective, standardize,
                      columns.root_mean_square.max(initial=0.0))
         scale = columns.scales() if standardize else None
-    lam = p.lam if p.lam is not None else auc_lam(positive + negative, int(ds.n_features))
-    if p.lam is None:
-        log.info("%s: lam=auto: %.3g (1e-4 x %d features / %.6g rows, at least 1e-6)", p.objective, lam, int(ds.n_features), positive + negative)
+    lam = fit_lam(p, positive, negative, int(ds.n_features))
     objective = PairwiseNewtonObjective(RankPasses(ds), NEWTON_RISKS[p.objective](p.smoothing), lam, scale,
                                         jacobi=p.precondition != "none")
     t_setup = time.perf_counter() - t0
@@ -288,8 +287,12 @@ def fit_newton(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, flo
         return rec
 
     stopping = early_stopping(p, raw_validate)
-    result = minimize_tron(objective, np.zeros(int(ds.n_features)), eps=p.eps, max_iter=p.max_iter, name=f"{p.objective}: ", monitor=monitor,
-                           callback=stopping)
+    start, reference = np.zeros(int(ds.n_features)), None
+    if warm is not None:  # a path's next lam: from the last solution, stopping relative to the gradient at w = 0
+        start = warm.coef * scale if scale is not None else np.array(warm.coef, dtype=np.float64)
+        reference = warm.grad_norm if warm.grad_norm is not None else float(np.linalg.norm(objective.value_and_grad(np.zeros(start.size))[1]))
+    result = minimize_tron(objective, start, eps=p.eps, max_iter=p.max_iter, name=f"{p.objective}: ", monitor=monitor,
+                           callback=stopping, gnorm_ref=reference)
     result.time_data = t_setup
     result.info.update(solver="newton", exchange=objective.exchange, lam=lam, hess_products=objective.hess_products, precondition="diagonal" if objective.jacobi else "none",
                        J=result.history[-1].get("J") if result.history else None)

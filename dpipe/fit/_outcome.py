@@ -8,7 +8,7 @@ import numpy as np
 
 from ..solvers import Candidate, FitResult
 
-__all__ = ["FitOutcome"]
+__all__ = ["FitOutcome", "WarmStart"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,3 +33,21 @@ class FitOutcome:
     intercept: float
     result: FitResult
     candidates: tuple[Candidate, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStart:
+    """Where a fit of a regularization path starts (:mod:`dpipe.fit._lam_path`), and its stopping rule's reference.
+
+    Attributes
+    ----------
+    coef : ndarray of shape (d,)
+        Raw-feature weights: the previous ``lam``'s solution.
+    grad_norm : float or None
+        The gradient norm the relative stopping rule compares with: the cold start's (LIBLINEAR's rule with an initial
+        solution), so that a warm start close to the minimum is not asked for a tighter fit than a cold one. None: the
+        fit measures it at its own cold start (one evaluation).
+    """
+
+    coef: np.ndarray
+    grad_norm: float | None = None

@@ -26,14 +26,14 @@ from typing import Any
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import ParameterError
 from ._records import RECORDS
-from ._registry import FAMILIES, OBJECTIVES, Objective, get_objective
+from ._registry import C_CONVENTIONS, FAMILIES, OBJECTIVES, Objective, get_objective
 
 #: ``solver`` of a resolved record whose objective chooses its solver by the data's size (:attr:`Objective.solver_by_size`),
 #: until the data is open (:func:`settle_solver`)
 AUTO_SOLVER = "auto"
 
 __all__ = ["Param", "PARAMS", "RECORDS", "AUTO_SOLVER", "settle_solver", "resolve", "numpydoc", "add_arguments", "param_groups", "applicable",
-           "option_table", "auc_lam",
+           "option_table", "auc_lam", "lam_from_c", "fit_lam", "LAM_AUTO_FAMILIES",
            "AUC_LAM_FLOOR", "AUC_LAM_PER_FEATURE"]
 
 
@@ -66,6 +66,8 @@ class Param:
         per objective name or family (looked up in that order).
     cli : dict
         argparse overrides (``nargs``, ``const``, ``help``).
+    words : tuple of str
+        For a number: words it also takes (``lam="auto"``).
     """
 
     name: str
@@ -82,6 +84,7 @@ class Param:
     aliases: Mapping[Any, Any] = dataclasses.field(default_factory=dict)
     instead: str | Mapping[str, str] = ""
     cli: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    words: tuple[str, ...] = ()
 
     def applies(self, objective: Objective, solver: str) -> bool:
         """Whether the option means something for ``objective`` trained by ``solver`` (:data:`AUTO_SOLVER`: by any of its solvers)."""
@@ -103,7 +106,15 @@ class Param:
         import numpy as np  # here, not at the top: the CLI's parser reads this module (dpipe --help stays light)
 
         if self.kind == "float":
-            return check_number(value, self.name, owner, self.low, self.high, self.closed)
+            if isinstance(value, str) and value in self.words:
+                return value
+            try:
+                return check_number(value, self.name, owner, self.low, self.high, self.closed)
+            except ParameterError as error:
+                if not self.words:
+                    raise
+                words = " or ".join(map(repr, self.words))
+                raise ParameterError(str(error).replace(f". Got {value!r} instead.", f", or {words}. Got {value!r} instead.")) from None
         if self.kind == "int":
             return check_int(value, self.name, owner, low=int(self.low) if math.isfinite(self.low) else 0)
         if self.kind == "bool":
@@ -147,12 +158,21 @@ def _calibrate_default(objective: Objective) -> bool:
 #: the objectives with a cut-off k, and the structural losses whose bias feature sets the threshold (from the registry)
 _NOT_SMOOTHED = {"structural": "SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth", "moment": "the moment objectives are not smoothed",
                  "auc": "auc's Huber width is smoothing itself (surrogate='huber-hinge'); the squared hinge is smooth already"}
+#: the families whose ``lam`` may be ``"auto"`` (:mod:`dpipe.fit._lam_path`), and why the others' may not
+LAM_AUTO_FAMILIES = ("smooth", "structural")
+LAM_AUTO_WHY = {"moment": "the moment objectives' lam weighs a unit-norm penalty, not a ridge whose strength trades bias for variance",
+                "rate": "a rate fit's held-out choice needs its constraints checked per lam: not implemented yet"}
 #: the smoothed family's options that do not apply to auc (not smoothed), with either solver
 _SQUARED_BOTH = ("auc/newton", "auc/lbfgs")
 #: ... and those that are L-BFGS's only (its coordinates and start)
 _NEWTON = ("auc/newton",)
 _TAKES_K = tuple(o.name for o in OBJECTIVES.values() if o.takes_k)
 _BIAS_FEATURE = tuple(o.name for o in OBJECTIVES.values() if o.family == "structural" and o.own_threshold)
+_C_DOC = ("``lam``'s other name, as the peers spell it (scikit-learn's ``GridSearchCV`` over ``C`` works for every objective): larger "
+          "``C``, weaker ridge. Each objective takes the ``C`` of the peer whose loss it sums alike: "
+          + "; ".join(f"{', '.join(o.name for o in OBJECTIVES.values() if o.c_means == key)}: {text}" for key, text in C_CONVENTIONS.items())
+          + ". ``n+``, ``n-`` and ``n`` are the training rows' positive, negative and total weight, read at fit time (the fit record "
+          "keeps the ``lam`` used). Excludes ``lam``.")
 
 
 PARAMS: dict[str, Param] = {
@@ -168,10 +188,15 @@ PARAMS: dict[str, Param] = {
               "1e-4 d / n, at least 1e-6, decided at fit time from the store's features d and rows n (weighted: their total "
               "weight); liblinear-ranksvm's C = 1 / (lam n+ n-); 1e-6 chosen by test AUC on a9a and w8a, the growth with d / n "
               "on sparse text, where d is close to n or above it). Rate objectives: "
-              "the ridge ``lam/2 (||w||^2 + b^2)``, the bias as lightly as w (default 1 / n, the paper's).",
+              "the ridge ``lam/2 (||w||^2 + b^2)``, the bias as lightly as w (default 1 / n, the paper's). ``'auto'`` (smoothed and "
+              "SVM-perf's objectives): chosen on held-out rows by a regularization path from strong to weak, each fit warm-started "
+              "from the last, by the objective's own held-out measure (ROC-AUC, PRBEP, accuracy, F1, Prec@k, Rec@k: as "
+              "``early_stopping_rounds``'); the rows are the validation set when one is given, else a seeded share of the training "
+              "rows (:data:`dpipe.fit._lam_path.HELD_OUT_FRACTION`, no rows written), and then one warm-started fit on all rows. The "
+              "model's fit record keeps the path (``info['lam_path']``).",
               FAMILIES, {"auc": None, "moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "newton", "cutting-plane", "mm"),
               low=0.0, closed="left",
-              instead="the closed form has no penalty: use solver='lbfgs'"),
+              instead="the closed form has no penalty: use solver='lbfgs'", words=("auto",)),
         Param("constraints", "constraints", "Rate objectives: rate constraints, as strings (``\"recall >= 0.9\"``, "
               "``\"positive_rate(group=Female) >= 0.8 * positive_rate(group=Male)\"``) or :class:`dpipe.rates.Constraint` objects; "
               "all must hold on the training datasets (reported per constraint in the model).",
@@ -210,10 +235,8 @@ PARAMS: dict[str, Param] = {
               "standard error by the delta method over its cells (as ``evaluate``'s intervals). Default: 0.95 under the validation rule "
               "(``validation_fraction``, ``constraint_validation``), else 0.5, the point value (``z = 0``).",
               ("rate",), None, low=0.5, high=1.0, closed="left", instead="only the rate objectives have constraints"),
-        Param("C", "float", "SVM-perf's ``-c`` instead of ``lam``: ``lam = 1 / (100 C)`` (SVM-perf's losses are in percent).",
-              ("smooth", "structural"), low=0.0, excludes=_SQUARED_BOTH,
-              instead={"auc": "use lam: liblinear-ranksvm's -c C is lam = 1 / (C n+ n-)", "smooth": "use lam", "structural": "use lam",
-                       "moment": "use lam", "rate": "use lam"}),
+        Param("C", "float", _C_DOC, FAMILIES, solvers=("lbfgs", "newton", "cutting-plane", "mm"), low=0.0,
+              instead="the closed form has no penalty: use solver='lbfgs'"),
         Param("ridge", "float", "Ridge added to the standardized covariance in the auc-moment direction "
               "``(S+ + S- + ridge I)^-1 (mu+ - mu-)``: auc-moment, error-moment's start, and the smoothed objectives' moment start "
               "and preconditioner (default 1e-6).", ("moment", "smooth"), 1e-6, low=0.0, closed="left", excludes=("auc-moment/lbfgs", *_NEWTON),
@@ -332,8 +355,9 @@ def applicable(objective: Objective, solver: str) -> list[Param]:
 
 def record_fields(family: str) -> list[str]:
     """The parameters a ``family`` fit's record holds after ``objective``: ``solver``, then every parameter in scope of
-    the family or one of its objectives, in declaration order (``C`` is ``lam``'s other name, resolved into it)."""
-    names = [p.name for p in PARAMS.values() if p.name != "C" and (family in p.scope or any(OBJECTIVES[o].family == family for o in p.scope if o in OBJECTIVES))]
+    the family or one of its objectives, in declaration order (``C``, ``lam``'s other name, is kept as given: what it means
+    for most objectives depends on the training weights, read at fit time by :func:`fit_lam`)."""
+    names = [p.name for p in PARAMS.values() if family in p.scope or any(OBJECTIVES[o].family == family for o in p.scope if o in OBJECTIVES)]
     return ["solver"] + [n for n in names if n != "solver"]
 
 
@@ -368,8 +392,13 @@ def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
     given_names = tuple(sorted(set(values) - {"objective", "solver"}))
     if "C" in values:
         if "lam" in values:
-            raise ParameterError(f"The 'C' and 'lam' parameters of {owner} are two names for one weight (lam = 1 / (100 C)); give one.")
-        values["lam"] = 1.0 / (100.0 * values.pop("C"))
+            raise ParameterError(f"The 'C' and 'lam' parameters of {owner} are two names for one weight ({objective}: "
+                                 f"{C_CONVENTIONS[spec.c_means]}); give one.")
+        # SVM-perf's needs no row count: the record's lam is the fit's; the others' lam is decided at fit time (fit_lam)
+        values["lam"] = lam_from_c(values["C"], spec.c_means, 0.0, 0.0) if spec.c_means == "svm-perf" else None
+    if values.get("lam") == "auto" and spec.family not in LAM_AUTO_FAMILIES:
+        raise ParameterError(f"The 'lam' parameter of {owner} cannot be 'auto' for objective {objective!r}: the regularization path applies to "
+                             f"the {' and '.join(LAM_AUTO_FAMILIES)} objectives ({LAM_AUTO_WHY[spec.family]}); give a number.")
     _check_combinations(values, owner)
     record = RECORDS[spec.family]
     for f in dataclasses.fields(record):
@@ -442,6 +471,9 @@ def _check_combinations(given: dict[str, Any], owner: str) -> None:
         raise ParameterError(f"The 'probability_folds' parameter of {owner} applies only with 'probability' ('sigmoid' or 'isotonic').")
     if "validation_seed" in given and "validation_fraction" not in given:
         raise ParameterError(f"The 'validation_seed' parameter of {owner} applies only with validation_fraction (the share it draws).")
+    if given.get("lam") == "auto" and "early_stopping_rounds" in given:
+        raise ParameterError(f"The 'early_stopping_rounds' parameter of {owner} does not go with lam='auto': the path's fits run to their "
+                             "stopping rule and the held-out measure chooses among them; give a number for lam to stop early.")
     conflict = _solver_conflict(given, str(given.get("solver")), owner)
     if conflict is not None:
         raise ParameterError(conflict)
@@ -498,11 +530,20 @@ def add_arguments(parser: argparse._ActionsContainer, names: list[str] | None = 
         if p.kind == "bool":
             kw["action"] = argparse.BooleanOptionalAction
         else:
-            kw["type"] = types[p.kind]
+            kw["type"] = _number_or(p.words) if p.words else types[p.kind]
             if p.choices:
                 kw["choices"] = list(p.choices)
         kw.update(cli)
         parser.add_argument(flag, **kw)
+
+
+def _number_or(words: tuple[str, ...]) -> Callable[[str], Any]:
+    """argparse's type of a number that also takes ``words``."""
+    def convert(text: str) -> Any:
+        return text if text in words else float(text)
+
+    convert.__name__ = "number"  # argparse's "invalid number value: 'x'"
+    return convert
 
 
 #: how a default that is decided at fit time reads in the table: (option, objective or family) -> text
@@ -524,6 +565,44 @@ def auc_lam(n_rows: float, n_features: int) -> float:
     Newton iterations at 1e-6 against 10 at 1e-3 (separable rows: a tiny ridge only stretches w).
     """
     return max(AUC_LAM_FLOOR, AUC_LAM_PER_FEATURE * n_features / max(float(n_rows), 1.0))
+
+
+def lam_from_c(C: float, means: str, positive: float, negative: float) -> float:
+    """The ``lam`` of ``C`` by the convention ``means`` (a key of :data:`C_CONVENTIONS`) for training rows of ``positive``
+    and ``negative`` total weight."""
+    if means == "pairs":
+        return 1.0 / (C * max(positive, 1.0) * max(negative, 1.0))
+    if means == "rows":
+        return 1.0 / (C * max(positive + negative, 1.0))
+    if means == "svm-perf":
+        return 1.0 / (100.0 * C)
+    raise ValueError(f"unknown C convention {means!r}; one of {', '.join(C_CONVENTIONS)}")
+
+
+def fit_lam(p: Any, positive: float, negative: float, features: int) -> float:
+    """The ``lam`` a fit of the resolved record ``p`` uses on training rows of ``positive`` and ``negative`` total weight
+    and ``features`` features: ``lam`` as given; else ``C`` by the objective's convention (:attr:`Objective.c_means`);
+    else the default decided now (auc: :func:`auc_lam`; the rate objectives: ``1 / n``). Logged unless given."""
+    if p.lam is not None:
+        return float(p.lam)
+    rows = positive + negative
+    if getattr(p, "C", None) is not None:
+        means = OBJECTIVES[p.objective].c_means
+        lam = lam_from_c(float(p.C), means, positive, negative)
+        _log().info("%s: C=%g is lam=%.4g (%s; n+ = %.6g, n- = %.6g)", p.objective, p.C, lam, C_CONVENTIONS[means], positive, negative)
+    elif OBJECTIVES[p.objective].family == "rate":
+        lam = 1.0 / max(rows, 1.0)
+        _log().info("%s: lam default: %.3g (1 / %.6g rows)", p.objective, lam, rows)
+    else:
+        lam = auc_lam(rows, features)
+        _log().info("%s: lam default: %.3g (1e-4 x %d features / %.6g rows, at least 1e-6)", p.objective, lam, features, rows)
+    return lam
+
+
+def _log() -> Any:
+    import logging  # here: the CLI's parser reads this module
+
+    return logging.getLogger("dpipe.fit")
 
 
 def _shown(name: str, value: Any, objective: Objective | None = None) -> str:

@@ -33,7 +33,7 @@ from ..reduce._rates import INDICATOR, RAMP, cell_predictions, cell_weights
 from ..solvers import FitResult, RateProblem, solve_rates
 from ..solvers._rate_threshold import exact_bias
 from ._outcome import FitOutcome
-from ._params import PARAMS
+from ._params import PARAMS, fit_lam
 from ._records import RateParams
 from ._registry import OBJECTIVES
 
@@ -327,7 +327,9 @@ def fit_rate_family(datasets: Mapping[str, Dataset], params: RateParams, validat
                 validation[alias] = DatasetPart(datasets[alias], split, "validation")
                 datasets = {**datasets, alias: DatasetPart(datasets[alias], split, "fit")}
     fit = fit_rates(
-        datasets, rates() if rates is not None else None, params.constraints, load_model=deployed_model, lam=params.lam,
+        datasets, rates() if rates is not None else None, params.constraints, load_model=deployed_model,
+        lam=fit_lam(params, totals.positive, totals.negative, int(datasets["train"].n_features)) if params.C is not None
+        else None if params.lam is None else float(params.lam),  # a number or the default (lam="auto" is refused for the rate objectives)
         smoothing=params.smoothing, mm_steps=params.mm_steps, multiplier_bound=params.multiplier_bound, eps=params.eps,
         max_iter=params.max_iter, tol=params.tol, threshold=params.threshold_rule,
         ranking=params.objective in RANKING_OBJECTIVES, standardize=params.standardize, name=f"{params.objective}: ",

@@ -18,7 +18,8 @@ class MomentParams:
 
     objective: str
     solver: str
-    lam: float | None
+    lam: float | str | None
+    C: float | None
     ridge: float | None
     max_iter: int | None
     tol: float | None
@@ -36,7 +37,8 @@ class SmoothParams:
 
     objective: str
     solver: str
-    lam: float | None
+    lam: float | str | None
+    C: float | None
     ridge: float | None
     max_iter: int
     tol: float | None
@@ -65,7 +67,8 @@ class StructuralParams:
 
     objective: str
     solver: str
-    lam: float
+    lam: float | str
+    C: float | None
     max_iter: int
     standardize: bool
     eps: float
@@ -86,7 +89,7 @@ class RateParams:
 
     objective: str
     solver: str
-    lam: float | None
+    lam: float | str | None
     constraints: tuple[Any, ...]
     mm_steps: int
     multiplier_bound: float
@@ -95,6 +98,7 @@ class RateParams:
     validation_seed: int
     slack: float
     confidence: float | None
+    C: float | None
     max_iter: int
     tol: float
     smoothing: float

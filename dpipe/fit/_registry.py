@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 from .._validation import check_choice
 
-__all__ = ["Objective", "OBJECTIVES", "FAMILIES", "DEFAULT_OBJECTIVE", "MOMENT_MAX_FEATURES", "AUC_LBFGS_MIN_ROWS", "SolverChoice", "get_objective"]
+__all__ = ["Objective", "OBJECTIVES", "FAMILIES", "DEFAULT_OBJECTIVE", "MOMENT_MAX_FEATURES", "AUC_LBFGS_MIN_ROWS", "SolverChoice", "get_objective",
+           "C_CONVENTIONS"]
 
 #: the families of objectives, each with its own fit path (dpipe/fit/_moment.py, _smooth.py, _structural.py, _rates.py)
 FAMILIES = ("moment", "smooth", "structural", "rate")
@@ -27,6 +28,15 @@ AUC_LBFGS_MIN_ROWS = 1_000_000
 #: and anchor margins, 9-10 bytes; with Newton, curvature rows): the memory model's ``dpipe.engine._memory.ROW_BYTES``,
 #: written out so that the registry loads without numpy (a test checks that the two agree)
 RATE_WORKER_ROW_BYTES = 24
+
+
+#: what ``C`` means for an objective (:attr:`Objective.c_means`): whose ``-c`` it is, and its ``lam``. ``n+``, ``n-``, ``n``: the
+#: training rows' positive, negative and total weight (decided at fit time)
+C_CONVENTIONS = {
+    "pairs": "liblinear-ranksvm's: C weighs the loss summed over the positive-negative pairs, lam = 1 / (C n+ n-)",
+    "rows": "LIBLINEAR's and scikit-learn's: C weighs the loss summed over the rows, lam = 1 / (C n)",
+    "svm-perf": "SVM-perf's -c: its losses are in percent, lam = 1 / (100 C)",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +90,9 @@ class Objective:
         Bytes a row the fit keeps on the workers between passes where the shards are streamed (the memory
         check, :mod:`dpipe.engine._memory`): none for the passes whose row orders the driver keeps; the rate
         objectives' cells and anchor margins.
+    c_means : {"pairs", "rows", "svm-perf"}
+        What ``C`` means (:data:`C_CONVENTIONS`): the pairwise risks take liblinear-ranksvm's ``C``, the per-row risks
+        LIBLINEAR's, SVM-perf's losses and their smoothings (auc-smooth, prbep-smooth) SVM-perf's.
     """
 
     name: str
@@ -91,6 +104,7 @@ class Objective:
     max_features: int | None = None
     solver_by_size: Callable[[float, int], SolverChoice] | None = None
     worker_row_bytes: int = 0
+    c_means: str = "svm-perf"
 
 
 #: SVM-perf's losses, in the order users see them: name -> (summary, takes k). Declared here rather than read from
@@ -111,11 +125,11 @@ OBJECTIVES: dict[str, Objective] = {
     for o in (
         Objective("auc", "smooth", ("newton", "lbfgs"), False,
                   "lam/2 ||w||^2 + mean Huber (or squared) pairwise hinge; Newton, or L-BFGS from the moments on large stores: the default",
-                  solver_by_size=_auc_solver),
+                  solver_by_size=_auc_solver, c_means="pairs"),
         Objective("auc-moment", "moment", ("closed-form", "lbfgs"), False, "1 - AUC of the normal model of the class moments (Ghanbari et al.)",
-                  max_features=MOMENT_MAX_FEATURES),
+                  max_features=MOMENT_MAX_FEATURES, c_means="pairs"),
         Objective("error-moment", "moment", ("lbfgs",), False, "expected 0-1 error of the normal model, with an intercept",
-                  max_features=MOMENT_MAX_FEATURES),
+                  max_features=MOMENT_MAX_FEATURES, c_means="rows"),
         Objective("auc-smooth", "smooth", ("lbfgs",), False, "lam/2 ||w||^2 + Huber-smoothed pairwise hinge (Zhang et al.)"),
         Objective("prbep-smooth", "smooth", ("lbfgs",), False, "lam/2 ||w||^2 + smoothed PRBEP structural risk (Zhang et al.)"),
         *(
@@ -124,12 +138,12 @@ OBJECTIVES: dict[str, Objective] = {
         ),
         *(
             Objective(name, "rate", ("mm",), True, f"{what} under rate constraints (Goh et al.): ramp rates, majorization-minimization",
-                      worker_row_bytes=RATE_WORKER_ROW_BYTES)
+                      c_means="rows", worker_row_bytes=RATE_WORKER_ROW_BYTES)
             for name, what in (("error-rate", "error rate"), ("false-negative-rate", "false-negative rate (Neyman-Pearson)"),
                                ("false-positive-rate", "false-positive rate"))
         ),
         Objective("auc-rate", "rate", ("mm",), True, "1 - ROC-AUC through auc-smooth's pairwise hinge, under rate constraints "
-                  "(majorization-minimization of the constraints' ramps)", worker_row_bytes=RATE_WORKER_ROW_BYTES),
+                  "(majorization-minimization of the constraints' ramps)", c_means="pairs", worker_row_bytes=RATE_WORKER_ROW_BYTES),
     )
 }
 

@@ -17,8 +17,8 @@ from ..reduce import ClassMoments
 from ..solvers import CONTINUATION_START, MOMENT_PRECONDITION_MAX_FEATURES, fit_auc_moment, fit_smooth, moment_preconditioner
 from ._early_stopping import early_stopping
 from ._newton import auc_risk
-from ._outcome import FitOutcome
-from ._params import auc_lam
+from ._outcome import FitOutcome, WarmStart
+from ._params import fit_lam
 from ._records import SmoothParams
 
 if TYPE_CHECKING:
@@ -160,7 +160,8 @@ def _resolve_auto(p: SmoothParams, d: int) -> tuple[str, str | None]:
     return precondition, init
 
 
-def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None) -> FitOutcome:
+def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None,
+                 warm: WarmStart | None = None) -> FitOutcome:
     """Fit a smoothed rank objective on an opened dataset (two passes per evaluation).
 
     The objective is ``R_mu(w) + lam/2 sum_j p_j w_j^2`` with ``p = 1`` (SVM-perf's) or,
@@ -174,7 +175,6 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
     d = int(ds.n_features)
     passes = RankPasses(ds)
     preconditioner, init = _resolve_auto(p, d)
-    lam = p.lam
     moments, t_setup, setup_passes = None, 0.0, []  # the data passes before L-BFGS, in order
     uses = tuple(u for u, on in zip(MOMENT_RAY_FALLBACKS, (init == "auc-moment", preconditioner == "moments")) if on)
     if "ridge" in p.given and not uses:
@@ -191,9 +191,7 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
         missing = "positive" if positive <= 0 else "negative"
         raise DPipeError(f"the training data has no {missing} rows (weight {negative:g} negative, {positive:g} positive); {p.objective} needs both classes")
     total_weight = positive + negative
-    if lam is None:  # auc's default ridge, from the store's shape
-        lam = auc_lam(total_weight, d)
-        log.info("%s: lam=auto: %.3g (1e-4 x %d features / %.6g rows, at least 1e-6)", p.objective, lam, d, total_weight)
+    lam = fit_lam(p, positive, negative, d)
     smoothed = p.epsilon is not None or p.smoothing is not None  # auc: neither applies
     width = p.smoothing
     if width is None and smoothed:
@@ -247,8 +245,12 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
     coordinates = make(width)  # the change of variables does not depend on the width
     w_validate = None if validate is None else (lambda u: validate(coordinates.to_raw(u), 0.0))
     stopping = early_stopping(p, validate)
+    reference = None
+    if warm is not None:  # a path's next lam: from the last solution, stopping relative to the gradient at this fit's own start
+        reference = warm.grad_norm if warm.grad_norm is not None else float(np.linalg.norm(coordinates.value_and_grad(coordinates.from_raw(start))[1]))
+        start = np.array(warm.coef, dtype=np.float64)
     result = fit_smooth(
-        make, coordinates.from_raw(start), width, memory=p.memory, max_iter=p.max_iter, tol=p.tol,
+        make, coordinates.from_raw(start), width, grad_reference=reference, memory=p.memory, max_iter=p.max_iter, tol=p.tol,
         continuation=bool(p.continuation), continuation_factor=p.continuation_factor or 10.0, validate=w_validate, name=f"{p.objective}: ", whitened=preconditioner == "moments",
         callback=stopping,
     )

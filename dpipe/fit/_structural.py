@@ -114,11 +114,12 @@ def fit_structural(ds: Dataset, p: StructuralParams, validate: Callable[[np.ndar
     risk = StructuralRisk(RankPasses(ds), StructuralLoss(p.objective, k), p.bias or 0.0, scale)
     v_validate = None if validate is None else (lambda v: validate(*risk.split(v)))
     stopping = early_stopping(p, validate)
+    assert not isinstance(p.lam, str)  # lam="auto" is a path of fits, each with a number (dpipe/fit/_lam_path.py)
     result = fit_cutting_plane(risk, risk.n_features, p.lam, eps=p.eps, max_iter=p.max_iter, validate=v_validate, callback=stopping,
                                name=f"{p.objective}: ")
     if stopping is not None:  # the best iterate by the validation metric, not the lowest J
         stopping.finish(result)
     coef, intercept = risk.split(result.x)
     result.time_data = t_setup
-    result.info.update(standardized=scale is not None, setup_passes=setup_passes, k=k, bias=p.bias or 0.0, C=1.0 / (100.0 * p.lam))
+    result.info.update(standardized=scale is not None, setup_passes=setup_passes, k=k, bias=p.bias or 0.0, lam=p.lam, C=1.0 / (100.0 * p.lam))
     return FitOutcome(coef, intercept, result)

@@ -21,13 +21,17 @@ import pyarrow.compute as pc
 
 from ._tabular import HASHED_ONLY, Column, Rows, TabularEncoder, TabularScanner, TabularSchema, arrow_kind, as_strings
 
-__all__ = ["TABLE_SOURCE", "UNSEEN", "encode_table", "is_frame", "is_table", "record_arrays", "scan_table", "table_arrays", "table_encoding"]
+__all__ = ["TABLE_SOURCE", "UNSEEN", "TABLE_UNSEEN", "encode_table", "is_frame", "is_table", "record_arrays", "scan_table", "table_arrays", "table_encoding"]
 
 #: ``encoding["source_format"]`` of a model fitted on an in-memory table
 TABLE_SOURCE = "table"
 
 #: what an unseen category does when a fitted vocabulary encodes new rows (as ``ingest(unseen=)``)
 UNSEEN = ("error", "ignore")
+#: ... when the estimator scores a table: also ``"warn"``, all-zero one-hot features and one :class:`~dpipe.exceptions.DataWarning`
+#: a call naming the columns and values (the estimator's default: scikit-learn's model selection deals rare categories to one
+#: side of a split, as ``HistGradientBoostingClassifier`` and ``OneHotEncoder(handle_unknown="ignore")`` score them)
+TABLE_UNSEEN = ("warn", "error", "ignore")
 
 
 def _is_pandas(X: Any) -> bool:
@@ -113,9 +117,10 @@ def encode_table(schema: TabularSchema, names: Sequence[str], arrays: Sequence[p
     names, arrays : sequences
         The table's columns (:func:`table_arrays`); columns the schema does not name are an
         error, and its columns may come in any order.
-    unseen : {"error", "ignore"}
+    unseen : {"error", "ignore", "warn"}
         A category the vocabulary lacks: an error naming the row, column and value, or
-        all-zero one-hot features (as ``ingest(unseen=)``).
+        all-zero one-hot features (as ``ingest(unseen=)``); ``"warn"``: all-zero features
+        and one :class:`~dpipe.exceptions.DataWarning` naming the columns, values and rows.
     where : str
         What the rows are, in error messages (``"X"``, ``"X partition 2 (rows 20-29)"``).
     first_row : int
@@ -133,8 +138,28 @@ def encode_table(schema: TabularSchema, names: Sequence[str], arrays: Sequence[p
     n = len(ordered[0]) if ordered else 0
     fixed = TabularSchema([Column(c.name, "feature", c.type, c.categories) for c in features], schema.hashing)
     rows = _rows(where, n, first_row)
-    TabularScanner(fixed.columns, unseen=unseen, hashing=schema.hashing).scan(ordered, rows)  # numbers parse, categories known
+    scanner = TabularScanner(fixed.columns, unseen="ignore" if unseen == "warn" else unseen, hashing=schema.hashing)
+    scanner.scan(ordered, rows)  # numbers parse, categories known
+    if unseen == "warn" and scanner.unseen_counts:
+        _warn_unseen(scanner.unseen_counts, where, n)
     return TabularEncoder(fixed, {}).encode(ordered, rows)[0]
+
+
+def _warn_unseen(counts: Mapping[str, Mapping[str, int]], where: str, n: int) -> None:
+    """One :class:`DataWarning` for the categories a fitted vocabulary lacks: ``{column: {value: rows}}``."""
+    import warnings
+
+    from ..exceptions import DataWarning
+
+    def column(name: str, values: Mapping[str, int]) -> str:
+        top = sorted(values.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{v!r} ({c} row{'s' if c != 1 else ''})" for v, c in top[:3])
+        return f"{name!r}: {shown}{f' and {len(top) - 3} more' if len(top) > 3 else ''}"
+
+    cells = sum(sum(v.values()) for v in counts.values())
+    warnings.warn(f"{where}: {cells} value{'s' if cells != 1 else ''} in {n} rows {'are categories' if cells != 1 else 'is a category'} fit did not see, scored as no category (all-zero one-hot "
+                  f"features): {'; '.join(column(k, v) for k, v in counts.items())}. unseen='error' refuses them, unseen='ignore' "
+                  "scores them so without this warning.", DataWarning, stacklevel=4)
 
 
 def table_encoding(schema: TabularSchema, unseen: str) -> dict[str, Any]:

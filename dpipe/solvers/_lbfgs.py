@@ -54,6 +54,7 @@ def minimize_lbfgs(
     stop: Callable[[np.ndarray], bool] | None = None,
     whitened: bool = False,
     callback: Callable[[np.ndarray, dict[str, Any]], str | None] | None = None,
+    grad_reference: float | None = None,
 ) -> FitResult:
     """Minimize ``objective`` with L-BFGS-B.
 
@@ -71,11 +72,16 @@ def minimize_lbfgs(
         Stop when the largest gradient component is below ``tol`` (``gtol``).
     rtol : float, optional
         Also stop when ``||g||_2 <= rtol max_k ||g(x_k)||_2``, the largest gradient norm of
-        the run's evaluations (usually the start's: LIBLINEAR's relative rule; the largest,
+        the run's iterates, the start included (usually the start's: LIBLINEAR's relative rule; the largest,
         so that a start where the gradient happens to be small, such as the tied scores of
         ``w = 0`` for the PRBEP risk, does not ask for the impossible): a stopping test that
-        does not depend on the objective's scale. ``info`` keeps ``grad_norm0`` (the
-        first evaluation's) and ``grad_norm_max``.
+        does not depend on the objective's scale. The first line search's trial points do not
+        count: L-BFGS-B's first step has unit length whatever the objective's scale (no
+        curvature pair yet), and the gradient where it overshoots says nothing of the start's;
+        counted, it let the rule hold at the first iterate. The later line searches' trials
+        count (a kinked objective, such as auc-smooth's at its narrow default width, keeps a
+        gradient near its minimum that its iterates alone never get far below). ``info`` keeps
+        ``grad_norm0`` (the first evaluation's) and ``grad_norm_max``.
     monitor : callable, optional
         Called with the iterate after every iteration; its dict joins the history.
         Its own time is left out of the history's ``seconds`` (the solver's time)
@@ -106,6 +112,9 @@ def minimize_lbfgs(
         ``monitor`` and ``stop``) with the iterate and its history record; a message ends
         the run there (raising ``StopIteration`` in scipy's callback): ``status`` 2,
         ``success``, that ``message``, no warning (a caller's stop, e.g. early stopping).
+    grad_reference : float, optional
+        A warm start's reference for ``rtol``: the largest gradient norm starts at it (the
+        gradient norm at the cold start, where the warm start's own is small already).
 
     Returns
     -------
@@ -142,10 +151,11 @@ def minimize_lbfgs(
         pending = None
         last.update(x=x.copy(), f=float(f), g=np.asarray(g, dtype=float))
         norm = float(np.linalg.norm(last["g"]))
-        if "g0" not in last:
+        if "g0" not in last:  # the start: the first reference of the relative rule
             last["g0"] = norm
-        if np.isfinite(norm):
-            last["g_top"] = max(last.get("g_top", 0.0), norm)
+            last["g_top"] = max(norm if np.isfinite(norm) else 0.0, grad_reference or 0.0)
+        elif history and np.isfinite(norm):  # not the first line search's trials: its first step has unit length whatever the scale
+            last["g_top"] = max(last["g_top"], norm)
         return float(f), scale * np.asarray(g, dtype=float)
 
     monitor_seconds = 0.0
@@ -168,6 +178,8 @@ def minimize_lbfgs(
             monitor_seconds += time.perf_counter() - now
             rec["seconds_monitor"] = monitor_seconds
         history.append(rec)
+        if same and np.isfinite(rec["grad_norm"]):  # the first iterate (its line search's trials do not count)
+            last["g_top"] = max(last["g_top"], rec["grad_norm"])
         if stop is not None and stop(xk):
             stopped.append(True)
         elif rtol is not None and same and rec["grad_norm"] <= rtol * last["g_top"]:

@@ -32,6 +32,7 @@ def fit_smooth(
     name: str = "",
     whitened: bool = False,
     callback: Callable[[np.ndarray, dict[str, Any]], str | None] | None = None,
+    grad_reference: float | None = None,
 ) -> FitResult:
     """Minimize a smoothed objective by L-BFGS, one data evaluation per function call.
 
@@ -62,6 +63,8 @@ def fit_smooth(
     callback : callable, optional
         ``callback(x, record) -> str | None`` after every iteration, across the stages; a
         message ends the whole run (see :func:`minimize_lbfgs`), e.g. early stopping.
+    grad_reference : float, optional
+        A warm start's gradient reference for the last stage's relative rule (:func:`minimize_lbfgs`).
 
     Returns
     -------
@@ -109,6 +112,7 @@ def fit_smooth(
         result = minimize_lbfgs(
             obj, w, memory=memory, max_iter=max(1, max_iter - nit), tol=0.0, rtol=tol if last_stage else min(10 * tol, 0.5), monitor=monitor, log_every=1,
             name=f"{name}[t={width:.3g}] " if continuation else name, whitened=whitened, callback=hook if callback is not None else None,
+            grad_reference=grad_reference if last_stage else None,
         )
         stage_monitor = result.history[-1].get("seconds_monitor", 0.0) if result.history else 0.0
         for h in result.history:  # continue the clocks of the earlier stages

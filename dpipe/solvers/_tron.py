@@ -115,6 +115,7 @@ def minimize_tron(
     name: str = "",
     monitor: Any = None,
     callback: Any = None,
+    gnorm_ref: float | None = None,
 ) -> FitResult:
     """Minimize a twice (generalized-) differentiable convex objective with TRON.
 
@@ -140,6 +141,10 @@ def minimize_tron(
         ``callback(w, record) -> str | None``, called with every accepted iterate and its
         history record (after ``monitor``); a message ends the run there: ``status`` 2,
         ``success``, that ``message`` (a caller's stop, e.g. early stopping).
+    gnorm_ref : float, optional
+        A warm start's reference: stop when ``||g|| <= eps gnorm_ref`` instead (LIBLINEAR's
+        rule with an initial solution: the gradient norm at ``w = 0``, where a path's first
+        fit started; the warm start's own gradient is small already and would ask for more).
 
     Returns
     -------
@@ -155,6 +160,8 @@ def minimize_tron(
     f, g = objective.value_and_grad(w)
     nfev, cg_total = 1, 0
     gnorm0 = gnorm = float(np.linalg.norm(g))
+    if gnorm_ref is not None:
+        gnorm0 = max(float(gnorm_ref), 0.0)
     precondition = getattr(objective, "preconditioner", None)
     M = precondition() if precondition is not None else None
     delta = gnorm0

@@ -28,11 +28,13 @@ from ._references import (
     sorted_auc_reference,
     squared_hinge_reference,
 )
+from ._text import tfidf_text_data
 
 __all__ = [
     "write_store",
     "one_error_line",
     "classification_data",
+    "tfidf_text_data",
     "matvec_reference",
     "rmatvec_reference",
     "moments_reference",

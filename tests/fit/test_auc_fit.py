@@ -113,7 +113,6 @@ def test_the_squared_hinge_takes_no_width(data):
     ({"mu_scale": 10.0}, "auc's Huber width is smoothing itself"),
     ({"solver": "newton", "precondition": "moments"}, "the moments preconditioner is L-BFGS's"),
     ({"solver": "newton", "tol": 1e-6}, "it applies to"),
-    ({"C": 1.0}, "liblinear-ranksvm's -c C is lam"),
 ])
 def test_options_that_do_not_apply_are_refused(data, options, why):
     with pytest.raises(ParameterError, match=why):

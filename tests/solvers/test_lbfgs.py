@@ -86,3 +86,20 @@ def test_whitened_first_step_is_minus_the_gradient():
     assert np.linalg.norm(plain.points[1]) == pytest.approx(1.0) and res_plain.nfev > res.nfev
     # tol keeps its meaning: the largest gradient component, in the objective's own coordinates
     assert res.success and max(abs(res.x - whitened.a)) <= 1e-9
+
+
+class _Quartic:
+    """``-x + 250 x^4``: gradient -1 at 0, 999 at 1 (where L-BFGS-B's unit first trial lands), minimum at 0.1."""
+
+    def value_and_grad(self, x):
+        return float(-x.sum() + 250.0 * (x**4).sum()), -1.0 + 1000.0 * x**3
+
+
+def test_the_relative_rule_is_not_measured_against_a_trial_point():
+    """The first line search's overshooting trial (gradient 999) is not the run's reference: the rule once stopped after one iteration at
+    ||g|| = 0.41, 41 % of the start's gradient, because it held ||g|| <= 0.03 x 999."""
+    res = minimize_lbfgs(_Quartic(), np.zeros(1), memory=6, max_iter=100, tol=0.0, rtol=0.03)
+    grads = [h["grad_norm"] for h in res.history]
+    assert res.info["grad_norm0"] == 1.0 and res.info["grad_norm_max"] < 999.0
+    assert grads[0] > 0.03 and res.nit > 1  # the first iterate does not meet the rule: the run goes on
+    assert grads[-1] <= 0.03 * res.info["grad_norm_max"] and res.x[0] == pytest.approx(0.1, rel=0.05)
