@@ -49,7 +49,7 @@ from ..reduce import (
     score_pass,
     shard_sorted_scores,
 )
-from ..reduce._driver_order import row_direction_pass, row_gradient_pass, row_gradient_squares_pass, scores_with_order
+from ..reduce._driver_order import row_direction_pass, row_gradient_pass, row_gradient_squares_pass, row_product_pass, scores_with_order
 from ..reduce._sorted import class_score_summary, direction_pass, gradient_squares_pass, product_pass
 from ._range_newton import RangeNewton
 from ._ranges import RangeExchange, resolve_exchange
@@ -239,7 +239,7 @@ class RankPasses:
         assert pend is not None and w is not None  # the callers check _pending; _w is set with it
         if pend.rows is not None:
             per_row = [(g,) for g in pend.in_row_order(g_pos, g_neg)]
-            grad = np.asarray(self.ds.map_reduce_each(row_gradient_pass, np.add, per_row), dtype=np.float64)
+            grad = np.asarray(self.ds.map_reduce_each(row_product_pass if keep else row_gradient_pass, np.add, per_row), dtype=np.float64)
         else:
             per_shard = pend.per_shard(g_pos, g_neg)
             grad = np.asarray(self.ds.map_reduce_each(product_pass if keep else gradient_pass, np.add, per_shard, w, pend.key), dtype=np.float64)

@@ -18,7 +18,7 @@ import numpy as np
 from ._linalg import matvec, rmatvec, rmatvec_squares
 from ._sorted import ClassRuns, class_runs, score_shard
 
-__all__ = ["scores_with_order", "row_gradient_pass", "row_gradient_squares_pass", "row_direction_pass"]
+__all__ = ["scores_with_order", "row_gradient_pass", "row_product_pass", "row_gradient_squares_pass", "row_direction_pass"]
 
 
 def scores_with_order(shard, w: np.ndarray) -> tuple[ClassRuns, np.ndarray, np.ndarray]:
@@ -34,6 +34,11 @@ def row_gradient_pass(shard, g: np.ndarray) -> np.ndarray:
     return rmatvec(shard.X, g) if shard.n_rows else np.zeros(shard.X.shape[1])
 
 
+def row_product_pass(shard, g: np.ndarray) -> np.ndarray:
+    """:func:`row_gradient_pass` in a Hessian-vector product (counted as the product passes)."""
+    return row_gradient_pass(shard, g)
+
+
 def row_gradient_squares_pass(shard, g: np.ndarray, c: np.ndarray) -> np.ndarray:
     """``[X^T g, (X * X)^T c]`` (shape ``(2, d)``, reading ``X`` once) for per-row values in row order."""
     return rmatvec_squares(shard.X, g, c) if shard.n_rows else np.zeros((2, shard.X.shape[1]))
@@ -47,5 +52,6 @@ def row_direction_pass(shard, d: np.ndarray) -> np.ndarray:
 # counted as the passes they stand for (:func:`dpipe.engine._pass_count.pass_kind`): the same record on every engine
 scores_with_order.pass_kind = "score_pass"  # type: ignore[attr-defined]
 row_gradient_pass.pass_kind = "gradient_pass"  # type: ignore[attr-defined]
+row_product_pass.pass_kind = "product_pass"  # type: ignore[attr-defined]
 row_gradient_squares_pass.pass_kind = "gradient_squares_pass"  # type: ignore[attr-defined]
 row_direction_pass.pass_kind = "direction_pass"  # type: ignore[attr-defined]

@@ -140,3 +140,34 @@ def test_the_ray_on_the_summary_is_the_ray_on_every_score(data, monkeypatch):
         approx = ray_minimum(risk, summary, LAM)
     assert approx.alpha == pytest.approx(exact.alpha, rel=0.05)
     assert approx.curvature == pytest.approx(exact.curvature, rel=0.25)
+
+
+def test_streamed_shards_keep_no_orders_on_the_workers_and_give_the_same_bits(data, client, small_threshold):
+    """Streamed, the driver keeps each score pass's row orders (dpipe.reduce._driver_order) and sends each shard its row
+    weights in row order: the local engine's model bit for bit, the same passes by kind, 4 bytes a row more to the driver
+    on a score pass, 8 a row from it on a gradient pass, nothing of a row left in a worker's memo."""
+    from dpipe.reduce import _sorted
+
+    n = dpipe.open_store(data["plain"]).manifest.n_rows
+    remembered = lambda: set().union(*client.run(lambda: set(_sorted._MEMO)).values())  # noqa: E731 - fit tokens in the workers' memos
+    before = remembered()
+    for solver in ("newton", "lbfgs"):
+        local = dpipe.train(data["plain"], lam=LAM, solver=solver, engine="local")
+        streamed = dpipe.train(data["plain"], lam=LAM, solver=solver, engine="dask", client=client, cache="stream")
+        np.testing.assert_array_equal(streamed.coef, local.coef)
+        assert streamed.intercept == local.intercept
+        info = streamed.fit["info"]
+        assert info["data_passes_by_kind"] == local.fit["info"]["data_passes_by_kind"]
+        traffic = info["pass_traffic"]
+        assert traffic["score_pass"]["bytes_to_driver_per_round"] >= 12 * n  # float64 score and int32 row of every row
+        gradient = "gradient_pass" if solver == "lbfgs" else "gradient_squares_pass"
+        assert traffic[gradient]["bytes_from_driver_per_round"] >= 8 * n * (1 if solver == "lbfgs" else 2)
+        assert all(t["bytes_to_driver_per_round"] == 0 for t in local.fit["info"]["pass_traffic"].values())  # nothing leaves the process
+    assert remembered() <= before  # no worker remembered an order of these fits
+
+
+def test_the_rate_objectives_declare_the_memory_models_row_bytes():
+    from dpipe.engine._memory import ROW_BYTES
+
+    assert {o.worker_row_bytes for o in _registry.OBJECTIVES.values() if o.family == "rate"} == {ROW_BYTES} == {_registry.RATE_WORKER_ROW_BYTES}
+    assert {o.worker_row_bytes for o in _registry.OBJECTIVES.values() if o.family != "rate"} == {0}
