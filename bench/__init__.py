@@ -26,4 +26,5 @@ SUITES = {
     "rate-generalization": "rate_generalization",
     "rate-defaults": "rate_defaults",
     "setup-floor": "setup_floor",
+    "netns": "netns",
 }

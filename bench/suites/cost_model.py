@@ -332,3 +332,88 @@ def _newton_section(cfg: Config, c: dict[str, float], lines: list[str]) -> dict[
     ]
     return {"constants": k, "counts": counts, "checks": checks, "fit_check": fit_check, "grid": grid, "at_1e9_64": {"lbfgs": lbfgs, "newton": newton},
             "passes_per_fit": {"newton": passes_newton, "lbfgs": 2 * EVALUATIONS}}
+
+
+# ---------------------------------------------------------------------------
+# the default fit over a network (the netns suite: hosts in network namespaces on capped links)
+# ---------------------------------------------------------------------------
+#: the links of a namespaced cluster that are not workers'
+CLUSTER_HOSTS = ("driver", "scheduler")
+#: 10 GbE, bits per second
+TEN_GBE = 10e9
+
+
+def _two_point(n: np.ndarray, v: np.ndarray) -> tuple[float, float]:
+    """``v ~ a + b n`` by least squares (absolute), both clipped at 0."""
+    if len(set(n.tolist())) < 2:
+        return float(np.mean(v)), 0.0
+    b, a = np.polyfit(n, v, 1)
+    return float(max(a, 0.0)), float(max(b, 0.0))
+
+
+def network_constants(points: list[dict[str, Any]], workers: int) -> dict[str, dict[str, float]]:
+    """Per pass kind, the constants of :func:`network_pass_seconds` from uncapped passes at two or more sizes.
+
+    ``points``: ``{"rows", "kind", "seconds", "driver_cpu", "worker_cpu", "bytes": {host: [sent, received]}}`` per pass
+    kind and size (medians over that kind's passes), measured on ``workers`` worker hosts with the links uncapped.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for kind in sorted({p["kind"] for p in points}):
+        pts = sorted((p for p in points if p["kind"] == kind), key=lambda p: p["rows"])
+        n = np.array([p["rows"] for p in pts], dtype=float)
+        a_d, s = _two_point(n, np.array([p["driver_cpu"] for p in pts]))
+        a, slope = _two_point(n, np.array([p["seconds"] for p in pts]))
+        c = max(slope - s, 0.0) * workers  # the hosts' wall seconds a row of their own (this machine: every host on 2 shared cores)
+        cpu = _two_point(n, np.array([p["worker_cpu"] for p in pts]))[1]  # the hosts' CPU seconds summed: a host's seconds a row of its share
+        k = {"a": a, "s": s, "c": c, "c_cpu": cpu}
+        for role in ("worker", *CLUSTER_HOSTS):
+            for way, i in (("sent", 0), ("received", 1)):
+                v = np.array([max(b[i] for h, b in p["bytes"].items() if (h == role if role != "worker" else h not in CLUSTER_HOSTS))
+                              for p in pts], dtype=float)
+                b0, b1 = _two_point(n, v)
+                # worker links: the fixed bytes per host, and bytes per row of the host's own share; the driver's and
+                # scheduler's: bytes per worker (summaries) and per row of the whole store
+                k[f"{role}_{way}_0"], k[f"{role}_{way}_1"] = (b0, b1 * workers) if role == "worker" else (b0 / workers, b1)
+        out[kind] = k
+    return out
+
+
+def network_link_bytes(k: dict[str, float], n: float, w: float) -> dict[str, float]:
+    """Bytes per pass on the busiest direction of each role's link (a worker's, the driver's, the scheduler's)."""
+    out = {}
+    for role in ("worker", *CLUSTER_HOSTS):
+        f = (lambda b0, b1: b0 + b1 * n / w) if role == "worker" else (lambda b0, b1: b0 * w + b1 * n)
+        out[role] = max(f(k[f"{role}_{way}_0"], k[f"{role}_{way}_1"]) for way in ("sent", "received"))
+    return out
+
+
+def network_bytes_in_series(k: dict[str, float], n: float, w: float) -> float:
+    """The bytes a pass sends one after the other: the busiest of the workers' and the driver's links, plus the scheduler's.
+
+    Links work in parallel, so of the workers' and the driver's links the busiest one counts; what the scheduler's link
+    carries is what it relays between the driver and the workers (dask's client of a named scheduler gathers results and
+    calls actors through it unless ``distributed.client.direct-to-workers`` is set): the scheduler receives a message
+    whole before it sends it on, a second hop after the first.
+    """
+    b = network_link_bytes(k, n, w)
+    return max(b["worker"], b["driver"]) + b["scheduler"]
+
+
+def network_pass_seconds(k: dict[str, float], n: float, w: float, rate_bits: float | None, cpu: bool = False) -> float:
+    """Seconds of one pass of a kind: ``a + n s + (n / W) c + L / rate``.
+
+    ``a``: the fixed seconds of a pass (round trips, the driver's O(W) work); ``s``: the driver's CPU seconds a row;
+    ``c``: a host's seconds a row of its share (``cpu``: its CPU seconds, what a host with its own cores would take;
+    else the wall seconds measured here); ``L``: the bytes sent one after the other (:func:`network_bytes_in_series`),
+    at ``rate_bits`` (None: no network term).
+    """
+    t = k["a"] + n * k["s"] + n / w * (k["c_cpu"] if cpu else k["c"])
+    if rate_bits is not None:
+        t += network_bytes_in_series(k, n, w) * 8.0 / rate_bits
+    return t
+
+
+def network_fit_seconds(constants: dict[str, dict[str, float]], counts: dict[str, float], n: float, w: float, rate_bits: float | None,
+                        cpu: bool = False) -> float:
+    """Seconds of a fit of ``counts`` passes by kind (its record's ``data_passes_by_kind`` plus the load)."""
+    return sum(c * network_pass_seconds(constants[kind], n, w, rate_bits, cpu) for kind, c in counts.items() if kind in constants)

@@ -5,21 +5,36 @@ A pass is one round of work over every shard that reads its rows: a ``map_gather
 method reads the hosted features (:data:`HOST_DATA_METHODS`; the others work on scores
 the hosts keep). Reading a store into memory (``cache="memory"``) is one pass too,
 ``"load"``. A fit records the passes it made (``data_passes`` in its record) by kind: the
-name of the shard function or host method.
+name of the shard function or host method. :func:`watching_passes` calls a function at the start of
+every pass of any dataset (a benchmark's clock: time and bytes per pass).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections import Counter
+from collections.abc import Callable, Iterator
 
-__all__ = ["PassCount", "HOST_DATA_METHODS", "LOAD", "pass_kind"]
+__all__ = ["PassCount", "HOST_DATA_METHODS", "LOAD", "pass_kind", "watching_passes"]
 
 #: shard-host methods that read every hosted shard's features (``X w``, ``X d`` or ``X^T g``); the other methods work on the
 #: scores the hosts keep from the last of these (ranges, curvature, AUC)
 HOST_DATA_METHODS = frozenset({"range_scores", "range_gradient", "newton_gradient", "newton_direction", "newton_product", "dual_gradient"})
 #: the kind of the pass that reads a store into memory
 LOAD = "load"
+#: the functions :func:`watching_passes` installed, called with a pass's kind as it starts
+_WATCHERS: list[Callable[[str], None]] = []
+
+
+@contextlib.contextmanager
+def watching_passes(watcher: Callable[[str], None]) -> Iterator[None]:
+    """Call ``watcher(kind)`` as every pass of every dataset starts (on the driver, between passes), while in the block."""
+    _WATCHERS.append(watcher)
+    try:
+        yield
+    finally:
+        _WATCHERS.remove(watcher)
 
 
 class PassCount:
@@ -31,6 +46,8 @@ class PassCount:
     def add(self, kind: str) -> None:
         """Count one pass of ``kind``."""
         self.kinds[kind] += 1
+        for watcher in _WATCHERS:
+            watcher(kind)
 
     @property
     def total(self) -> int:
