@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .._harness import Config, fmt_spread, spread, synthetic_store, table_head
-from .cost_model import TEN_GBE, network_constants, network_fit_seconds, network_link_bytes, network_pass_seconds
+from .cost_model import DRIVER_ROW_BYTES, TEN_GBE, network_constants, network_fit_seconds, network_link_bytes, network_pass_seconds, network_seconds
 
 __all__ = ["run"]
 
@@ -172,6 +172,17 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
     return _report(sizes, runs, links, netem, qdiscs, uptime)
 
 
+def _role_bytes(b: dict[str, list[float]]) -> dict[str, float]:
+    """The busiest direction of a worker's (the busiest worker's), the driver's and the scheduler's link."""
+    return {"worker": max(max(b[h]) for h in WORKERS), "driver": max(b["driver"]), "scheduler": max(b["scheduler"])}
+
+
+def _predicted(uncapped: dict[str, Any], rate: float | None) -> float:
+    """A pass at ``rate``: its seconds measured uncapped (the model's measured input: compute, round trips, the driver's
+    work) plus :func:`~bench.suites.cost_model.network_seconds` of its bytes."""
+    return uncapped["seconds"] + (0.0 if rate is None else network_seconds(_role_bytes(uncapped["bytes"]), len(WORKERS), rate))
+
+
 def _median_kinds(rs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per kind, the median over runs of each run's per-pass medians."""
     kinds = rs[0]["kinds"]
@@ -204,8 +215,8 @@ def _report(sizes: Any, runs: dict[str, Any], links: dict[str, Any], netem: str,
                          f"{wmax[1]:.1f} / {wmax[0]:.1f} | {_bits(rs)} |")
     lines += ["", "**Per pass** (medians of each run's per-pass medians; a pass runs from its start to the next one's, the driver's work "
               "after it included; `start`: connecting and measuring the workers; MB each way on the driver's, scheduler's and busiest "
-              "worker's link; predicted: the cost model from the uncapped fits, network term = the bytes sent one after the other / the cap, "
-              "`cost_model.network_bytes_in_series`):", "",
+              "worker's link; predicted: the same pass measured with the links uncapped plus the network term of its bytes there, "
+              "`cost_model.network_seconds`):", "",
               *table_head(["store", "links", "pass", "count", "measured s", "predicted s", "error", "driver CPU s", "workers' CPU s",
                            "MB driver (in / out)", "MB scheduler (in / out)", "MB worker max (in / out)"])]
     checks = []
@@ -214,7 +225,7 @@ def _report(sizes: Any, runs: dict[str, Any], links: dict[str, Any], netem: str,
             for kind, v in med[str(n)][c].items():
                 pred = None
                 if kind in consts and c in RATES:
-                    pred = network_pass_seconds(consts[kind], n, len(WORKERS), RATES[c])
+                    pred = _predicted(med[str(n)]["uncapped"][kind], RATES[c])
                     checks.append({"rows": n, "links": c, "kind": kind, "count": v["count"], "measured": v["seconds"], "predicted": pred})
                 b = v["bytes"]
                 wmax = [max(b[h][i] for h in WORKERS) / 1e6 for i in (0, 1)]
@@ -231,15 +242,18 @@ def _report(sizes: Any, runs: dict[str, Any], links: dict[str, Any], netem: str,
         for c, rate in RATES.items():
             measured = float(np.median([sum(p["seconds"] for p in r["phases"] if p["kind"] in consts) for r in runs[str(n)][c]]))
             fits.append({"rows": n, "links": c, "passes": sum(counts.values()), "measured": measured,
-                         "predicted": network_fit_seconds(consts, counts, n, len(WORKERS), rate)})
+                         "predicted": sum(k * _predicted(med[str(n)]["uncapped"][kind], rate) for kind, k in counts.items()),
+                         "extrapolated": network_fit_seconds(consts, counts, n, len(WORKERS), rate)})
     worst_pass = max(abs(ch["error"]) for ch in capped) if capped else float("nan")
-    weighted = {c: sum(ch["count"] * ch["predicted"] for ch in capped if ch["links"] == c) for c in ("1 Gb/s", "200 Mb/s")}
     lines += ["", "**The default fit's passes** (every pass from the load to the last, the driver's work between them included; "
-              "measured against the model's sum of count x predicted seconds; per pass: the sum over the passes' count):", "",
-              *table_head(["rows", "links", "passes", "measured s", "predicted s", "measured s per pass", "predicted s per pass", "error"])]
+              "measured against the model's sum of count x predicted seconds; per pass: the sum over the passes' count; from the constants: "
+              "the same sum from the constants below, the line through each solver's two sizes that the 10^9 prediction uses):", "",
+              *table_head(["rows", "links", "passes", "measured s", "predicted s", "measured s per pass", "predicted s per pass", "error",
+                           "from the constants s", "its error"])]
     for f in fits:
         lines.append(f"| {f['rows']:,} | {f['links']} | {f['passes']} | {f['measured']:.2f} | {f['predicted']:.2f} | {f['measured'] / f['passes']:.3f} | "
-                     f"{f['predicted'] / f['passes']:.3f} | {100 * (f['predicted'] / f['measured'] - 1):+.0f} % |")
+                     f"{f['predicted'] / f['passes']:.3f} | {100 * (f['predicted'] / f['measured'] - 1):+.0f} % | {f['extrapolated']:.2f} | "
+                     f"{100 * (f['extrapolated'] / f['measured'] - 1):+.0f} % |")
     lines += ["", f"Largest error of one kind of pass on the capped links: {100 * worst_pass:.0f} % (a kind's median pass; passes of "
               "10-30 ms are at the resolution of this shared machine).",
               "", *_constants_lines(consts)]
@@ -256,10 +270,18 @@ def _report(sizes: Any, runs: dict[str, Any], links: dict[str, Any], netem: str,
     for k, v in parts.items():
         b = v["bytes"]
         lines.append(f"| {k} | {counts[k]} | {v['seconds']:.2f} | {b['driver'] / 1e6:.1f} | {b['scheduler'] / 1e6:.1f} | {b['worker'] / 1e6:.1f} |")
+    rows_to_driver = [k for k in counts if max(consts[k]["driver_sent_1"], consts[k]["driver_received_1"]) >= DRIVER_ROW_BYTES]
+    if rows_to_driver:
+        share = sum(counts[k] * parts[k]["seconds"] for k in rows_to_driver)
+        lines += ["", f"Of these {pred[True]:.0f} s, {share:.0f} s are the passes that bring every row's score to the driver ("
+                  + ", ".join(rows_to_driver) + f": {max(parts[k]['bytes']['driver'] for k in rows_to_driver) / 1e9:.1f} GB through its link and "
+                  "its merge of them, O(n) on one host): the rank summary behind the threshold calibration and the training metrics the "
+                  "model keeps by default (with `--no-train-metrics` the calibration finds the threshold from counts on the workers' ranges "
+                  f"instead, `dpipe.fit._train.finish_fit`). The rest of the fit, {pred[True] - share:.0f} s, falls as 1 / W."]
     lines += ["", "Links (`tc qdisc show` at 1 Gb/s):", "", "```", qdiscs, "```"]
     slim = {n: {c: [{k: v for k, v in r.items() if k != "coef"} for r in rs] for c, rs in by.items()} for n, by in runs.items()}
     return {"runs": slim, "per_pass": med, "constants": consts, "checks": checks, "fits": fits, "links": links, "netem": netem, "uptime": uptime,
-            "worst_capped_pass_error": worst_pass, "capped_fit_predicted": weighted,
+            "worst_capped_pass_error": worst_pass, "qdiscs": qdiscs,
             "prediction": {"rows": PREDICT_ROWS, "workers": PREDICT_WORKERS, "features": big_d, "rate_bits": TEN_GBE, "counts": counts,
                            "seconds_cpu_rates": pred[True], "seconds_wall_rates": pred[False], "passes": parts}}, "\n".join(lines)
 
