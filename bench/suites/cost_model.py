@@ -50,6 +50,21 @@ workers (the same score, exchange and gradient passes) and a CG step
 ``t0 + n (p_cg + c_prefix) / W``, the prefix sums' measured seconds per row ``c_prefix``
 moved onto the hosts. Counts per fit come from scale-race's 10^7-row fit (Newton) and
 :data:`EVALUATIONS` (L-BFGS).
+
+*The default fit over a network* (the ``netns`` suite: hosts in network namespaces on capped
+links; :func:`network_pass_seconds`). A fit is its passes by kind (its record's
+``data_passes_by_kind``, the load and the calibration's pass); a pass of a kind costs::
+
+    T(n, W, rate) = a + n s + (n / W) c + (max(B_worker, B_driver) + B_scheduler / W) / rate
+
+``a``: its fixed seconds (round trips, the driver's O(W) work); ``s``: the driver's seconds a row,
+only on passes that bring every row to the driver; ``c``: a host's seconds a row of its share
+(measured: on this machine every host shares 2 cores, so the wall rate is inflated; the hosts' CPU
+rate is given beside it); ``B``: the bytes on the busiest direction of a worker's link (fixed +
+per row of its share), the driver's and the scheduler's (per worker + per row of the store), all
+measured per pass on the links; what the scheduler's link carries it relays (dask's client of a
+named scheduler), a message at a time. The constants come from the fits with the links uncapped;
+the capped fits check the network term.
 """
 
 from __future__ import annotations
