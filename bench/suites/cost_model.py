@@ -101,6 +101,18 @@ def _load(cfg: Config, suite: str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def _optional(cfg: Config, suite: str, lines: list[str], missing: str) -> dict[str, Any] | None:
+    """A suite's results for a section of this one (the quick folder's, else the full ones); None, with ``missing`` added to
+    ``lines``, when that suite has not run."""
+    path = cfg.out_dir / f"{suite}.json"
+    if not path.exists():
+        path = cfg.out_dir.parent / f"{suite}.json"
+    if not path.exists():
+        lines += ["", missing]
+        return None
+    return json.loads(path.read_text())
+
+
 def _line(n: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     """``t ~ a + b n`` by least squares on relative errors."""
     A = np.stack([np.ones_like(n), n], axis=1) / t[:, None]
@@ -273,13 +285,10 @@ def newton_workers(c: dict[str, float], k: dict[str, Any], counts: dict[str, flo
 
 
 def _newton_section(cfg: Config, c: dict[str, float], lines: list[str]) -> dict[str, Any] | None:
-    path = cfg.out_dir / "scale-race.json"
-    if not path.exists():
-        path = cfg.out_dir.parent / "scale-race.json"
-    if not path.exists():
-        lines += ["", "**The Newton route**: run `python -m bench scale-race` first (its Newton parts and counts are this section's constants)."]
+    scale = _optional(cfg, "scale-race", lines, "**The Newton route**: run `python -m bench scale-race` first (its Newton parts and counts are "
+                      "this section's constants).")
+    if scale is None:
         return None
-    scale = json.loads(path.read_text())
     k = newton_constants(scale, c["e2"])
     big = scale["big"]
     s = big["summary"]
@@ -449,20 +458,17 @@ def network_fit_seconds(constants: dict[str, dict[str, float]], counts: dict[str
 
 def _network_section(cfg: Config, lines: list[str]) -> dict[str, Any] | None:
     """The default fit's model over capped links, from the netns suite's results (its constants, checks and prediction)."""
-    path = cfg.out_dir / "netns.json"
-    if not path.exists():
-        path = cfg.out_dir.parent / "netns.json"
-    if not path.exists():
-        lines += ["", "**The default fit over a network**: run `python -m bench netns` first (as root: it makes network namespaces)."]
+    net = _optional(cfg, "netns", lines, "**The default fit over a network**: run `python -m bench netns` first (as root: it makes network namespaces).")
+    if net is None:
         return None
-    net = json.loads(path.read_text())
     p = net["prediction"]
     lines += ["", "## The default fit over a network (the netns suite)", "",
-              "Per pass `a + n s + (n / W) c + L / rate` (:func:`network_pass_seconds`): the fixed seconds, the driver's CPU seconds "
-              "a row, a host's seconds a row of its share and the bytes each link carries per pass, fitted on fits with the links "
-              "uncapped; L: the bytes sent one after the other (the busiest of the workers' and the driver's links, plus what the "
-              "scheduler relays). Checked on links capped at 1 Gb/s and 200 Mb/s: the largest error of one kind of pass "
-              f"{100 * net['worst_capped_pass_error']:.0f} % (`netns.md` has every pass). Predicted for the default fit at "
-              f"{p['rows']:.0e} rows x {p['features']} on {p['workers']} workers, 10 Gb/s: {p['seconds_cpu_rates']:.0f} s with the hosts' "
-              f"CPU seconds a row, {p['seconds_wall_rates']:.0f} s with this machine's contended ones."]
+              "Per pass `a + n s + (n / W) c + L / rate` (`network_pass_seconds`): the fixed seconds, the driver's CPU seconds "
+              "a row, a host's seconds a row of its share and the bytes each link carries per pass, measured with the links uncapped; "
+              "L: the busiest of the workers' and the driver's links plus 1 / W of what the scheduler relays. Checked on links capped "
+              "at 1 Gb/s, the default fit's time per pass (predicted / measured - 1): "
+              + ", ".join(f"{f['rows']:,} rows {100 * (f['predicted'] / f['measured'] - 1):+.0f} %" for f in net["fits"] if f["links"] == "1 Gb/s")
+              + f"; the largest error of one kind of pass {100 * net['worst_capped_pass_error']:.0f} % (`netns.md` has every pass). "
+              f"Predicted for the default fit at {p['rows']:.0e} rows x {p['features']} on {p['workers']} workers, 10 Gb/s: "
+              f"{p['seconds_cpu_rates']:.0f} s with the hosts' CPU seconds a row, {p['seconds_wall_rates']:.0f} s with this machine's contended ones."]
     return {"worst_capped_pass_error": net["worst_capped_pass_error"], "prediction": p}

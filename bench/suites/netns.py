@@ -6,12 +6,13 @@ this kernel), so every byte between two hosts crosses capped links. The driver r
 train STORE --scheduler tcp://SCHEDULER:8786`` (:mod:`bench.pass_clock`), which records, as every data pass starts, the
 time, the CPU seconds of the driver and of every worker, and every link's byte counters. Each store is fitted with the
 links uncapped, at 1 Gb/s and at 200 Mb/s (interleaved, ``--repeats`` rounds) and once more at 1 Gb/s with the client's
-``direct-to-workers`` on; each fit's weights are compared bit for bit with ``dpipe train STORE --engine local``.
+``direct-to-workers`` on and, from 500,000 rows, with the scores merged on the driver; each fit's weights are compared bit for bit with ``dpipe train STORE --engine local``.
 
-The cost model (:func:`bench.suites.cost_model.network_pass_seconds`): each pass kind's fixed seconds, the driver's CPU
-seconds a row and the hosts' seconds a row are fitted on the *uncapped* fits of the two sizes; the bytes on each link
-come from the same uncapped fits; the capped fits check the model's network term (bytes on the busiest link / the
-cap). Then the default fit is predicted at 10^9 rows on 64 workers on 10 Gb/s.
+The cost model (:func:`bench.suites.cost_model.network_pass_seconds`): each pass is checked as the same pass measured with
+the links uncapped plus the network term of its bytes there (:func:`bench.suites.cost_model.network_seconds`: the busiest of
+the workers' and the driver's links, plus 1 / W of what the scheduler relays, over the cap); each kind's fixed seconds, the
+driver's seconds a row and the hosts' seconds a row are fitted on the uncapped fits of each solver's two sizes, and the
+default fit is predicted from them at 10^9 rows on 64 workers on 10 Gb/s.
 Every host shares this machine's 2 cores: the hosts' seconds a row are inflated by it, and the model takes them as
 measured inputs (the 10^9 prediction is given with them and with the hosts' CPU seconds a row, a host of its own).
 """
