@@ -143,6 +143,7 @@ def _netem_absent(cluster: Any) -> str:
 
 
 def run(cfg: Config) -> tuple[dict[str, Any], str]:
+    from dpipe.engine._ranges import EXCHANGE_AUTO_ROWS
     from dpipe.testing._netns import NetnsCluster, netns_unavailable
 
     why = netns_unavailable()
@@ -150,8 +151,6 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
         raise SystemExit(f"netns: {why}")
     sizes = QUICK_SIZES if cfg.quick else SIZES
     stores = {n: synthetic_store(cfg.work, n, d) for n, d in sizes}
-    from dpipe.engine._ranges import EXCHANGE_AUTO_ROWS
-
     configs = {n: [*RATES, *(v for v in VARIANTS if v != "1 Gb/s, driver route" or n >= EXCHANGE_AUTO_ROWS)] for n, _ in sizes}
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {str(n): {c: [] for c in configs[n]} for n, _ in sizes}
     with tempfile.TemporaryDirectory() as td, NetnsCluster(HOSTS, None) as cluster:
@@ -162,11 +161,12 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
         for name, rate in RATES.items():
             cluster.set_rate(rate)
             links[name] = _link_check(cluster)
-        qdiscs = (cluster.set_rate(1e9), cluster.qdiscs())[1]
+        cluster.set_rate(1e9)
+        qdiscs = cluster.qdiscs()
         address = cluster.start_dask("scheduler", WORKERS, waiter="driver", memory_limit="4GiB")
         warm = synthetic_store(cfg.work, 20_000, 8)
         _fit(cluster, address, warm, tmp)  # the workers' imports and kernels
-        for rnd in range(cfg.repeats):
+        for _ in range(cfg.repeats):
             for n, _ in sizes:
                 for c in configs[n]:
                     cluster.set_rate(RATES.get(c, 1e9))
@@ -252,21 +252,27 @@ def _report(sizes: Any, runs: dict[str, Any], links: dict[str, Any], netem: str,
         counts = {k: v["count"] for k, v in med[str(n)]["uncapped"].items() if k in consts}
         for c, rate in RATES.items():
             measured = float(np.median([r["pass_seconds"] for r in runs[str(n)][c]]))
+            # per round, the capped fit against the uncapped fit of the same round plus the network term: drift in the load cancels
+            rounds = [sum(v["count"] * _predicted(v, rate, "mean_seconds") for kind, v in u["kinds"].items() if kind != "start") / r["pass_seconds"] - 1.0
+                      for u, r in zip(runs[str(n)]["uncapped"], runs[str(n)][c])]
             fits.append({"rows": n, "links": c, "passes": sum(counts.values()), "measured": measured,
                          "predicted": sum(k * _predicted(med[str(n)]["uncapped"][kind], rate, "mean_seconds") for kind, k in counts.items()),
-                         "extrapolated": network_fit_seconds(consts, counts, n, len(WORKERS), rate)})
+                         "round_errors": rounds, "extrapolated": network_fit_seconds(consts, counts, n, len(WORKERS), rate)})
     worst_pass = max(abs(ch["error"]) for ch in capped) if capped else float("nan")
     long = [ch for ch in capped if ch["measured"] >= LONG_PASS]
     worst_long = max(abs(ch["error"]) for ch in long) if long else float("nan")
     lines += ["", "**The default fit's passes** (every pass from the load to the last, the driver's work between them included; "
               "measured (the median over the runs of their passes' seconds) against the model's sum of count x predicted seconds (each "
-              "kind's mean pass uncapped, the median over the runs, plus its network term); per pass: the sum over the passes' count; from the constants: "
+              "kind's mean pass uncapped, the median over the runs, plus its network term); per pass: the sum over the passes' count; per round: "
+              "each round's capped fit against that round's uncapped fit plus the network term (the load's drift cancels); from the constants: "
               "the same sum from the constants below, the line through each solver's two sizes that the 10^9 prediction uses):", "",
               *table_head(["rows", "links", "passes", "measured s", "predicted s", "measured s per pass", "predicted s per pass", "error",
-                           "from the constants s", "its error"])]
+                           "error per round: median (min-max)", "from the constants s", "its error"])]
     for f in fits:
+        e = spread(f["round_errors"])
         lines.append(f"| {f['rows']:,} | {f['links']} | {f['passes']} | {f['measured']:.2f} | {f['predicted']:.2f} | {f['measured'] / f['passes']:.3f} | "
-                     f"{f['predicted'] / f['passes']:.3f} | {100 * (f['predicted'] / f['measured'] - 1):+.0f} % | {f['extrapolated']:.2f} | "
+                     f"{f['predicted'] / f['passes']:.3f} | {100 * (f['predicted'] / f['measured'] - 1):+.0f} % | "
+                     f"{100 * e['median']:+.0f} % ({100 * e['min']:+.0f} to {100 * e['max']:+.0f} %) | {f['extrapolated']:.2f} | "
                      f"{100 * (f['extrapolated'] / f['measured'] - 1):+.0f} % |")
     lines += ["", f"Largest error of one kind of pass on the capped links: {100 * worst_pass:.0f} % over all; {100 * worst_long:.0f} % "
               f"among the passes of at least {LONG_PASS:g} s (a kind's median pass; its own uncapped median, the model's input, is as noisy "
