@@ -27,4 +27,5 @@ SUITES = {
     "rate-defaults": "rate_defaults",
     "setup-floor": "setup_floor",
     "lam-auto": "lam_auto",
+    "netns": "netns",
 }

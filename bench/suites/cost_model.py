@@ -50,6 +50,21 @@ workers (the same score, exchange and gradient passes) and a CG step
 ``t0 + n (p_cg + c_prefix) / W``, the prefix sums' measured seconds per row ``c_prefix``
 moved onto the hosts. Counts per fit come from scale-race's 10^7-row fit (Newton) and
 :data:`EVALUATIONS` (L-BFGS).
+
+*The default fit over a network* (the ``netns`` suite: hosts in network namespaces on capped
+links; :func:`network_pass_seconds`). A fit is its passes by kind (its record's
+``data_passes_by_kind``, the load and the calibration's pass); a pass of a kind costs::
+
+    T(n, W, rate) = a + n s + (n / W) c + (max(B_worker, B_driver) + B_scheduler / W) / rate
+
+``a``: its fixed seconds (round trips, the driver's O(W) work); ``s``: the driver's seconds a row,
+only on passes that bring every row to the driver; ``c``: a host's seconds a row of its share
+(measured: on this machine every host shares 2 cores, so the wall rate is inflated; the hosts' CPU
+rate is given beside it); ``B``: the bytes on the busiest direction of a worker's link (fixed +
+per row of its share), the driver's and the scheduler's (per worker + per row of the store), all
+measured per pass on the links; what the scheduler's link carries it relays (dask's client of a
+named scheduler), a message at a time. The constants come from the fits with the links uncapped;
+the capped fits check the network term.
 """
 
 from __future__ import annotations
@@ -83,6 +98,18 @@ def _load(cfg: Config, suite: str) -> dict[str, Any]:
         path = cfg.out_dir.parent / f"{suite}.json"  # --quick: the full results when the quick ones are missing
     if not path.exists():
         raise SystemExit(f"cost-model reads the {suite} suite's results ({cfg.out_dir / f'{suite}.json'}): run `python -m bench {suite}` first")
+    return json.loads(path.read_text())
+
+
+def _optional(cfg: Config, suite: str, lines: list[str], missing: str) -> dict[str, Any] | None:
+    """A suite's results for a section of this one (the quick folder's, else the full ones); None, with ``missing`` added to
+    ``lines``, when that suite has not run."""
+    path = cfg.out_dir / f"{suite}.json"
+    if not path.exists():
+        path = cfg.out_dir.parent / f"{suite}.json"
+    if not path.exists():
+        lines += ["", missing]
+        return None
     return json.loads(path.read_text())
 
 
@@ -190,9 +217,10 @@ def run(cfg: Config) -> tuple[dict[str, Any], str]:
         f"against {EVALUATIONS * grid['1000000000']['64']['workers'] / 60:.0f} min, plus one moments pass (O(n d^2), parallel).",
     ]
     newton = _newton_section(cfg, c, lines)
+    network = _network_section(cfg, lines)
     plot = _plot(c, cfg.out_dir / "cost-model.png")
     lines += ["", f"![cost model]({plot.name})"]
-    return {"constants": c, "checks": checks, "workers_suite": iteration, "grid": grid, "newton": newton, "assumptions": {
+    return {"constants": c, "checks": checks, "workers_suite": iteration, "grid": grid, "newton": newton, "network": network, "assumptions": {
         "bandwidth": BANDWIDTH, "shard_rows": SHARD_ROWS, "summary_bytes": SUMMARY_BYTES, "evaluations": EVALUATIONS}}, "\n".join(lines)
 
 
@@ -257,13 +285,10 @@ def newton_workers(c: dict[str, float], k: dict[str, Any], counts: dict[str, flo
 
 
 def _newton_section(cfg: Config, c: dict[str, float], lines: list[str]) -> dict[str, Any] | None:
-    path = cfg.out_dir / "scale-race.json"
-    if not path.exists():
-        path = cfg.out_dir.parent / "scale-race.json"
-    if not path.exists():
-        lines += ["", "**The Newton route**: run `python -m bench scale-race` first (its Newton parts and counts are this section's constants)."]
+    scale = _optional(cfg, "scale-race", lines, "**The Newton route**: run `python -m bench scale-race` first (its Newton parts and counts are "
+                      "this section's constants).")
+    if scale is None:
         return None
-    scale = json.loads(path.read_text())
     k = newton_constants(scale, c["e2"])
     big = scale["big"]
     s = big["summary"]
@@ -332,3 +357,118 @@ def _newton_section(cfg: Config, c: dict[str, float], lines: list[str]) -> dict[
     ]
     return {"constants": k, "counts": counts, "checks": checks, "fit_check": fit_check, "grid": grid, "at_1e9_64": {"lbfgs": lbfgs, "newton": newton},
             "passes_per_fit": {"newton": passes_newton, "lbfgs": 2 * EVALUATIONS}}
+
+
+# ---------------------------------------------------------------------------
+# the default fit over a network (the netns suite: hosts in network namespaces on capped links)
+# ---------------------------------------------------------------------------
+#: the links of a namespaced cluster that are not workers'
+CLUSTER_HOSTS = ("driver", "scheduler")
+#: 10 GbE, bits per second
+TEN_GBE = 10e9
+#: a pass whose bytes through the driver's link are at least this many a row brings every row to the driver (scores,
+#: weights): only such a pass is given driver work a row; on the others the driver's CPU seconds are fixed per pass,
+#: whatever their slope between two sizes (an import on the first pass, noise)
+DRIVER_ROW_BYTES = 1.0
+
+
+def _two_point(n: np.ndarray, v: np.ndarray) -> tuple[float, float]:
+    """``v ~ a + b n`` by least squares, neither negative: a negative slope gives the mean and no slope, a negative
+    intercept the line through 0 and the largest point."""
+    if len(set(n.tolist())) < 2:
+        return float(np.mean(v)), 0.0
+    b, a = np.polyfit(n, v, 1)
+    if b < 0:
+        return float(np.mean(v)), 0.0
+    if a < 0:
+        return 0.0, float(v[-1] / n[-1])
+    return float(a), float(b)
+
+
+def network_constants(points: list[dict[str, Any]], workers: int) -> dict[str, dict[str, float]]:
+    """Per pass kind, the constants of :func:`network_pass_seconds` from uncapped passes at two or more sizes.
+
+    ``points``: ``{"rows", "kind", "seconds", "driver_cpu", "worker_cpu", "bytes": {host: [sent, received]}}`` per pass
+    kind and size (medians over that kind's passes), measured on ``workers`` worker hosts with the links uncapped.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for kind in sorted({p["kind"] for p in points}):
+        pts = sorted((p for p in points if p["kind"] == kind), key=lambda p: p["rows"])
+        n = np.array([p["rows"] for p in pts], dtype=float)
+        k: dict[str, float] = {}
+        for role in ("worker", *CLUSTER_HOSTS):
+            for way, i in (("sent", 0), ("received", 1)):
+                v = np.array([max(b[i] for h, b in p["bytes"].items() if (h == role if role != "worker" else h not in CLUSTER_HOSTS))
+                              for p in pts], dtype=float)
+                b0, b1 = _two_point(n, v)
+                # worker links: the fixed bytes per host, and bytes per row of the host's own share; the driver's and
+                # scheduler's: bytes per worker (summaries) and per row of the whole store
+                k[f"{role}_{way}_0"], k[f"{role}_{way}_1"] = (b0, b1 * workers) if role == "worker" else (b0 / workers, b1)
+        a, slope = _two_point(n, np.array([p["seconds"] for p in pts]))
+        s = 0.0
+        if max(k["driver_sent_1"], k["driver_received_1"]) >= DRIVER_ROW_BYTES:
+            s = _two_point(n, np.array([p["driver_cpu"] for p in pts]))[1]  # the driver's work a row, where the rows reach it
+        k["a"], k["s"] = a, s
+        k["c"] = max(slope - s, 0.0) * workers  # the hosts' wall seconds a row of their own (here: every host on 2 shared cores)
+        k["c_cpu"] = _two_point(n, np.array([p["worker_cpu"] for p in pts]))[1]  # the hosts' CPU seconds summed: a host's a row of its share
+        out[kind] = k
+    return out
+
+
+def network_link_bytes(k: dict[str, float], n: float, w: float) -> dict[str, float]:
+    """Bytes per pass on the busiest direction of each role's link (a worker's, the driver's, the scheduler's)."""
+    out = {}
+    for role in ("worker", *CLUSTER_HOSTS):
+        f = (lambda b0, b1: b0 + b1 * n / w) if role == "worker" else (lambda b0, b1: b0 * w + b1 * n)
+        out[role] = max(f(k[f"{role}_{way}_0"], k[f"{role}_{way}_1"]) for way in ("sent", "received"))
+    return out
+
+
+def network_seconds(link_bytes: dict[str, float], workers: float, rate_bits: float) -> float:
+    """Seconds a pass's bytes take on links of ``rate_bits``: ``(max(worker, driver) + scheduler / W) / rate``.
+
+    ``link_bytes``: the bytes on the busiest direction of a worker's, the driver's and the scheduler's link. The links
+    work in parallel, so of the workers' and the driver's the busiest counts. What the scheduler's link carries is what
+    it relays between the driver and the workers (dask's client of a named scheduler gathers results and calls actors
+    through it unless ``distributed.client.direct-to-workers`` is set): it sends each worker's message on once it has it
+    whole, so the relay ends one message, 1 / W of its bytes, after the busiest link. (Counted as a second hop of all
+    its bytes, the model over-predicted the passes at 200 Mb/s by up to 46 %.)
+    """
+    return (max(link_bytes["worker"], link_bytes["driver"]) + link_bytes["scheduler"] / workers) * 8.0 / rate_bits
+
+
+def network_pass_seconds(k: dict[str, float], n: float, w: float, rate_bits: float | None, cpu: bool = False) -> float:
+    """Seconds of one pass of a kind: ``a + n s + (n / W) c`` + :func:`network_seconds` of its bytes.
+
+    ``a``: the fixed seconds of a pass (round trips, the driver's O(W) work); ``s``: the driver's CPU seconds a row;
+    ``c``: a host's seconds a row of its share (``cpu``: its CPU seconds, what a host with its own cores would take;
+    else the wall seconds measured here); the bytes: :func:`network_link_bytes` (None rate: no network term).
+    """
+    t = k["a"] + n * k["s"] + n / w * (k["c_cpu"] if cpu else k["c"])
+    if rate_bits is not None:
+        t += network_seconds(network_link_bytes(k, n, w), w, rate_bits)
+    return t
+
+
+def network_fit_seconds(constants: dict[str, dict[str, float]], counts: dict[str, float], n: float, w: float, rate_bits: float | None,
+                        cpu: bool = False) -> float:
+    """Seconds of a fit of ``counts`` passes by kind (its record's ``data_passes_by_kind`` plus the load)."""
+    return sum(c * network_pass_seconds(constants[kind], n, w, rate_bits, cpu) for kind, c in counts.items() if kind in constants)
+
+
+def _network_section(cfg: Config, lines: list[str]) -> dict[str, Any] | None:
+    """The default fit's model over capped links, from the netns suite's results (its constants, checks and prediction)."""
+    net = _optional(cfg, "netns", lines, "**The default fit over a network**: run `python -m bench netns` first (as root: it makes network namespaces).")
+    if net is None:
+        return None
+    p = net["prediction"]
+    lines += ["", "## The default fit over a network (the netns suite)", "",
+              "Per pass `a + n s + (n / W) c + L / rate` (`network_pass_seconds`): the fixed seconds, the driver's CPU seconds "
+              "a row, a host's seconds a row of its share and the bytes each link carries per pass, measured with the links uncapped; "
+              "L: the busiest of the workers' and the driver's links plus 1 / W of what the scheduler relays. Checked on links capped "
+              "at 1 Gb/s, the default fit's time per pass (predicted / measured - 1): "
+              + ", ".join(f"{f['rows']:,} rows {100 * (f['predicted'] / f['measured'] - 1):+.0f} %" for f in net["fits"] if f["links"] == "1 Gb/s")
+              + f"; the largest error of one kind of pass {100 * net['worst_capped_pass_error']:.0f} % (`netns.md` has every pass). "
+              f"Predicted for the default fit at {p['rows']:.0e} rows x {p['features']} on {p['workers']} workers, 10 Gb/s: "
+              f"{p['seconds_cpu_rates']:.0f} s with the hosts' CPU seconds a row, {p['seconds_wall_rates']:.0f} s with this machine's contended ones."]
+    return {"worst_capped_pass_error": net["worst_capped_pass_error"], "prediction": p}

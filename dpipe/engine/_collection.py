@@ -27,7 +27,7 @@ from ..io import Shard
 from ..reduce._block import to_float32
 from ._dataset import ShardedDataset, _n_rows
 from ._memory import measure_workers
-from ._pass_count import LOAD, PassCount
+from ._pass_count import LOAD, PassCount, Traffic, pass_starting
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -165,8 +165,9 @@ class CollectionDataset(ShardedDataset):
         self.passes = PassCount()
         self._tally = None
         t0 = time.perf_counter()
+        pass_starting(LOAD)
         self._shards = self._load_shards()
-        self.passes.add(LOAD)
+        self.passes.add(LOAD, Traffic(tasks=len(self._shards)))
         rows = self._gather([client.submit(_n_rows, f, pure=False) for f in self._shards], "building the shards", self._shards)
         self._n_rows = int(sum(rows))
         self._hosts = self._start_hosts()

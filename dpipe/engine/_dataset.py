@@ -63,7 +63,7 @@ from ._cluster_spec import CACHE_MODES
 from ._hosts import HOST_CHECK_SECONDS, HostsLost, ShardHost, host_lost_errors
 from ._local import naming_store
 from ._memory import RANGE_ROW_BYTES, ROW_BYTES, MemoryNeed, WorkerMemory, check_memory_limits, measure_workers, memory_need, shards_per_worker, short_workers
-from ._pass_count import HOST_DATA_METHODS, LOAD, PassCount, Traffic, pass_kind
+from ._pass_count import HOST_DATA_METHODS, LOAD, PassCount, Traffic, pass_kind, pass_starting
 from ._range_host import StaleScores
 from ._ranges import exchange_may_run
 from ._tree import pairwise
@@ -167,6 +167,7 @@ class ShardedDataset:
         self._tally: Traffic | None = None  # the traffic of the round running (:meth:`_round`)
         if self.cache == "memory":
             t0 = time.perf_counter()
+            pass_starting(LOAD)
             self._shards = self._load_shards()
             self.passes.add(LOAD, Traffic(tasks=len(self._shards)))
             # Wait for the loads and re-raise a StoreError naming a bad shard, moving 8 bytes per shard.
@@ -398,6 +399,8 @@ class ShardedDataset:
     def _round(self, kind: str, data: bool = True) -> Iterator[None]:
         """One round of work over the shards (a pass where ``data``), its tasks and bytes counted (:mod:`._pass_count`)."""
         check_interrupted()  # a safe point between passes
+        if data:
+            pass_starting(kind)
         self._tally = tally = Traffic()
         t0 = time.perf_counter()
         try:

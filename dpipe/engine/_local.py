@@ -22,7 +22,7 @@ from .._validation import check_int
 from ..exceptions import ShardValueError
 from ..io import Shard, Store, open_store
 from ._blas import ONE_BLAS_THREAD
-from ._pass_count import LOAD, PassCount, Traffic, pass_kind
+from ._pass_count import LOAD, PassCount, Traffic, pass_kind, pass_starting
 from ._tree import pairwise
 from ._waits import killed_workers_as_cluster_errors
 
@@ -88,8 +88,9 @@ class LocalDataset:
         if self.store is not None:
             self._shards = []
             if self.cache == "memory":
+                pass_starting(LOAD)
                 self._shards = self._each(lambda shard, i: shard)  # read in parallel, one copy each
-                self.passes.add(LOAD)
+                self.passes.add(LOAD, Traffic(tasks=self.n_shards))
         #: seconds spent reading the store into memory (a fit's ``time_data`` counts them)
         self.load_seconds = time.perf_counter() - t0 if self.store is not None else 0.0
 
@@ -147,6 +148,7 @@ class LocalDataset:
 
     def map_gather(self, fn: Callable, *args: Any) -> list:
         """``[fn(shard, *args) for shard]`` in shard order (see :meth:`_each`)."""
+        pass_starting(pass_kind(fn))
         t0 = time.perf_counter()
         out = self._each(lambda s, i: fn(s, *args))
         self.passes.add(pass_kind(fn), Traffic(tasks=self.n_shards, seconds=time.perf_counter() - t0))  # nothing leaves this process
@@ -158,6 +160,7 @@ class LocalDataset:
 
     def map_reduce_each(self, fn: Callable, combine: Callable[[Any, Any], Any], per_shard: Sequence[tuple], *args: Any) -> Any:
         """Merge ``fn(shard, *args, *per_shard[i])`` pairwise with ``combine``."""
+        pass_starting(pass_kind(fn))
         t0 = time.perf_counter()
         out = self._each(lambda s, i: fn(s, *args, *per_shard[i]))
         self.passes.add(pass_kind(fn), Traffic(tasks=self.n_shards, seconds=time.perf_counter() - t0))

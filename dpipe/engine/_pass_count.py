@@ -11,23 +11,44 @@ Beside the count, every round of work over the shards records its traffic (:clas
 and the payload bytes it sent from the driver and gathered back to it (dask's ``sizeof`` of the arguments and
 results: the arrays' bytes, not the wire's framing). Calls on the shard hosts that work on kept scores are
 traffic without being passes. A fit records both (``data_passes_by_kind`` and ``pass_traffic``), so that
-"bytes through the driver per pass" is read off the model, not estimated.
+"bytes through the driver per pass" is read off the model, not estimated. :func:`watching_passes` calls a
+function at the start of every pass of any dataset (a benchmark's clock: time and bytes per pass).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["PassCount", "PassMark", "Traffic", "traffic_record", "HOST_DATA_METHODS", "LOAD", "pass_kind"]
+__all__ = ["PassCount", "PassMark", "Traffic", "traffic_record", "HOST_DATA_METHODS", "LOAD", "pass_kind", "pass_starting", "watching_passes"]
 
 #: shard-host methods that read every hosted shard's features (``X w``, ``X d`` or ``X^T g``); the other methods work on the
 #: scores the hosts keep from the last of these (ranges, curvature, AUC)
 HOST_DATA_METHODS = frozenset({"range_scores", "range_gradient", "newton_gradient", "newton_direction", "newton_product", "dual_gradient"})
 #: the kind of the pass that reads a store into memory
 LOAD = "load"
+#: the functions :func:`watching_passes` installed, called with a pass's kind as it starts
+_WATCHERS: list[Callable[[str], None]] = []
+
+
+@contextlib.contextmanager
+def watching_passes(watcher: Callable[[str], None]) -> Iterator[None]:
+    """Call ``watcher(kind)`` as every pass of every dataset starts (on the driver, between passes), while in the block."""
+    _WATCHERS.append(watcher)
+    try:
+        yield
+    finally:
+        _WATCHERS.remove(watcher)
+
+
+def pass_starting(kind: str) -> None:
+    """Tell the :func:`watching_passes` watchers that a pass of ``kind`` starts (the datasets call it)."""
+    for watcher in _WATCHERS:
+        watcher(kind)
 
 
 @dataclasses.dataclass
