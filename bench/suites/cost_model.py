@@ -267,6 +267,9 @@ def _part_time(k: dict[str, float], n: float, w: float, e: float = 1.0) -> float
 
 def newton_constants(scale: dict[str, Any], e2: float) -> dict[str, Any]:
     """Per-part constants of the Newton route (driver-merged) from scale-race's parts."""
+    if "host_work" not in scale:
+        raise SystemExit("bench/results/scale-race.json predates the host_work measurement the Newton route's constants need: "
+                         "rerun `python -m bench scale-race` first")
     parts, host = scale["parts"], scale["host_work"]
     it, cg = _fit_parts(parts, "iteration_seconds", host["iteration"], e2), _fit_parts(parts, "cg_seconds", host["cg"], e2)
     prefix = float(np.median([q["cg_parts"]["curvature"] / q["rows"] for q in parts if q["rows"] >= 1e6]))
