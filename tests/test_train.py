@@ -108,7 +108,7 @@ def test_feature_mismatch_in_evaluate_names_the_fix(stores, tmp_path):
     X, y = classification_data(100, 5)
     other = write_store(tmp_path / "o.zarr", X, y)
     model = dpipe.train(stores["train"], "auc-moment", engine="local", train_metrics=False)
-    with pytest.raises(ValueError, match="--like"):
+    with pytest.raises(ValueError, match="ingest it with like= the training store"):  # the Python spelling (issue 43)
         dpipe.evaluate(model, other, engine="local")
 
 

@@ -168,8 +168,8 @@ class CollectionDataset(ShardedDataset):
         pass_starting(LOAD)
         self._shards = self._load_shards()
         self.passes.add(LOAD, Traffic(tasks=len(self._shards)))
-        rows = self._gather([client.submit(_n_rows, f, pure=False) for f in self._shards], "building the shards", self._shards)
-        self._n_rows = int(sum(rows))
+        counts = self._gather([client.submit(_n_rows, f, pure=False) for f in self._shards], "building the shards", self._shards)
+        self._n_rows = int(sum(counts))
         self._hosts = self._start_hosts()
         self.load_seconds = time.perf_counter() - t0
         log.info("%s: %d blocks, %d rows x %d features, built on %d workers in %.2f s", self.name, len(self._shards), self._n_rows,

@@ -75,7 +75,7 @@ class Traffic:
 
     def plus(self, other: Traffic, sign: int = 1) -> Traffic:
         """The sum (``sign=-1``: the difference) of two records."""
-        return Traffic(*(a + sign * b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))  # type: ignore[arg-type]
+        return Traffic(*(a + sign * b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,10 +26,10 @@ def _cli_error(capsys, *argv: str) -> str:
 
 
 def test_a_bad_value_names_the_parameter_in_python_and_the_flag_on_the_command_line(store, tmp_path, capsys):
-    with pytest.raises(ParameterError, match=r"^The 'lam' parameter of train must be a float in the range \[0.0, inf\)\. Got -1.0 instead\.$"):
+    with pytest.raises(ParameterError, match=r"^The 'lam' parameter of train must be a float in the range \[0.0, inf\), or 'auto'\. Got -1.0 instead\.$"):
         dpipe.train(store, lam=-1.0, engine="local")
     line = _cli_error(capsys, "train", store, "--out", str(tmp_path / "m.json"), "--lam", "-1", "--engine", "local")
-    assert line == "dpipe train: error: --lam must be a float in the range [0.0, inf). Got -1.0 instead."
+    assert line == "dpipe train: error: --lam must be a float in the range [0.0, inf), or 'auto'. Got -1.0 instead."
 
 
 def test_an_option_that_needs_another_and_a_negatable_flag(store, tmp_path, capsys):

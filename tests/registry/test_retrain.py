@@ -228,7 +228,7 @@ def test_an_unknown_ingest_option_fails_before_any_work(tmp_path):
 
 @pytest.mark.parametrize("params, field", [
     ("{lamm: 0.001}", "params.lamm: not a parameter of dpipe.train"),
-    ("{lam: -1}", "params.lam: must be a float in the range [0.0, inf). Got -1 instead."),
+    ("{lam: -1}", "params.lam: must be a float in the range [0.0, inf), or 'auto'. Got -1 instead."),
     ("{surrogate: squared-hinge}", "params.surrogate: does not apply to objective 'error-rate'"),
     ("{constraints: ['recall >= 0.5']}", "params.constraints: the retrain's constraints are constraints.churn"),
 ])
