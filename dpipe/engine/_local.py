@@ -14,7 +14,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._config import get_setting
 from .._interrupts import check_interrupted
@@ -22,9 +22,12 @@ from .._validation import check_int
 from ..exceptions import ShardValueError
 from ..io import Shard, Store, open_store
 from ._blas import ONE_BLAS_THREAD
-from ._pass_count import LOAD, PassCount, Traffic, pass_kind, pass_starting
+from ._pass_count import HOST_DATA_METHODS, LOAD, PassCount, Traffic, pass_kind, pass_starting
 from ._tree import pairwise
 from ._waits import killed_workers_as_cluster_errors
+
+if TYPE_CHECKING:
+    from ._hosts import ShardHost
 
 __all__ = ["LocalDataset", "local_threads", "naming_store"]
 
@@ -82,6 +85,7 @@ class LocalDataset:
             self.cache = "stream" if cache == "stream" else "memory"
         self.threads = local_threads()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._hosts: list[ShardHost] | None = None  # built on the first host call (:meth:`_local_hosts`)
         #: the passes made over the shards (:mod:`._pass_count`)
         self.passes = PassCount()
         t0 = time.perf_counter()
@@ -166,8 +170,59 @@ class LocalDataset:
         self.passes.add(pass_kind(fn), Traffic(tasks=self.n_shards, seconds=time.perf_counter() - t0))
         return pairwise(out, combine)
 
+    def has_hosts(self) -> bool:
+        """Whether the range route can run here: the shards are held in memory (not streamed).
+
+        The local engine's shard hosts are :class:`._hosts.ShardHost` objects in this process, one per thread, each
+        holding a consecutive block of the shards; they run the same range-partitioned evaluations as a cluster's
+        (:mod:`._ranges`), asking each other directly. A fit that takes that route
+        (:func:`._ranges.resolve_exchange`: stores of at least :data:`._ranges.EXCHANGE_AUTO_ROWS` rows) is then
+        bit-identical to the same fit on any cluster, whatever its hosts.
+        """
+        return self.cache == "memory" and bool(self._shards)
+
+    def _local_hosts(self) -> list[ShardHost]:
+        if self._hosts is None:
+            from ._hosts import ShardHost  # the range route's host code: loaded by fits that take it
+
+            n = len(self._shards)
+            count = max(1, min(self.threads, n))
+            hosts = [ShardHost(*self._shards[n * h // count: n * (h + 1) // count]) for h in range(count)]
+            for i, host in enumerate(hosts):
+                host.range_peers(hosts, i)
+            self._hosts = hosts
+        return self._hosts
+
+    def host_count(self) -> int:
+        """Number of shard hosts in this process (one per thread, at most one per shard)."""
+        return len(self._local_hosts()) if self.has_hosts() else 0
+
+    def host_calls(self, method: str, per_host: Sequence[tuple]) -> list:
+        """``host.method(*per_host[i])`` on every shard host, one thread each; the results in host order."""
+        hosts = self._local_hosts()
+        if len(per_host) != len(hosts):
+            raise ValueError(f"host_calls: {len(per_host)} argument tuples for {len(hosts)} hosts")
+        check_interrupted()  # a safe point between passes
+        data = method in HOST_DATA_METHODS
+        if data:
+            pass_starting(method)
+        t0 = time.perf_counter()
+        with naming_store(self.store), ONE_BLAS_THREAD:
+            if len(hosts) == 1:
+                out = [getattr(hosts[0], method)(*per_host[0])]
+            else:
+                if self._pool is None:
+                    self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="dpipe-local")
+                out = list(self._pool.map(lambda h: getattr(hosts[h], method)(*per_host[h]), range(len(hosts))))
+        self.passes.add(method, Traffic(tasks=len(hosts), seconds=time.perf_counter() - t0), data=data)  # nothing leaves this process
+        return out
+
     def close(self) -> None:
         """Drop the shards held in memory and stop the threads."""
+        if self._hosts is not None:
+            for host in self._hosts:
+                host.range_forget()
+            self._hosts = None
         self._shards = []
         if self._pool is not None:
             self._pool.shutdown()

@@ -76,14 +76,18 @@ class RangeHost:
     def _from_peers(self, method: str, local: Any, *args: Any) -> list:
         """``method(*args)`` of every host in host order (their range blocks' order); this host's by calling ``local`` directly.
 
+        A peer in this process (the local engine's hosts, :class:`._local.LocalDataset`) is asked the same way as this
+        host: its synchronous method of ``local``'s name, no copy.
+
         Each wait is bounded by ``dpipe.timeout``: a peer whose worker died would otherwise hold
         this worker's one actor thread, and every actor on it, for good.
         """
         if any(p is None for i, p in enumerate(self._peers) if i != self._me):
             raise ConnectionError("shard host: its peers were dropped (the dataset was closed or a host was lost)")
-        calls = [None if i == self._me else getattr(p, method)(*args) for i, p in enumerate(self._peers)]
+        calls = [None if i == self._me or isinstance(p, RangeHost) else getattr(p, method)(*args) for i, p in enumerate(self._peers)]
         bound = pass_timeout()
-        return [local(*args) if c is None else c.result(timeout=bound) for c in calls]
+        return [c.result(timeout=bound) if c is not None else local(*args) if i == self._me else getattr(self._peers[i], local.__name__)(*args)
+                for i, c in enumerate(calls)]
 
     def range_scores(self, w: np.ndarray, key: str, sketch_size: int) -> tuple[list[tuple[int, tuple, tuple[float, float]]], float]:
         """Score and sort every shard: per shard ``(index, sketch, (W+, W-))`` (:func:`~dpipe.reduce._ranges.sketch`), and the seconds it took.

@@ -47,13 +47,14 @@ one result per shard (sketch, class weights, scalar sums, d-vector) or per range
 shares, pair counts), never a sum over their own shards, and the driver adds them in a
 fixed order (d-vectors in one pairwise tree over the shard indices, scalars with
 ``math.fsum``, which is correctly rounded). So fits on 1, 2 or 12 workers, or with the
-shards placed differently, are bit-identical. This route rounds differently from the
-driver-merged one (the kernels run per range, within about 1e-12 relative): a fit that
-loses a host part way goes on on the driver's route (:mod:`dpipe.fit._smooth`), and the
-local engine always merges on the driver, so their last bits differ from an undisturbed
-fit on this route. ``auto`` keeps stores of fewer than :data:`EXCHANGE_AUTO_ROWS` rows on
-the driver's route, where the local engine, any cluster and a fit that lost a worker
-agree bit for bit.
+shards placed differently, are bit-identical. The local engine runs this route too,
+on shard hosts in its own process (one per thread, :meth:`._local.LocalDataset.host_calls`),
+so the local engine and any cluster agree bit for bit on either route. This route rounds
+differently from the driver-merged one (the kernels run per range, within about 1e-12
+relative): a fit that loses a host part way goes on on the driver's route
+(:mod:`dpipe.fit._smooth`), so its last bits differ from an undisturbed fit's. ``auto``
+keeps stores of fewer than :data:`EXCHANGE_AUTO_ROWS` rows on the driver's route, where a
+fit that lost a worker agrees bit for bit too.
 """
 
 from __future__ import annotations
@@ -171,14 +172,14 @@ def exchange_may_run(n_rows: int) -> bool:
 def resolve_exchange(dataset: Dataset, risk: object, mode: str | None = None) -> str:
     """``"driver"`` or ``"workers"``: where an evaluation of ``risk`` merges and weighs the scores.
 
-    ``dpipe.rank-exchange``: ``"workers"`` needs shard hosts (a dask cluster with the
-    shards persisted) and a risk the workers can evaluate (:func:`supports_ranges`:
+    ``dpipe.rank-exchange``: ``"workers"`` needs shard hosts (the shards held in memory: persisted on a
+    dask cluster, or the local engine's hosts in this process) and a risk the workers can evaluate (:func:`supports_ranges`:
     auc's surrogates, auc-smooth, prbep-smooth, the ROCArea oracle); ``"auto"`` takes it when both are
     there and the store has at least :data:`EXCHANGE_AUTO_ROWS` rows. Each route's
     results are a function of the data only (on any number of hosts, any placement), but
-    the two round differently: below that size ``auto`` merges on the driver, as the local
-    engine does, so that every engine and a fit that lost a worker agree bit for bit
-    (see the module's notes on determinism).
+    the two round differently: below that size ``auto`` merges on the driver, so that a fit
+    that lost a worker agrees bit for bit too (see the module's notes on determinism). The
+    local engine chooses by the same rule, so it and any cluster take the same route.
 
     Parameters
     ----------
@@ -208,8 +209,8 @@ def resolve_exchange(dataset: Dataset, risk: object, mode: str | None = None) ->
             raise ParameterError(f"dpipe.rank-exchange='workers': {getattr(risk, 'name', risk)} has no range kernel yet "
                                  "(auc, auc-smooth, prbep-smooth and the rocarea oracle have); use 'auto' or 'driver'")
         if not hosts:
-            raise ParameterError("dpipe.rank-exchange='workers' needs a dask cluster with the shards persisted (cache='memory'); "
-                                 "this dataset runs in this process or streams its shards: use 'auto' or 'driver'")
+            raise ParameterError("dpipe.rank-exchange='workers' needs the shards held in memory (cache='memory'); "
+                                 "this dataset streams its shards: use 'auto' or 'driver'")
         return mode
     rows = int(dataset.n_rows)
     return "workers" if hosts and ranged and exchange_may_run(rows) else "driver"

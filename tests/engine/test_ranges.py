@@ -224,9 +224,11 @@ def test_the_exchange_setting_is_checked(tmp_path, client):
     X, y = classification_data(500, 4)
     path = write_store(tmp_path / "s.zarr", X, y, [250, 250])
     with LocalDataset(path) as local:
-        assert resolve_exchange(local, SmoothedAUCRisk(0.1)) == "driver"
-        with pytest.raises(ParameterError, match="rank-exchange='workers' needs a dask cluster"):
-            resolve_exchange(local, SmoothedAUCRisk(0.1), "workers")
+        assert resolve_exchange(local, SmoothedAUCRisk(0.1)) == "driver"  # auto: small data, the driver merges
+        assert resolve_exchange(local, SmoothedAUCRisk(0.1), "workers") == "workers"  # the hosts in this process
+    with LocalDataset(path, cache="stream") as local_streamed:
+        with pytest.raises(ParameterError, match="rank-exchange='workers' needs the shards held in memory"):
+            resolve_exchange(local_streamed, SmoothedAUCRisk(0.1), "workers")
     with ShardedDataset(path, client, cache="memory") as ds:
         assert ds.store.manifest.n_rows < EXCHANGE_AUTO_ROWS
         assert resolve_exchange(ds, SmoothedAUCRisk(0.1)) == "driver"  # auto: small data, the driver merges
@@ -234,7 +236,7 @@ def test_the_exchange_setting_is_checked(tmp_path, client):
         with pytest.raises(ParameterError, match="'rank-exchange' parameter|rank-exchange"):
             resolve_exchange(ds, SmoothedAUCRisk(0.1), "everywhere")
     with ShardedDataset(path, client, cache="stream") as streamed:
-        with pytest.raises(ParameterError, match="persisted"):
+        with pytest.raises(ParameterError, match="held in memory"):
             resolve_exchange(streamed, SmoothedAUCRisk(0.1), "workers")
 
 

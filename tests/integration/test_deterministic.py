@@ -101,10 +101,34 @@ def test_workers_without_a_nanny_run_one_blas_thread(tmp_path, external_cluster)
 ], ids=["auc-smooth", "prbep-smooth", "rocarea"])
 def test_the_workers_route_does_not_depend_on_the_host_count(store, client, one_worker_client, fit):
     """dpipe.rank-exchange=workers: the ranges are a function of the rows, each range merges its pieces in shard order
-    and the driver adds per-shard results in shard order, so 1 and 2 hosts give the same model."""
+    and the driver adds per-shard results in shard order, so 1 and 2 hosts, and the local engine's hosts in this
+    process (one per thread), give the same model."""
     with dask.config.set({"dpipe.rank-exchange": "workers"}):
         one, two = (dpipe.train(store, **fit, client=c, cache="memory", train_metrics=False) for c in (one_worker_client, client))
+        for threads in (1, 2, 3):
+            with dask.config.set({"dpipe.local-threads": threads}):
+                local = dpipe.train(store, **fit, engine="local", train_metrics=False)
+            _same(local, one)
     _same(one, two)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fit", [dict(objective="auc", solver="lbfgs"), dict(objective="auc-smooth"), dict(objective="auc", solver="newton")],
+                         ids=["auc-lbfgs", "auc-smooth", "auc-newton"])
+def test_from_the_exchange_size_the_default_route_is_the_same_on_every_engine(store, client, monkeypatch, fit):
+    """Above dpipe.rank-exchange auto's size (lowered here to this store's rows) the local engine takes the workers'
+    route as a cluster does, on its own threads: the same model bit for bit, and the record says which route ran.
+    (Newton stays on the driver's route under auto, on every engine.)"""
+    from dpipe.engine import _ranges
+
+    monkeypatch.setattr(_ranges, "EXCHANGE_AUTO_ROWS", 10_000)
+    local = dpipe.train(store, **fit, engine="local")
+    cluster = dpipe.train(store, **fit, client=client, cache="memory")
+    _same(local, cluster)
+    workers_route = fit.get("solver") != "newton"
+    for model in (local, cluster):
+        assert ("range_scores" in model.fit["info"]["data_passes_by_kind"]) == workers_route, model.fit["info"]["data_passes_by_kind"]
+    assert local.metrics["train"]["roc_auc"] == cluster.metrics["train"]["roc_auc"]
 
 
 @pytest.mark.integration
