@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", type=Path, default=default_data_dir(), help="folder of the bundled datasets (default ../shared/data)")
     ap.add_argument("--work", type=Path, default=HERE / "work", help="where ingested and generated stores are kept between runs")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default bench/results, or bench/results/quick with --quick)")
-    ap.add_argument("--tasks", default=None, help="race, stopping: a subset of their tasks; workers: of its objectives (comma-separated; default all)")
+    ap.add_argument("--tasks", default=None, help="race, stopping: a subset of their tasks; workers: of its objectives; spark: of its Spark estimators (comma-separated; default all)")
     ap.add_argument("--before", type=Path, default=None,
                     help="rate-speed: a checkout of dpipe before a change (e.g. git worktree add DIR HEAD), run as PYTHONPATH=DIR")
     a = ap.parse_args(argv)

@@ -39,13 +39,15 @@ LOCAL_PEAK_PER_BYTE = 1.4
 LOCAL_RANGE_ROW_BYTES = 48
 
 
-def resolve_engine(cluster: ClusterSpec, store: Store, owner: str = "train") -> str:
+def resolve_engine(cluster: ClusterSpec, store: Store, owner: str = "train", *, scored_only: bool = False) -> str:
     """``"dask"`` or ``"local"`` for ``cluster.engine``; ``"auto"`` is local up to ``dpipe.local-max-bytes`` of features
     (unset: up to :func:`local_limit`, from the memory available).
 
     A named cluster (``client``, ``scheduler``, ``scheduler_file``, ``DPIPE_SCHEDULER`` or the
     ``dpipe.scheduler`` key), ``cluster="slurm"`` (or the ``dpipe.cluster`` key) or an embedded cluster's
     ``workers`` / ``memory_limit`` always mean dask; with ``engine="local"`` they are an error. The choice is logged.
+    A fit's store counts :data:`LOCAL_RANGE_ROW_BYTES` a row beside its features where it may take the workers' route;
+    ``scored_only`` (evaluation, prediction) counts the features alone.
     """
     engine = cluster.engine
     check_choice(engine, "engine", owner, ENGINES)
@@ -64,7 +66,7 @@ def resolve_engine(cluster: ClusterSpec, store: Store, owner: str = "train") -> 
     setting = get_setting("local-max-bytes")
     limit, why = (int(setting), "dpipe.local-max-bytes") if setting is not None else local_limit()
     rows = int(store.manifest.n_rows)
-    ranges = LOCAL_RANGE_ROW_BYTES * rows / LOCAL_PEAK_PER_BYTE if exchange_may_run(rows) else 0.0  # counted as feature bytes
+    ranges = LOCAL_RANGE_ROW_BYTES * rows / LOCAL_PEAK_PER_BYTE if not scored_only and exchange_may_run(rows) else 0.0  # as feature bytes
     chosen = "local" if store.nbytes + ranges <= limit else "dask"
     log.info("engine auto: %s (%.1f MB of features%s, local up to %.0f MB: %s)", "this process" if chosen == "local" else "dask cluster",
              store.nbytes / 1e6, f" and {LOCAL_RANGE_ROW_BYTES} bytes a row for the score ranges" if ranges else "", limit / 1e6, why)
@@ -98,10 +100,11 @@ def open_dataset(store: str | Store, cluster: ClusterSpec | None = None, *, owne
     """Open ``store`` where ``cluster`` says (default :class:`ClusterSpec()`: ``engine="auto"``): on a dask cluster,
     or in this process (``engine="local"``, or ``"auto"`` resolved so by :func:`resolve_engine`; its errors name
     ``owner``'s parameters). ``worker_row_bytes``: what the fit keeps per row on the workers between passes where the
-    shards are streamed, for the memory check (default :data:`~._memory.ROW_BYTES`: the most any fit keeps)."""
+    shards are streamed, for the memory check (default :data:`~._memory.ROW_BYTES`: the most any fit keeps; 0: the store
+    is only scored, as evaluation and prediction do)."""
     cluster = cluster or ClusterSpec()
     st = store if isinstance(store, Store) else open_store(store)
-    engine = resolve_engine(cluster, st, owner=owner)
+    engine = resolve_engine(cluster, st, owner=owner, scored_only=worker_row_bytes == 0)
     if engine == "local":
         with LocalDataset(st, cache=cluster.cache) as ds:
             yield ds

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._runs import RangeInput, merge_runs
 from ..objectives._prbep_dual import DualScale, SortedClass
-from ..objectives._rank_kernels import sorted_auc
+from ..objectives._rank_kernels import pairs_right
 from ..reduce import weighted_row_sum
 from ..reduce._ranges import Assembly, PackedRanges, Piece, PieceShape, SortedShard, assemble, class_slices, cut, pack_ranges, shard_weights, sketch, sort_shard, split_back, unpack_ranges
 from ._waits import pass_timeout
@@ -259,23 +259,27 @@ def unpacked_ranges(reply: PackedRanges | list[list[tuple]]) -> list[list[tuple]
 def pairs_below(parts: Sequence[tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None, float]],
                 own: tuple[np.ndarray, np.ndarray | None] | None = None) -> float:
     """``sum_i v_i (W-(s_j < s_i) + W-(s_j = s_i) / 2)`` over the positives of one range, from every shard's
-    :func:`~dpipe.reduce._ranges.class_slices` (or the range's positives already merged, ``own``): both classes
-    sorted, one sweep (:func:`~dpipe.objectives._rank_kernels.sorted_auc`)."""
+    :func:`~dpipe.reduce._ranges.class_slices` (or the range's positives already merged, ``own``).
+
+    The positives are merged once; each shard's negatives, a sorted run already, are counted against them in one
+    sweep each (:func:`~dpipe.objectives._rank_kernels.pairs_right`, no allocation), so the negatives are never merged:
+    O(shards x positives + negatives), against a sort of every negative of the range. Unweighted, the counts are
+    exact in any order; weighted, the runs are added in shard order, whichever host sent them.
+    """
     if not parts:
         return 0.0
-    vp = vn = None
-    if parts[0][3] is None:  # values only: NumPy's vectorized sort, no permutation to carry
-        sn = np.sort(np.concatenate([p[2] for p in parts]))
-        sp = own[0] if own is not None else np.sort(np.concatenate([p[0] for p in parts]))
-    else:
-        sn, on, _ = merge_runs([p[2] for p in parts])
-        vn = np.concatenate([p[3] for p in parts])[on]
-        if own is not None:
-            sp, vp = own
-        else:
-            sp, op, _ = merge_runs([p[0] for p in parts])
-            vp = np.concatenate([p[1] for p in parts])[op]
+    weighted = parts[0][3] is not None
+    vp: np.ndarray | None = None
+    if own is not None:
+        sp, vp = own
+    elif weighted:
+        sp, op, _ = merge_runs([p[0] for p in parts])
+        vp = np.concatenate([cast(np.ndarray, p[1]) for p in parts])[op]
+    else:  # values only: NumPy's vectorized sort, no permutation to carry
+        sp = np.sort(np.concatenate([p[0] for p in parts]))
     wp = float(sp.size if vp is None else vp.sum())
-    wn = float(sn.size if vn is None else vn.sum())
-    inside = sorted_auc(sp, sn, vp, vn) * wp * wn if wp > 0 and wn > 0 else 0.0
+    inside = 0.0
+    for p in parts:  # shard order
+        if p[2].size:
+            inside += pairs_right(sp, p[2], vp, p[3]) if weighted else pairs_right(sp, p[2])
     return inside + wp * float(sum(p[4] for p in parts))

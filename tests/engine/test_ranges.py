@@ -158,6 +158,35 @@ def test_the_ranges_count_the_auc_pairs():
                                                                             wn[np.argsort(s[y < 0], kind="stable")]), rel=1e-12)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("merged_positives", [False, True])
+def test_a_ranges_pair_count_is_the_brute_force_count_with_ties(weighted, merged_positives):
+    """pairs_below counts each shard's negatives against the range's positives without merging them: the O(n^2) count of
+    the pairs ranked right (ties half), plus the positives' weight times the negatives' weight below the range."""
+    rng = np.random.default_rng(7)
+    runs = []
+    for n in (0, 40, 3, 120):  # an empty shard, a short one
+        sp, sn = np.sort(rng.integers(0, 12, n) / 4.0), np.sort(rng.integers(0, 12, 2 * n) / 4.0)  # many ties
+        vp = rng.random(sp.size) + 0.1 if weighted else None
+        vn = rng.random(sn.size) + 0.1 if weighted else None
+        runs.append((sp, vp, sn, vn, float(rng.random() * 5)))
+    all_p = np.concatenate([r[0] for r in runs])
+    all_vp = np.concatenate([r[1] for r in runs]) if weighted else np.ones(all_p.size)
+    all_n = np.concatenate([r[2] for r in runs])
+    all_vn = np.concatenate([r[3] for r in runs]) if weighted else np.ones(all_n.size)
+    right = (all_p[:, None] > all_n[None, :]) + 0.5 * (all_p[:, None] == all_n[None, :])
+    want = float(all_vp @ right @ all_vn) + all_vp.sum() * sum(r[4] for r in runs)
+    own = None
+    if merged_positives:
+        order = np.argsort(all_p, kind="stable")
+        own = (all_p[order], all_vp[order] if weighted else None)
+    got = pairs_below(runs, own=own)
+    if weighted:
+        assert got == pytest.approx(want, rel=1e-12)
+    else:
+        assert got == want  # whole and half pairs: exact
+
+
 def _objectives(ds, t, mode_a="driver", mode_b="workers"):
     out = []
     for mode in (mode_a, mode_b):
