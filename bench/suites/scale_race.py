@@ -556,7 +556,7 @@ def _gb(x: float | None) -> str:
 def markdown(p: dict[str, Any]) -> str:
     race, big = p["race"], p["big"]
     lines = [
-        f"dpipe's default AUC path: `dpipe train STORE --objective {p['objective']}` (squared pairwise hinge, trust-region Newton, eps 1e-3) with its "
+        f"dpipe's default AUC path: `dpipe train STORE --objective {p['objective']}` (squared pairwise hinge; the solver chosen by size: trust-region Newton below 10^6 rows, L-BFGS from the class moments from 10^6) with its "
         f"defaults; liblinear-ranksvm: {p['peer']}. Seconds of the whole process, median (min-max) of {len(next(iter(race['runs'].values())))} "
         "interleaved rounds; peak memory: the summed RSS of the process tree (dpipe: the driver and its worker processes).", "",
         f"**{race['rows']:,} rows x {race['features']}** (generated, 2 % label noise; test {race['test_rows']:,} rows of the same model):", "",
