@@ -292,9 +292,14 @@ def _newton_section(cfg: Config, c: dict[str, float], lines: list[str]) -> dict[
                       "this section's constants).")
     if scale is None:
         return None
-    k = newton_constants(scale, c["e2"])
     big = scale["big"]
     s = big["summary"]
+    if s.get("cg_steps") is None:  # the default chose L-BFGS at this size (10^6 rows and more): no Newton counts to model
+        lines += ["", "## The Newton route (`auc`: squared pairwise hinge, trust-region Newton-CG)", "",
+                  f"Not modelled from this `scale-race` run: its {big['rows']:,}-row default fit ran {s.get('solver') or 'L-BFGS'} "
+                  f"({s.get('nfev')} evaluations), the route the sections above model; Newton's measured parts are in scale-race.md."]
+        return None
+    k = newton_constants(scale, c["e2"])
     counts = {"nit": float(s["nit"]), "nfev": float(s["nfev"]), "cg": float(s["cg_steps"])}
     # check: the model against the measured parts and the measured 10^7-row fits (2 workers, this machine: e_2)
     checks = [{"what": f"{what}, {q['workers']} worker(s)", "rows": q["rows"], "measured": _get(q, key), "fitted_on": q["workers"] == 2,
