@@ -11,6 +11,11 @@ features; where the driver merges the ranking itself (``auc``'s Newton steps and
 objectives below ``dpipe.rank-exchange``'s row count) it receives a score per row. A worker
 lost meanwhile loses its shards; the scheduler computes them again from the collection's
 graph.
+
+Under ``engine="auto"`` a collection small enough is not fitted there: :func:`collection_engine` measures its
+features' bytes against the cluster's break-even (and the driver's memory), and below it :func:`collection_shards`
+builds the same shards on the workers in one ``dask.compute`` and brings them here, for this process's threads
+(:class:`._local.LocalDataset`, whose passes merge in the same tree: the same model as the cluster's).
 """
 
 from __future__ import annotations
@@ -23,18 +28,55 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._config import get_setting
+from ..exceptions import ClusterError
 from ..io import Shard
 from ..reduce._block import to_float32
 from ._dataset import ShardedDataset, _n_rows
-from ._memory import measure_workers
+from ._memory import _warm_up
+from ._open import local_limit
 from ._pass_count import LOAD, PassCount, Traffic, pass_starting
 
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["CollectionDataset", "collection_blocks", "make_shard", "merge_vocabularies", "partition_vocabulary"]
+__all__ = ["CollectionDataset", "collection_blocks", "collection_engine", "collection_shards", "make_shard", "merge_vocabularies",
+           "partition_vocabulary", "CLUSTER_PASS_SECONDS", "LOCAL_PASS_BYTES_PER_SECOND", "BREAK_EVEN_BYTES"]
 
 log = logging.getLogger(__name__)
+
+#: the least a data pass costs on a cluster, whatever the data: the round trips from the driver to the shard hosts
+#: and back (measured on adult, 3 partitions on 2 worker processes, auc's Newton passes: TODO)
+CLUSTER_PASS_SECONDS = 0.015
+#: bytes of float32 features a data pass reads per second in this process (measured: auc's Newton passes, TODO)
+LOCAL_PASS_BYTES_PER_SECOND = 4e9
+#: ``engine="auto"`` fits a collection of at most this many bytes of features in this process: below it one pass here
+#: takes less than a cluster's least pass, so no cluster, however large, fits it faster (and it fits the driver's
+#: memory: :func:`collection_engine`)
+BREAK_EVEN_BYTES = int(CLUSTER_PASS_SECONDS * LOCAL_PASS_BYTES_PER_SECOND)
+
+
+def collection_engine(n_rows: int | None, n_features: int, name: str = "dask collection") -> str:
+    """Where ``engine="auto"`` fits a collection of ``n_rows`` x ``n_features``: ``"local"`` (this process) or ``"dask"``.
+
+    ``"local"`` when its float32 features take at most ``dpipe.local-max-bytes`` bytes, or with that setting unset, at
+    most :data:`BREAK_EVEN_BYTES` and the memory rule of stores (:func:`._open.local_limit`). ``n_rows`` None (a dask
+    array of unknown chunk sizes): ``"dask"``. The choice is logged (INFO) with its reason.
+    """
+    if n_rows is None:
+        log.info("%s: rows unknown (chunk sizes not computed): fitted where its partitions live", name)
+        return "dask"
+    nbytes = 4 * n_rows * n_features
+    setting = get_setting("local-max-bytes")
+    if setting is not None:
+        limit, why = int(setting), "dpipe.local-max-bytes"
+    else:
+        memory, memory_why = local_limit()
+        limit, why = min((BREAK_EVEN_BYTES, f"the cluster's break-even: a pass here reads {BREAK_EVEN_BYTES / 1e6:.0f} MB in the "
+                          f"{1000 * CLUSTER_PASS_SECONDS:.0f} ms a cluster's pass costs at least"), (memory, f"the driver's memory: {memory_why}"))
+    here = nbytes <= limit
+    log.info("%s: %d rows x %d features (%.1f MB as float32): %s (%s %.0f MB: %s)", name, n_rows, n_features, nbytes / 1e6,
+             "fitted in this process" if here else "fitted where its partitions live", "below" if here else "above", limit / 1e6, why)
+    return "local" if here else "dask"
 
 
 def make_shard(X: Any, y: Any, weight: Any, positive: Any, index: int, schema: list[dict[str, Any]] | None = None) -> Shard:
@@ -119,6 +161,23 @@ def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False, r
     return xs, ys, ws
 
 
+def _shard_tasks(X: Any, y: Any, weight: Any, positive: Any, schema: list[dict[str, Any]] | None, rows: tuple[int, ...] | None) -> list:
+    """One delayed :func:`make_shard` per row block of the collection."""
+    import dask
+
+    xs, ys, ws = collection_blocks(X, y, weight, table=schema is not None, rows=rows)
+    return [dask.delayed(make_shard)(x, b, w, positive, i, schema) for i, (x, b, w) in enumerate(zip(xs, ys, ws))]
+
+
+def collection_shards(X: Any, y: Any, weight: Any, positive: Any, schema: list[dict[str, Any]] | None = None,
+                      rows: tuple[int, ...] | None = None) -> list[Shard]:
+    """The shards :class:`CollectionDataset` would keep on the workers, built there and brought to this process in one
+    ``dask.compute`` (no shuffle: one task per block). Parameters as :class:`CollectionDataset`'s."""
+    import dask
+
+    return list(dask.compute(*_shard_tasks(X, y, weight, positive, schema, rows)))
+
+
 class CollectionDataset(ShardedDataset):
     """Shards built on the workers from a dask collection's blocks, with a store's passes.
 
@@ -140,15 +199,12 @@ class CollectionDataset(ShardedDataset):
 
     def __init__(self, X: Any, y: Any, weight: Any, positive: Any, client: Client, name: str = "dask collection",
                  schema: list[dict[str, Any]] | None = None, rows: tuple[int, ...] | None = None) -> None:
-        import dask
-
         self.store = None  # no store: shards built from blocks, always in memory (the methods that read the store stream)
         self.name = name
         self.group_names = None
         self.client = client
         self.driver_fanin = int(get_setting("driver-fanin"))
-        xs, ys, ws = collection_blocks(X, y, weight, table=schema is not None, rows=rows)
-        self._blocks = [dask.delayed(make_shard)(x, b, w, positive, i, schema) for i, (x, b, w) in enumerate(zip(xs, ys, ws))]
+        self._blocks = _shard_tasks(X, y, weight, positive, schema, rows)
         if schema is not None:
             from ..io._tabular import TabularSchema
 
@@ -156,8 +212,12 @@ class CollectionDataset(ShardedDataset):
         else:
             self._n_features = int(X.shape[1])
         self._weighted = weight is not None
-        self.worker_memory = measure_workers(client, self._n_features)  # also loads the pass kernels on every worker
-        self.workers = sorted(self.worker_memory)
+        # the pass kernels loaded on every worker; not their memory measured (measure_workers: a gc.collect() on each worker,
+        # 0.3 s a fit measured on adult): the shards are always kept, there is no cache to choose
+        try:
+            self.workers = sorted(client.run(_warm_up, self._n_features))
+        except (OSError, RuntimeError) as error:  # CommClosedError is an OSError: a worker died loading them
+            raise ClusterError(f"{name}: loading dpipe's pass kernels on the workers failed: {type(error).__name__}: {error}") from error
         self.cache = "memory"
         self.minimum_memory_limit = 0
         self._hosts: list[tuple[list[int], Any, Any]] = []
