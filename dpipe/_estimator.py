@@ -409,7 +409,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
             self.encoding_ = table_encoding(TabularSchema.from_list(schema), self.unseen)
             self.feature_names_ = list(TabularSchema.from_list(schema).feature_names)
             n_features = len(self.feature_names_)
-        where = "dask" if self.engine == "dask" else collection_engine(None if rows is None else sum(rows), n_features,
+        where = "dask" if self.engine == "dask" else collection_engine(None if rows is None else sum(rows), n_features, client,
                                                                         "dask DataFrame" if frame else "dask array")
         if where == "local":
             ds: Any = LocalDataset(collection_shards(X, y, sample_weight, classes[1], schema=schema, rows=rows if frame else None))

@@ -13,7 +13,7 @@ lost meanwhile loses its shards; the scheduler computes them again from the coll
 graph.
 
 Under ``engine="auto"`` a collection small enough is not fitted there: :func:`collection_engine` measures its
-features' bytes against the cluster's break-even (and the driver's memory), and below it :func:`collection_shards`
+features' bytes against the cluster's break-even (:func:`break_even_bytes`) and the driver's memory, and below both :func:`collection_shards`
 builds the same shards on the workers in one ``dask.compute`` and brings them here, for this process's threads
 (:class:`._local.LocalDataset`, whose passes merge in the same tree: the same model as the cluster's).
 """
@@ -21,6 +21,7 @@ builds the same shards on the workers in one ``dask.compute`` and brings them he
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from ..io import Shard
 from ..reduce._block import to_float32
 from ._dataset import ShardedDataset, _n_rows
 from ._memory import _warm_up
+from ._local import local_threads
 from ._open import local_limit
 from ._pass_count import LOAD, PassCount, Traffic, pass_starting
 
@@ -40,27 +42,59 @@ if TYPE_CHECKING:
     from distributed import Client
 
 __all__ = ["CollectionDataset", "collection_blocks", "collection_engine", "collection_shards", "make_shard", "merge_vocabularies",
-           "partition_vocabulary", "CLUSTER_PASS_SECONDS", "LOCAL_PASS_BYTES_PER_SECOND", "BREAK_EVEN_BYTES"]
+           "partition_vocabulary", "break_even_bytes", "cluster_threads", "CLUSTER_PASS_SECONDS", "THREAD_PASS_BYTES_PER_SECOND"]
 
 log = logging.getLogger(__name__)
 
-#: the least a data pass costs on a cluster, whatever the data: the round trips from the driver to the shard hosts
-#: and back (measured on adult, 3 partitions on 2 worker processes, auc's Newton passes: TODO)
+#: the least seconds a data pass costs on a cluster, whatever the data: the round trips from the driver to the shard
+#: hosts and back (measured: ``python bench/dask_frame.py --break-even``, auc's Newton passes on 4,000 rows in 2
+#: partitions, 2 worker processes on this machine: 16.7-20.6 ms at load 4; a cluster across a network costs more)
 CLUSTER_PASS_SECONDS = 0.015
-#: bytes of float32 features a data pass reads per second in this process (measured: auc's Newton passes, TODO)
-LOCAL_PASS_BYTES_PER_SECOND = 4e9
-#: ``engine="auto"`` fits a collection of at most this many bytes of features in this process: below it one pass here
-#: takes less than a cluster's least pass, so no cluster, however large, fits it faster (and it fits the driver's
-#: memory: :func:`collection_engine`)
-BREAK_EVEN_BYTES = int(CLUSTER_PASS_SECONDS * LOCAL_PASS_BYTES_PER_SECOND)
+#: bytes of float32 features one thread reads per second in a data pass, in this process (measured alike: auc on
+#: 4x10^5 x 50 against 10^5 x 50 rows in memory, 2 threads, 1.31 GB/s at load 4)
+THREAD_PASS_BYTES_PER_SECOND = 0.65e9
 
 
-def collection_engine(n_rows: int | None, n_features: int, name: str = "dask collection") -> str:
+def cluster_threads(client: Client) -> tuple[int, int]:
+    """The worker threads of ``client``'s cluster on this machine and on other machines (a worker's host is one of
+    this machine's addresses, or not)."""
+    import psutil
+
+    ours = {a.address for addresses in psutil.net_if_addrs().values() for a in addresses} | {"localhost"}
+    here = elsewhere = 0
+    for worker in client.scheduler_info(n_workers=-1).get("workers", {}).values():
+        n = int(worker.get("nthreads") or 1)
+        if worker.get("host") in ours:
+            here += n
+        else:
+            elsewhere += n
+    return here, elsewhere
+
+
+def break_even_bytes(threads: int, here: int, elsewhere: int, cores: int) -> tuple[float, str]:
+    """The bytes of features above which a cluster's data pass is faster than one of this process's ``threads``, and why.
+
+    A pass costs this process ``B / (r t)`` (``r``: :data:`THREAD_PASS_BYTES_PER_SECOND`, ``t``: ``threads``) and
+    the cluster ``c + B / (r w)`` (``c``: :data:`CLUSTER_PASS_SECONDS`; ``w``: its threads ``elsewhere`` plus those
+    ``here``, on this machine, up to its ``cores``, which this process's threads use already). The cluster is faster
+    from ``B = c r / (1/t - 1/w)``; never (infinity) when ``w <= t``: one machine's cluster buys nothing its threads lack.
+    """
+    w = elsewhere + min(here, cores)
+    if w <= threads:
+        return float("inf"), (f"the cluster's break-even, which is none: its {here + elsewhere} worker thread(s), {here} of them on this "
+                              f"machine, make a pass no faster than this process's {threads}")
+    b = CLUSTER_PASS_SECONDS * THREAD_PASS_BYTES_PER_SECOND / (1 / threads - 1 / w)
+    return b, (f"the cluster's break-even of {b / 1e6:.0f} MB: a pass costs it {1000 * CLUSTER_PASS_SECONDS:.0f} ms at least, and its {w} "
+               f"thread(s) read {THREAD_PASS_BYTES_PER_SECOND / 1e9:g} GB/s each as this process's {threads} do")
+
+
+def collection_engine(n_rows: int | None, n_features: int, client: Client, name: str = "dask collection") -> str:
     """Where ``engine="auto"`` fits a collection of ``n_rows`` x ``n_features``: ``"local"`` (this process) or ``"dask"``.
 
-    ``"local"`` when its float32 features take at most ``dpipe.local-max-bytes`` bytes, or with that setting unset, at
-    most :data:`BREAK_EVEN_BYTES` and the memory rule of stores (:func:`._open.local_limit`). ``n_rows`` None (a dask
-    array of unknown chunk sizes): ``"dask"``. The choice is logged (INFO) with its reason.
+    ``"local"`` when its float32 features take at most ``dpipe.local-max-bytes`` bytes, or with that setting unset,
+    below both :func:`break_even_bytes` (for ``client``'s cluster, :func:`cluster_threads`) and the memory rule of
+    stores (:func:`._open.local_limit`). ``n_rows`` None (a dask array of unknown chunk sizes): ``"dask"``. The choice
+    is logged (INFO) with its reason.
     """
     if n_rows is None:
         log.info("%s: rows unknown (chunk sizes not computed): fitted where its partitions live", name)
@@ -68,15 +102,23 @@ def collection_engine(n_rows: int | None, n_features: int, name: str = "dask col
     nbytes = 4 * n_rows * n_features
     setting = get_setting("local-max-bytes")
     if setting is not None:
-        limit, why = int(setting), "dpipe.local-max-bytes"
+        here = nbytes <= int(setting)
+        reasons = [f"{'below' if here else 'above'} dpipe.local-max-bytes, {int(setting) / 1e6:.0f} MB"]
     else:
+        threads = local_threads()
+        fast, fast_why = break_even_bytes(threads, *cluster_threads(client), _cores())
         memory, memory_why = local_limit()
-        limit, why = min((BREAK_EVEN_BYTES, f"the cluster's break-even: a pass here reads {BREAK_EVEN_BYTES / 1e6:.0f} MB in the "
-                          f"{1000 * CLUSTER_PASS_SECONDS:.0f} ms a cluster's pass costs at least"), (memory, f"the driver's memory: {memory_why}"))
-    here = nbytes <= limit
-    log.info("%s: %d rows x %d features (%.1f MB as float32): %s (%s %.0f MB: %s)", name, n_rows, n_features, nbytes / 1e6,
-             "fitted in this process" if here else "fitted where its partitions live", "below" if here else "above", limit / 1e6, why)
+        here = nbytes <= min(fast, memory)
+        bounds = ((fast, fast_why), (memory, f"the driver's memory bound of {memory / 1e6:.0f} MB: {memory_why}"))
+        reasons = [f"below {why}" for _, why in bounds] if here else [f"above {why}" for b, why in bounds if nbytes > b]
+    log.info("%s: %d rows x %d features (%.1f MB as float32): %s (%s)", name, n_rows, n_features, nbytes / 1e6,
+             "fitted in this process" if here else "fitted where its partitions live", "; ".join(reasons))
     return "local" if here else "dask"
+
+
+def _cores() -> int:
+    """The cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def make_shard(X: Any, y: Any, weight: Any, positive: Any, index: int, schema: list[dict[str, Any]] | None = None) -> Shard:
