@@ -64,6 +64,13 @@ def _vocabulary_and_rows(part: Any, index: int) -> tuple[list[dict[str, Any]], i
     return partition_vocabulary(part, index), len(part)
 
 
+def _labels_and_rows(part: Any) -> tuple[np.ndarray, int]:
+    """A pandas partition of the labels' distinct values and its length, in one task."""
+    import pandas as pd
+
+    return np.asarray(pd.unique(part)), len(part)
+
+
 def _partition_where(index: int, count: int, start: int, stop: int) -> str:
     """A dask partition (or row block) in error messages: ``"X partition 2 of 4 (rows 20-29)"``, rows numbered globally from 0."""
     return f"X partition {index} of {count} (rows {start}-{stop - 1})"
@@ -368,11 +375,15 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
 
         from .engine._collection import CollectionDataset, collection_engine, collection_shards, merge_vocabularies
 
-        # a dask Series' unique() shuffles its values between the workers (and distributed logs the shuffle's start and end
-        # as warnings); split_out=1 reduces each partition's distinct labels in a tree instead, as da.unique does
-        labels = y.unique(split_out=1) if _is_dask(y) and hasattr(y, "unique") else y.unique() if hasattr(y, "unique") \
-            else da.unique(y) if _is_dask(y) else np.asarray(y)
-        label_parts = list(np.ravel(labels.to_delayed())) if _is_dask(labels) else []
+        # the labels: a dask Series' unique() shuffles its values between the workers (and distributed logs the shuffle's
+        # start and end as warnings); each partition's distinct labels and length in one task instead (the lengths cut the
+        # labels as X is cut, without another round of tasks)
+        series = _is_dask(y) and hasattr(y, "unique")
+        if series:
+            label_parts = [dask.delayed(_labels_and_rows)(part) for part in y.optimize().to_delayed()]
+        else:
+            labels = y.unique() if hasattr(y, "unique") else da.unique(y) if _is_dask(y) else np.asarray(y)
+            label_parts = list(np.ravel(labels.to_delayed())) if _is_dask(labels) else []
         frame = hasattr(X, "columns")
         table = frame and is_table(X._meta)
         parts = X.optimize().to_delayed() if frame else []
@@ -385,8 +396,9 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         # the labels and the scans (or lengths) in one compute, all as delayed (dask warns of a compute mixing them with
         # expressions): one round of tasks
         found = dask.compute(*label_parts, *counts)
-        counted = found[len(label_parts):]
-        classes = np.unique(np.concatenate([np.asarray(v).ravel() for v in found[:len(label_parts)]]) if label_parts else labels)
+        counted, found = found[len(label_parts):], found[: len(label_parts)]
+        label_rows = tuple(n for _, n in found) if series else None
+        classes = np.unique(np.concatenate([np.asarray(v[0] if series else v).ravel() for v in found]) if label_parts else labels)
         check_classification_targets(classes)
         _check_two_classes(classes)
         schema = None
@@ -412,9 +424,10 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         where = "dask" if self.engine == "dask" else collection_engine(None if rows is None else sum(rows), n_features, client,
                                                                         "dask DataFrame" if frame else "dask array")
         if where == "local":
-            ds: Any = LocalDataset(collection_shards(X, y, sample_weight, classes[1], schema=schema, rows=rows if frame else None))
+            ds: Any = LocalDataset(collection_shards(X, y, sample_weight, classes[1], schema=schema, rows=rows if frame else None,
+                                                     label_rows=label_rows))
         else:
-            ds = CollectionDataset(X, y, sample_weight, classes[1], client, schema=schema, rows=rows if frame else None)
+            ds = CollectionDataset(X, y, sample_weight, classes[1], client, schema=schema, rows=rows if frame else None, label_rows=label_rows)
         if sample_weight is not None:
             totals = class_totals(ds)  # one pass, merged on the workers (or here)
             if not (totals.negative > 0 and totals.positive > 0):

@@ -158,13 +158,15 @@ def merge_vocabularies(parts: Sequence[list[dict[str, Any]]]) -> list[dict[str, 
     return merged
 
 
-def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False, rows: tuple[int, ...] | None = None) -> tuple[list, list, list]:
+def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False, rows: tuple[int, ...] | None = None,
+                      label_rows: tuple[int, ...] | None = None) -> tuple[list, list, list]:
     """Delayed row blocks of ``X`` (dask array or dask DataFrame), with ``y`` and ``weight`` cut alike.
 
     The blocks follow ``X``'s row chunks (a DataFrame's partitions, whose lengths are computed
     first: one integer per partition to the driver, unless ``rows`` gives them; ``table``: the
     partitions stay pandas DataFrames, for :func:`make_shard` to encode); ``y`` and ``weight``
-    are rechunked to them.
+    are rechunked to them (a dask Series ``y``'s partition lengths computed first, unless
+    ``label_rows`` gives them).
     """
     import dask.array as da
 
@@ -182,7 +184,7 @@ def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False, r
         X = X.rechunk({1: -1})  # whole rows in each block
         xs, rows, n_rows = list(X.to_delayed()[:, 0]), X.chunks[0], X.shape[0]
 
-    def cut(v: Any, what: str) -> Any:
+    def cut(v: Any, what: str, lengths: tuple[int, ...] | None = None) -> Any:
         if v is None:
             return None
         if hasattr(v, "to_dask_array"):
@@ -190,34 +192,36 @@ def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False, r
 
             if v.dtype != object and is_string_dtype(v.dtype):  # string labels: dask arrays hold them as objects
                 v = v.astype(object)
-            v = v.optimize().to_dask_array(lengths=True)
+            v = v.optimize()
+            v = v.to_dask_array(lengths=lengths if lengths is not None and len(lengths) == v.npartitions else True)
         elif not hasattr(v, "dask"):
             v = da.from_array(np.asarray(v), chunks=(rows,))
         if v.shape[0] != n_rows:
             raise ValueError(f"{what} has {v.shape[0]} rows; X has {n_rows}")
         return v.rechunk({0: rows})
 
-    y, weight = cut(y, "y"), cut(weight, "sample_weight")
+    y, weight = cut(y, "y", label_rows), cut(weight, "sample_weight")
     ys = list(y.to_delayed().ravel())
     ws = [None] * len(xs) if weight is None else list(weight.to_delayed().ravel())
     return xs, ys, ws
 
 
-def _shard_tasks(X: Any, y: Any, weight: Any, positive: Any, schema: list[dict[str, Any]] | None, rows: tuple[int, ...] | None) -> list:
+def _shard_tasks(X: Any, y: Any, weight: Any, positive: Any, schema: list[dict[str, Any]] | None, rows: tuple[int, ...] | None,
+                 label_rows: tuple[int, ...] | None) -> list:
     """One delayed :func:`make_shard` per row block of the collection."""
     import dask
 
-    xs, ys, ws = collection_blocks(X, y, weight, table=schema is not None, rows=rows)
+    xs, ys, ws = collection_blocks(X, y, weight, table=schema is not None, rows=rows, label_rows=label_rows)
     return [dask.delayed(make_shard)(x, b, w, positive, i, schema) for i, (x, b, w) in enumerate(zip(xs, ys, ws))]
 
 
 def collection_shards(X: Any, y: Any, weight: Any, positive: Any, schema: list[dict[str, Any]] | None = None,
-                      rows: tuple[int, ...] | None = None) -> list[Shard]:
+                      rows: tuple[int, ...] | None = None, label_rows: tuple[int, ...] | None = None) -> list[Shard]:
     """The shards :class:`CollectionDataset` would keep on the workers, built there and brought to this process in one
     ``dask.compute`` (no shuffle: one task per block). Parameters as :class:`CollectionDataset`'s."""
     import dask
 
-    return list(dask.compute(*_shard_tasks(X, y, weight, positive, schema, rows)))
+    return list(dask.compute(*_shard_tasks(X, y, weight, positive, schema, rows, label_rows)))
 
 
 class CollectionDataset(ShardedDataset):
@@ -237,16 +241,19 @@ class CollectionDataset(ShardedDataset):
         A table's columns and vocabularies (:func:`merge_vocabularies`): each pandas partition is encoded with them.
     rows : tuple of int, optional
         A DataFrame's partition lengths, when known (else computed: one integer a partition).
+    label_rows : tuple of int, optional
+        A dask Series ``y``'s partition lengths, when known (else computed alike).
     """
 
     def __init__(self, X: Any, y: Any, weight: Any, positive: Any, client: Client, name: str = "dask collection",
-                 schema: list[dict[str, Any]] | None = None, rows: tuple[int, ...] | None = None) -> None:
+                 schema: list[dict[str, Any]] | None = None, rows: tuple[int, ...] | None = None,
+                 label_rows: tuple[int, ...] | None = None) -> None:
         self.store = None  # no store: shards built from blocks, always in memory (the methods that read the store stream)
         self.name = name
         self.group_names = None
         self.client = client
         self.driver_fanin = int(get_setting("driver-fanin"))
-        self._blocks = _shard_tasks(X, y, weight, positive, schema, rows)
+        self._blocks = _shard_tasks(X, y, weight, positive, schema, rows, label_rows)
         if schema is not None:
             from ..io._tabular import TabularSchema
 
