@@ -103,7 +103,7 @@ def collection_engine(n_rows: int | None, n_features: int, client: Client, name:
     setting = get_setting("local-max-bytes")
     if setting is not None:
         here = nbytes <= int(setting)
-        reasons = [f"{'below' if here else 'above'} dpipe.local-max-bytes, {int(setting) / 1e6:.0f} MB"]
+        reasons = [f"{'below' if here else 'above'} dpipe.local-max-bytes, {int(setting) / 1e6:.1f} MB"]
     else:
         threads = local_threads()
         fast, fast_why = break_even_bytes(threads, *cluster_threads(client), _cores())
