@@ -140,8 +140,12 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
     model; other block sizes sum in another order, so the iterative solvers' models agree
     to their stopping rule. A DataFrame with string columns is scanned and encoded
     partition by partition where it lives (only each column's vocabulary comes to the
-    driver). Without a distributed client, or with ``groups``, the collection is computed
-    into memory on the current scheduler first.
+    driver). With ``engine="auto"`` (the default) a collection below the cluster's
+    break-even and the driver's memory bound has the same shards built on the workers and
+    brought here, once, and is fitted in this process's threads, with the same model bit
+    for bit (:func:`~dpipe.engine._collection.collection_engine`; the choice and its reason
+    are logged). Without a distributed client, with ``groups`` or with ``engine="local"``,
+    the collection is computed into memory on the current scheduler first.
     ``decision_function`` and ``predict`` on dask collections stay lazy.
 
     **Tables.** A pandas DataFrame with string, categorical or object columns, or a
@@ -177,6 +181,16 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         an error naming the row, column and value (as ``dpipe ingest --unseen``). Set to
         another value than the default for input that holds numbers only, it is a
         :class:`~dpipe.exceptions.ParameterError` (it would do nothing).
+    engine : {"auto", "dask", "local"}
+        Dask collections only: where a fit on a distributed client runs. ``"dask"`` where the
+        partitions live; ``"local"``: the collection computed into memory here, then fitted as
+        a pandas DataFrame or NumPy array is; ``"auto"`` (default): here, from the shards built
+        on the workers, while their float32 features fit below both the cluster's break-even
+        (never on a cluster of this machine's workers; from about 39 MB against twice this
+        process's threads on other machines) and half the driver's available memory over 1.4
+        (``dpipe.local-max-bytes`` sets one bound instead), else where the partitions live.
+        ``"dask"`` for input that is not a dask collection, without a distributed client or with
+        ``groups`` is a :class:`~dpipe.exceptions.ParameterError`.
 
     Attributes
     ----------

@@ -33,8 +33,8 @@ from ..exceptions import ClusterError
 from ..io import Shard
 from ..reduce._block import to_float32
 from ._dataset import ShardedDataset, _n_rows
-from ._memory import _warm_up
 from ._local import local_threads
+from ._memory import _warm_up
 from ._open import local_limit
 from ._pass_count import LOAD, PassCount, Traffic, pass_starting
 
