@@ -438,7 +438,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         where = "dask" if self.engine == "dask" else collection_engine(None if rows is None else sum(rows), n_features, client,
                                                                         "dask DataFrame" if frame else "dask array")
         if where == "local":
-            ds: Any = LocalDataset(collection_shards(X, y, sample_weight, classes[1], schema=schema, rows=rows if frame else None,
+            ds: Any = LocalDataset(collection_shards(X, y, sample_weight, classes[1], client, schema=schema, rows=rows if frame else None,
                                                      label_rows=label_rows))
         else:
             ds = CollectionDataset(X, y, sample_weight, classes[1], client, schema=schema, rows=rows if frame else None, label_rows=label_rows)

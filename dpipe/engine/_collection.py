@@ -215,13 +215,11 @@ def _shard_tasks(X: Any, y: Any, weight: Any, positive: Any, schema: list[dict[s
     return [dask.delayed(make_shard)(x, b, w, positive, i, schema) for i, (x, b, w) in enumerate(zip(xs, ys, ws))]
 
 
-def collection_shards(X: Any, y: Any, weight: Any, positive: Any, schema: list[dict[str, Any]] | None = None,
+def collection_shards(X: Any, y: Any, weight: Any, positive: Any, client: Client, schema: list[dict[str, Any]] | None = None,
                       rows: tuple[int, ...] | None = None, label_rows: tuple[int, ...] | None = None) -> list[Shard]:
-    """The shards :class:`CollectionDataset` would keep on the workers, built there and brought to this process in one
-    ``dask.compute`` (no shuffle: one task per block). Parameters as :class:`CollectionDataset`'s."""
-    import dask
-
-    return list(dask.compute(*_shard_tasks(X, y, weight, positive, schema, rows, label_rows)))
+    """The shards :class:`CollectionDataset` would keep on the workers, built there by ``client`` and brought to this
+    process in one compute (no shuffle: one task per block). Parameters as :class:`CollectionDataset`'s."""
+    return list(client.compute(_shard_tasks(X, y, weight, positive, schema, rows, label_rows), sync=True))
 
 
 class CollectionDataset(ShardedDataset):
