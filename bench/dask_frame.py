@@ -179,12 +179,16 @@ def main(argv: list[str] | None = None) -> int:
              f"`python bench/dask_frame.py --repeats {a.repeats}`: adult (32,561 rows, 108 encoded features) read by "
              f"`dd.read_csv(blocksize=\"1MB\")` ({lazy.npartitions} partitions) on a `LocalCluster` of 2 worker processes, one thread each, "
              "against `pandas.read_csv` fitted in memory; medians, interleaved. `auto` is the default engine (adult is below the "
-             "cluster's break-even: shards built on the workers, fitted in this process); `engine='dask'` forces the cluster route.", "",
+             "cluster's break-even: shards built on the workers, fitted in this process); `engine='dask'` forces the cluster route "
+             f"(ways run: {', '.join(ways)}).", "",
              "| objective | in memory (s) | dask DataFrame, auto (s) | ratio | engine='dask' (s) | ratio | data passes | cluster: shards built (s) | cluster: ms a pass | load (1, 5, 15 min) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
+    def cell(v: float, fmt: str = ".2f") -> str:
+        return "not run" if np.isnan(v) else format(v, fmt)
+
     for r in rows:
-        lines.append(f"| {r['objective']} | {r['memory']:.2f} | {r['auto']:.2f} | {r['auto'] / r['memory']:.1f}x | {r['dask']:.2f} | "
-                     f"{r['dask'] / r['memory']:.1f}x | {r['passes']} | {r['dask_setup']:.2f} | {r['dask_pass_ms']:.1f} | "
+        lines.append(f"| {r['objective']} | {r['memory']:.2f} | {cell(r['auto'])} | {cell(r['auto'] / r['memory'], '.1f')}x | {cell(r['dask'])} | "
+                     f"{cell(r['dask'] / r['memory'], '.1f')}x | {r['passes'] or 'not run'} | {cell(r['dask_setup'])} | {cell(r['dask_pass_ms'], '.1f')} | "
                      + ", ".join(f"{v:.1f}" for v in r["load"]) + " |")
     lines += ["", f"`constraint` is `error-rate` subject to `recall >= 0.8`. Load at the start: {', '.join(f'{v:.1f}' for v in loads[0])}. "
               f"Ran {time.perf_counter() - started:.0f} s."]
