@@ -396,7 +396,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         if series:
             label_parts = [dask.delayed(_labels_and_rows)(part) for part in y.optimize().to_delayed()]
         else:
-            labels = y.unique() if hasattr(y, "unique") else da.unique(y) if _is_dask(y) else np.asarray(y)
+            labels: Any = y.unique() if hasattr(y, "unique") else da.unique(y) if _is_dask(y) else np.asarray(y)
             label_parts = list(np.ravel(labels.to_delayed())) if _is_dask(labels) else []
         frame = hasattr(X, "columns")
         table = frame and is_table(X._meta)
@@ -416,6 +416,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         check_classification_targets(classes)
         _check_two_classes(classes)
         schema = None
+        rows: tuple[int, ...] | None
         if table:
             schema, rows = merge_vocabularies([v for v, _ in counted]), tuple(n for _, n in counted)
         elif frame:
