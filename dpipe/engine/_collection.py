@@ -11,11 +11,17 @@ features; where the driver merges the ranking itself (``auc``'s Newton steps and
 objectives below ``dpipe.rank-exchange``'s row count) it receives a score per row. A worker
 lost meanwhile loses its shards; the scheduler computes them again from the collection's
 graph.
+
+Under ``engine="auto"`` a collection small enough is not fitted there: :func:`collection_engine` measures its
+features' bytes against the cluster's break-even (:func:`break_even_bytes`) and the driver's memory, and below both :func:`collection_shards`
+builds the same shards on the workers in one ``dask.compute`` and brings them here, for this process's threads
+(:class:`._local.LocalDataset`, whose passes merge in the same tree: the same model as the cluster's).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,18 +29,96 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._config import get_setting
+from ..exceptions import ClusterError
 from ..io import Shard
 from ..reduce._block import to_float32
 from ._dataset import ShardedDataset, _n_rows
-from ._memory import measure_workers
+from ._local import local_threads
+from ._memory import _warm_up
+from ._open import local_limit
 from ._pass_count import LOAD, PassCount, Traffic, pass_starting
 
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["CollectionDataset", "collection_blocks", "make_shard", "merge_vocabularies", "partition_vocabulary"]
+__all__ = ["CollectionDataset", "collection_blocks", "collection_engine", "collection_shards", "make_shard", "merge_vocabularies",
+           "partition_vocabulary", "break_even_bytes", "cluster_threads", "CLUSTER_PASS_SECONDS", "THREAD_PASS_BYTES_PER_SECOND"]
 
 log = logging.getLogger(__name__)
+
+#: the least seconds a data pass costs on a cluster, whatever the data: the round trips from the driver to the shard
+#: hosts and back (measured: ``python bench/dask_frame.py --break-even``, auc's Newton passes on 4,000 rows in 2
+#: partitions, 2 worker processes on this machine: 16.7-20.6 ms at load 4; a cluster across a network costs more)
+CLUSTER_PASS_SECONDS = 0.015
+#: bytes of float32 features one thread reads per second in a data pass, in this process (measured alike: auc on
+#: 4x10^5 x 50 against 10^5 x 50 rows in memory, 2 threads, 1.31 GB/s at load 4)
+THREAD_PASS_BYTES_PER_SECOND = 0.65e9
+
+
+def cluster_threads(client: Client) -> tuple[int, int]:
+    """The worker threads of ``client``'s cluster on this machine and on other machines (a worker's host is one of
+    this machine's addresses, or not)."""
+    import psutil
+
+    ours = {a.address for addresses in psutil.net_if_addrs().values() for a in addresses} | {"localhost"}
+    here = elsewhere = 0
+    for worker in client.scheduler_info(n_workers=-1).get("workers", {}).values():
+        n = int(worker.get("nthreads") or 1)
+        if worker.get("host") in ours:
+            here += n
+        else:
+            elsewhere += n
+    return here, elsewhere
+
+
+def break_even_bytes(threads: int, here: int, elsewhere: int, cores: int) -> tuple[float, str]:
+    """The bytes of features above which a cluster's data pass is faster than one of this process's ``threads``, and why.
+
+    A pass costs this process ``B / (r t)`` (``r``: :data:`THREAD_PASS_BYTES_PER_SECOND`, ``t``: ``threads``) and
+    the cluster ``c + B / (r w)`` (``c``: :data:`CLUSTER_PASS_SECONDS`; ``w``: its threads ``elsewhere`` plus those
+    ``here``, on this machine, up to its ``cores``, which this process's threads use already). The cluster is faster
+    from ``B = c r / (1/t - 1/w)``; never (infinity) when ``w <= t``: one machine's cluster buys nothing its threads lack.
+    """
+    w = elsewhere + min(here, cores)
+    if w <= threads:
+        return float("inf"), (f"the cluster's break-even, which is none: its {here + elsewhere} worker thread(s), {here} of them on this "
+                              f"machine, make a pass no faster than this process's {threads}")
+    b = CLUSTER_PASS_SECONDS * THREAD_PASS_BYTES_PER_SECOND / (1 / threads - 1 / w)
+    return b, (f"the cluster's break-even of {b / 1e6:.0f} MB: a pass costs it {1000 * CLUSTER_PASS_SECONDS:.0f} ms at least, and its {w} "
+               f"thread(s) read {THREAD_PASS_BYTES_PER_SECOND / 1e9:g} GB/s each as this process's {threads} do")
+
+
+def collection_engine(n_rows: int | None, n_features: int, client: Client, name: str = "dask collection") -> str:
+    """Where ``engine="auto"`` fits a collection of ``n_rows`` x ``n_features``: ``"local"`` (this process) or ``"dask"``.
+
+    ``"local"`` when its float32 features take at most ``dpipe.local-max-bytes`` bytes, or with that setting unset,
+    below both :func:`break_even_bytes` (for ``client``'s cluster, :func:`cluster_threads`) and the memory rule of
+    stores (:func:`._open.local_limit`). ``n_rows`` None (a dask array of unknown chunk sizes): ``"dask"``. The choice
+    is logged (INFO) with its reason.
+    """
+    if n_rows is None:
+        log.info("%s: rows unknown (chunk sizes not computed): fitted where its partitions live", name)
+        return "dask"
+    nbytes = 4 * n_rows * n_features
+    setting = get_setting("local-max-bytes")
+    if setting is not None:
+        here = nbytes <= int(setting)
+        reasons = [f"{'below' if here else 'above'} dpipe.local-max-bytes, {int(setting) / 1e6:.1f} MB"]
+    else:
+        threads = local_threads()
+        fast, fast_why = break_even_bytes(threads, *cluster_threads(client), _cores())
+        memory, memory_why = local_limit()
+        here = nbytes <= min(fast, memory)
+        bounds = ((fast, fast_why), (memory, f"the driver's memory bound of {memory / 1e6:.0f} MB: {memory_why}"))
+        reasons = [f"below {why}" for _, why in bounds] if here else [f"above {why}" for b, why in bounds if nbytes > b]
+    log.info("%s: %d rows x %d features (%.1f MB as float32): %s (%s)", name, n_rows, n_features, nbytes / 1e6,
+             "fitted in this process" if here else "fitted where its partitions live", "; ".join(reasons))
+    return "local" if here else "dask"
+
+
+def _cores() -> int:
+    """The cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def make_shard(X: Any, y: Any, weight: Any, positive: Any, index: int, schema: list[dict[str, Any]] | None = None) -> Shard:
@@ -74,13 +158,15 @@ def merge_vocabularies(parts: Sequence[list[dict[str, Any]]]) -> list[dict[str, 
     return merged
 
 
-def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False, rows: tuple[int, ...] | None = None) -> tuple[list, list, list]:
+def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False, rows: tuple[int, ...] | None = None,
+                      label_rows: tuple[int, ...] | None = None) -> tuple[list, list, list]:
     """Delayed row blocks of ``X`` (dask array or dask DataFrame), with ``y`` and ``weight`` cut alike.
 
     The blocks follow ``X``'s row chunks (a DataFrame's partitions, whose lengths are computed
     first: one integer per partition to the driver, unless ``rows`` gives them; ``table``: the
     partitions stay pandas DataFrames, for :func:`make_shard` to encode); ``y`` and ``weight``
-    are rechunked to them.
+    are rechunked to them (a dask Series ``y``'s partition lengths computed first, unless
+    ``label_rows`` gives them).
     """
     import dask.array as da
 
@@ -98,7 +184,7 @@ def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False, r
         X = X.rechunk({1: -1})  # whole rows in each block
         xs, rows, n_rows = list(X.to_delayed()[:, 0]), X.chunks[0], X.shape[0]
 
-    def cut(v: Any, what: str) -> Any:
+    def cut(v: Any, what: str, lengths: tuple[int, ...] | None = None) -> Any:
         if v is None:
             return None
         if hasattr(v, "to_dask_array"):
@@ -106,17 +192,34 @@ def collection_blocks(X: Any, y: Any, weight: Any = None, table: bool = False, r
 
             if v.dtype != object and is_string_dtype(v.dtype):  # string labels: dask arrays hold them as objects
                 v = v.astype(object)
-            v = v.optimize().to_dask_array(lengths=True)
+            v = v.optimize()
+            v = v.to_dask_array(lengths=lengths if lengths is not None and len(lengths) == v.npartitions else True)
         elif not hasattr(v, "dask"):
             v = da.from_array(np.asarray(v), chunks=(rows,))
         if v.shape[0] != n_rows:
             raise ValueError(f"{what} has {v.shape[0]} rows; X has {n_rows}")
         return v.rechunk({0: rows})
 
-    y, weight = cut(y, "y"), cut(weight, "sample_weight")
+    y, weight = cut(y, "y", label_rows), cut(weight, "sample_weight")
     ys = list(y.to_delayed().ravel())
     ws = [None] * len(xs) if weight is None else list(weight.to_delayed().ravel())
     return xs, ys, ws
+
+
+def _shard_tasks(X: Any, y: Any, weight: Any, positive: Any, schema: list[dict[str, Any]] | None, rows: tuple[int, ...] | None,
+                 label_rows: tuple[int, ...] | None) -> list:
+    """One delayed :func:`make_shard` per row block of the collection."""
+    import dask
+
+    xs, ys, ws = collection_blocks(X, y, weight, table=schema is not None, rows=rows, label_rows=label_rows)
+    return [dask.delayed(make_shard)(x, b, w, positive, i, schema) for i, (x, b, w) in enumerate(zip(xs, ys, ws))]
+
+
+def collection_shards(X: Any, y: Any, weight: Any, positive: Any, client: Client, schema: list[dict[str, Any]] | None = None,
+                      rows: tuple[int, ...] | None = None, label_rows: tuple[int, ...] | None = None) -> list[Shard]:
+    """The shards :class:`CollectionDataset` would keep on the workers, built there by ``client`` and brought to this
+    process in one compute (no shuffle: one task per block). Parameters as :class:`CollectionDataset`'s."""
+    return list(client.compute(_shard_tasks(X, y, weight, positive, schema, rows, label_rows), sync=True))
 
 
 class CollectionDataset(ShardedDataset):
@@ -136,19 +239,19 @@ class CollectionDataset(ShardedDataset):
         A table's columns and vocabularies (:func:`merge_vocabularies`): each pandas partition is encoded with them.
     rows : tuple of int, optional
         A DataFrame's partition lengths, when known (else computed: one integer a partition).
+    label_rows : tuple of int, optional
+        A dask Series ``y``'s partition lengths, when known (else computed alike).
     """
 
     def __init__(self, X: Any, y: Any, weight: Any, positive: Any, client: Client, name: str = "dask collection",
-                 schema: list[dict[str, Any]] | None = None, rows: tuple[int, ...] | None = None) -> None:
-        import dask
-
+                 schema: list[dict[str, Any]] | None = None, rows: tuple[int, ...] | None = None,
+                 label_rows: tuple[int, ...] | None = None) -> None:
         self.store = None  # no store: shards built from blocks, always in memory (the methods that read the store stream)
         self.name = name
         self.group_names = None
         self.client = client
         self.driver_fanin = int(get_setting("driver-fanin"))
-        xs, ys, ws = collection_blocks(X, y, weight, table=schema is not None, rows=rows)
-        self._blocks = [dask.delayed(make_shard)(x, b, w, positive, i, schema) for i, (x, b, w) in enumerate(zip(xs, ys, ws))]
+        self._blocks = _shard_tasks(X, y, weight, positive, schema, rows, label_rows)
         if schema is not None:
             from ..io._tabular import TabularSchema
 
@@ -156,8 +259,12 @@ class CollectionDataset(ShardedDataset):
         else:
             self._n_features = int(X.shape[1])
         self._weighted = weight is not None
-        self.worker_memory = measure_workers(client, self._n_features)  # also loads the pass kernels on every worker
-        self.workers = sorted(self.worker_memory)
+        # the pass kernels loaded on every worker; not their memory measured (measure_workers: a gc.collect() on each worker,
+        # 0.3 s a fit measured on adult): the shards are always kept, there is no cache to choose
+        try:
+            self.workers = sorted(client.run(_warm_up, self._n_features))
+        except (OSError, RuntimeError) as error:  # CommClosedError is an OSError: a worker died loading them
+            raise ClusterError(f"{name}: loading dpipe's pass kernels on the workers failed: {type(error).__name__}: {error}") from error
         self.cache = "memory"
         self.minimum_memory_limit = 0
         self._hosts: list[tuple[list[int], Any, Any]] = []

@@ -143,7 +143,7 @@ def test_train_estimator_and_cli_agree_with_the_declaration():
                    "verify", "out", "overwrite", "train_metrics"}
     assert train_params == declared | run_options
     estimator_params = set(dpipe.DPipeClassifier().get_params())
-    assert estimator_params == declared | {"objective", "unseen"}
+    assert estimator_params == declared | {"objective", "unseen", "engine"}  # engine: where a dask collection is fitted
     train_parser = build_parser()._subparsers._group_actions[0].choices["train"]
     cli = {a.dest for a in train_parser._actions} - {"help", "help_all"}
     cli_run = {"store", "objective", "validation", "datasets", "constraint_validation", "constraints_file", "out", "train_metrics", "scheduler", "scheduler_file",
