@@ -291,8 +291,15 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
 
     _check_one_stdout_document(a, "model")
     out = None if a.out == STDOUT else a.out  # '-': the model on stdout, after the fit (nothing half-written)
-    # one writer of --out, fit included; taken before the fit layer is imported, so that a refused --out fails at once
-    with locked_output(out, overwrite=a.overwrite, what="model") if out else contextlib.nullcontext():
+    if a.plot is not None and a.lam != "auto":
+        raise ParameterError(f"--plot draws the path of --lam auto (the held-out measure per lam); this fit's lam is {'the default' if a.lam is None else a.lam}: "
+                             "give --lam auto, or leave --plot out")
+    # one writer of --out (and --plot), fit included; taken before the fit layer is imported, so that a refused --out fails at once
+    with contextlib.ExitStack() as outputs:
+        if out:
+            outputs.enter_context(locked_output(out, overwrite=a.overwrite, what="model"))
+        if a.plot is not None:
+            outputs.enter_context(locked_output(a.plot, overwrite=a.overwrite, what="plot"))
         from ..fit import PARAMS, train
 
         given = {name: getattr(a, name) for name in PARAMS if getattr(a, name) is not None}
@@ -302,6 +309,10 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
         validation = None if a.validation is None else _store_of(_without_ingest_options(a), a.validation, "train", like=store)
         model = train(store, a.objective, validation=validation, datasets=_parse_datasets(a.datasets), out=out, overwrite=a.overwrite,
                       train_metrics=a.train_metrics, constraint_validation=_parse_validation(a.constraint_validation), **given, **_cluster_keywords(a))
+        if a.plot is not None:
+            from ..plotting import plot_lam_path
+
+            plot_lam_path({a.objective: model.fit["info"]["lam_path"]}, a.plot)
     fit = model.fit
     info = fit.get("info", {})
     if a.json:
