@@ -170,8 +170,11 @@ def _print_lam_path(info: dict[str, Any]) -> None:
     if path is None:
         return
     print(f"lam=auto: {path['chosen']:.3g}, {path['why']}")
-    for lam, score, nit in zip(path["lams"], path["scores"], path["iterations"]):
-        print(f"  lam {lam:<8.3g} held-out {path['metric']} {score:.6f}  {nit} iterations{'  <- chosen' if lam == path['chosen'] else ''}")
+    folds = path.get("fold_scores") or [None] * len(path["lams"])  # a model written before the folds has none
+    for lam, score, nit, each in zip(path["lams"], path["scores"], path["iterations"], folds):
+        per_fold = f" (folds {', '.join(f'{s:.6f}' for s in each)})" if each is not None and len(each) > 1 else ""
+        default = "  (the fixed default)" if lam == path.get("fixed_default") else ""
+        print(f"  lam {lam:<8.3g} held-out {path['metric']} {score:.6f}{per_fold}  {nit} iterations{'  <- chosen' if lam == path['chosen'] else ''}{default}")
 
 
 def _cmd_info_model(a: argparse.Namespace) -> None:

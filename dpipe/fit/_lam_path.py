@@ -107,7 +107,7 @@ class FoldSplit(RowSplit):
         """Each row's fold (int8 array of the shard's rows); remembered in this process (a pass at a few milliseconds a shard
         would otherwise spend most of them drawing and sorting again)."""
         y = np.ascontiguousarray(shard.y)
-        key = (int(self.seed), int(self.folds), int(shard.index), hashlib.blake2b(y.view(np.uint8), digest_size=16).digest())
+        key = (int(self.seed), int(self.folds), int(shard.index), hashlib.blake2b(y.tobytes(), digest_size=16).digest())
         out = _DEALT.get(key)
         if out is None:
             u = np.random.default_rng([int(self.seed), int(shard.index)]).random(shard.n_rows)
