@@ -295,7 +295,8 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
     _check_one_stdout_document(a, "model")
     out = None if a.out == STDOUT else a.out  # '-': the model on stdout, after the fit (nothing half-written)
     if a.plot is not None and a.lam != "auto":
-        raise ParameterError(f"--plot draws the path of --lam auto (the held-out measure per lam); this fit's lam is {'the default' if a.lam is None else a.lam}: "
+        lam = a.lam if a.lam is not None else "set by --C" if getattr(a, "C", None) is not None else "the default"
+        raise ParameterError(f"--plot draws the path of --lam auto (the held-out measure per lam); this fit's lam is {lam}: "
                              "give --lam auto, or leave --plot out")
     # one writer of --out (and --plot), fit included; taken before the fit layer is imported, so that a refused --out fails at once
     with contextlib.ExitStack() as outputs:
