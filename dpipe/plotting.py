@@ -51,17 +51,28 @@ def _save(fig: Any, path: str | os.PathLike) -> str:
 
 def plot_lam_path(paths: Mapping[str, Mapping[str, Any]], path: str | os.PathLike, title: str = "lam='auto': held-out measure along the path") -> str:
     """Write a PNG with one line per fit record ``name -> info["lam_path"]`` (a model's ``fit["info"]["lam_path"]``): how far
-    each ``lam`` of the path is below the best held-out measure (0: the chosen ``lam``), strong to weak from left to right."""
+    each ``lam`` of the path is below the best held-out measure (0: the chosen ``lam``, a star), strong to weak from left to
+    right; with several folds each fold's own measure too (thin lines, the same distance from the best mean), and the fixed
+    default ``lam`` a cross where the path measured it."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, record in paths.items():
-        best = max(record["scores"])
-        ax.plot(record["lams"], [best - s for s in record["scores"]], marker="o", label=f"{name}: {record['chosen']:.0e}")
+        best, lams = max(record["scores"]), record["lams"]
+        folds = record.get("fold_scores") or []
+        line = ax.plot(lams, [best - s for s in record["scores"]], marker="o", label=f"{name}: {record['chosen']:.3g}"
+                       + (f" ({len(folds[0])} folds)" if folds and len(folds[0]) > 1 else ""))[0]
+        if folds and len(folds[0]) > 1:
+            for j in range(len(folds[0])):
+                ax.plot(lams, [best - f[j] for f in folds], color=line.get_color(), lw=0.6, alpha=0.4)
+        ax.plot([record["chosen"]], [best - record["chosen_score"]], marker="*", ms=13, color=line.get_color(), ls="none")
+        if record.get("fixed_default") in lams:
+            i = lams.index(record["fixed_default"])
+            ax.plot([lams[i]], [best - record["scores"][i]], marker="x", ms=10, mew=2, color=line.get_color(), ls="none")
     ax.set_xscale("log")
     ax.set_yscale("symlog", linthresh=1e-4)
-    ax.set_ylim(bottom=0.0)
     ax.invert_xaxis()
-    ax.set(xlabel="lam (strong to weak: the path's order)", ylabel="best held-out measure - held-out measure", title=title)
+    ax.set(xlabel="lam (strong to weak: the path's order)", ylabel="best held-out measure - held-out measure",
+           title=title + "\n(star: chosen; cross: the fixed default lam; thin: each fold)")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     try:

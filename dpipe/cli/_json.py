@@ -147,7 +147,10 @@ def lam_path_summary(info: dict[str, Any]) -> dict[str, Any] | None:
     path = info.get("lam_path")
     if path is None:
         return None
-    return {k: path[k] for k in ("metric", "held_out", "lams", "scores", "iterations", "chosen", "chosen_score", "why", "refit")}
+    out = {k: path[k] for k in ("metric", "held_out", "lams", "scores", "iterations", "chosen", "chosen_score", "why", "refit")}
+    # the folds, their measures and the fixed default: models written before the folds (one held-out share) have none
+    out.update({k: path.get(k) for k in ("folds", "fold_scores", "score_se", "refined", "fixed_default")})
+    return out
 
 
 def model_info(model: Any, path: str) -> dict[str, Any]:

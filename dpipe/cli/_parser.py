@@ -304,6 +304,8 @@ def _train_parser(sub: Any) -> None:
     for title, names in param_groups():  # an option that does not apply to the objective is an error
         add_arguments(p.add_argument_group(title), names)
     p.add_argument("--no-train-metrics", dest="train_metrics", action="store_false", help="do not keep training metrics in the model")
+    p.add_argument("--plot", metavar="PNG", help="with --lam auto: a PNG of the path, the held-out measure per lam (each fold's and "
+                   "their mean), the chosen and the fixed default lam marked (--overwrite replaces a plot dpipe wrote)")
     add_cluster_arguments(p, "train")
     add_ingest_arguments(p.add_argument_group(_INGEST_GROUP, _INGEST_ABOUT), "train")
 

@@ -170,8 +170,11 @@ def _print_lam_path(info: dict[str, Any]) -> None:
     if path is None:
         return
     print(f"lam=auto: {path['chosen']:.3g}, {path['why']}")
-    for lam, score, nit in zip(path["lams"], path["scores"], path["iterations"]):
-        print(f"  lam {lam:<8.3g} held-out {path['metric']} {score:.6f}  {nit} iterations{'  <- chosen' if lam == path['chosen'] else ''}")
+    folds = path.get("fold_scores") or [None] * len(path["lams"])  # a model written before the folds has none
+    for lam, score, nit, each in zip(path["lams"], path["scores"], path["iterations"], folds):
+        per_fold = f" (folds {', '.join(f'{s:.6f}' for s in each)})" if each is not None and len(each) > 1 else ""
+        default = "  (the fixed default)" if lam == path.get("fixed_default") else ""
+        print(f"  lam {lam:<8.3g} held-out {path['metric']} {score:.6f}{per_fold}  {nit} iterations{'  <- chosen' if lam == path['chosen'] else ''}{default}")
 
 
 def _cmd_info_model(a: argparse.Namespace) -> None:
@@ -291,8 +294,16 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
 
     _check_one_stdout_document(a, "model")
     out = None if a.out == STDOUT else a.out  # '-': the model on stdout, after the fit (nothing half-written)
-    # one writer of --out, fit included; taken before the fit layer is imported, so that a refused --out fails at once
-    with locked_output(out, overwrite=a.overwrite, what="model") if out else contextlib.nullcontext():
+    if a.plot is not None and a.lam != "auto":
+        lam = a.lam if a.lam is not None else "set by --C" if getattr(a, "C", None) is not None else "the default"
+        raise ParameterError(f"--plot draws the path of --lam auto (the held-out measure per lam); this fit's lam is {lam}: "
+                             "give --lam auto, or leave --plot out")
+    # one writer of --out (and --plot), fit included; taken before the fit layer is imported, so that a refused --out fails at once
+    with contextlib.ExitStack() as outputs:
+        if out:
+            outputs.enter_context(locked_output(out, overwrite=a.overwrite, what="model"))
+        if a.plot is not None:
+            outputs.enter_context(locked_output(a.plot, overwrite=a.overwrite, what="plot"))
         from ..fit import PARAMS, train
 
         given = {name: getattr(a, name) for name in PARAMS if getattr(a, name) is not None}
@@ -302,6 +313,10 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
         validation = None if a.validation is None else _store_of(_without_ingest_options(a), a.validation, "train", like=store)
         model = train(store, a.objective, validation=validation, datasets=_parse_datasets(a.datasets), out=out, overwrite=a.overwrite,
                       train_metrics=a.train_metrics, constraint_validation=_parse_validation(a.constraint_validation), **given, **_cluster_keywords(a))
+        if a.plot is not None:
+            from ..plotting import plot_lam_path
+
+            plot_lam_path({a.objective: model.fit["info"]["lam_path"]}, a.plot)
     fit = model.fit
     info = fit.get("info", {})
     if a.json:

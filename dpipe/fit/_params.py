@@ -191,8 +191,9 @@ PARAMS: dict[str, Param] = {
               "the ridge ``lam/2 (||w||^2 + b^2)``, the bias as lightly as w (default 1 / n, the paper's). ``'auto'`` (smoothed and "
               "SVM-perf's objectives): chosen on held-out rows by a regularization path from strong to weak, each fit warm-started "
               "from the last, by the objective's own held-out measure (ROC-AUC, PRBEP, accuracy, F1, Prec@k, Rec@k: as "
-              "``early_stopping_rounds``'); the rows are the validation set when one is given, else a seeded share of the training "
-              "rows (:data:`dpipe.fit._lam_path.HELD_OUT_FRACTION`, no rows written), and then one warm-started fit on all rows. The "
+              "``early_stopping_rounds``'); the rows are the validation set when one is given, else 3 seeded folds of the training "
+              "rows stratified by class (every fold held out in turn, the measure their mean, when a fold holds fewer than 2000 rows "
+              "of the smaller class; one fold otherwise; no rows written), and then one warm-started fit on all rows. The "
               "model's fit record keeps the path (``info['lam_path']``).",
               FAMILIES, {"auc": None, "moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "newton", "cutting-plane", "mm"),
               low=0.0, closed="left",

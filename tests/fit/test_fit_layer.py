@@ -147,7 +147,7 @@ def test_train_estimator_and_cli_agree_with_the_declaration():
     train_parser = build_parser()._subparsers._group_actions[0].choices["train"]
     cli = {a.dest for a in train_parser._actions} - {"help", "help_all"}
     cli_run = {"store", "objective", "validation", "datasets", "constraint_validation", "constraints_file", "out", "train_metrics", "scheduler", "scheduler_file",
-               "workers", "memory_limit", "cluster", "cache", "engine", "verify", "overwrite", "json"}
+               "workers", "memory_limit", "cluster", "cache", "engine", "verify", "overwrite", "json", "plot"}
     source = {n for n, (_, opt) in options_of(IngestOptions).items() if "train" in opt.commands}  # STORE may be a source file (ingested into a cached store)
     assert cli == declared | cli_run | source
     for name in PARAMS:  # every parameter documented in both docstrings
