@@ -12,38 +12,39 @@ import numpy as np
 
 from ..engine import HostsLost, MergedScores, RankPasses, class_moments, class_totals, column_scales
 from ..exceptions import DPipeError, ParameterError
-from ..objectives import PreconditionedObjective, RayMinimum, SmoothedAUCRisk, SmoothedPRBEPRisk, ray_minimum, train_auc
+from ..objectives import PreconditionedObjective, RayMinimum, ray_minimum, train_auc
 from ..reduce import ClassMoments
 from ..solvers import CONTINUATION_START, MOMENT_PRECONDITION_MAX_FEATURES, fit_auc_moment, fit_smooth, moment_preconditioner
 from ._early_stopping import early_stopping
-from ._newton import auc_risk
 from ._outcome import FitOutcome, WarmStart
 from ._params import fit_lam
 from ._records import SmoothParams
+from ._registry import OBJECTIVES
 
 if TYPE_CHECKING:
     from ..engine._protocols import Dataset, ScoreRisk
 
-__all__ = ["fit_smoothed", "default_smoothing", "SmoothedObjective", "smoothed_objective", "RISKS"]
+__all__ = ["fit_smoothed", "default_smoothing", "SmoothedObjective", "smoothed_objective", "score_risk"]
 
 log = logging.getLogger("dpipe.fit")
-
-#: objective -> its pure risk, built from the smoothing width (None where the risk is not smoothed)
-RISKS = {"auc-smooth": SmoothedAUCRisk, "prbep-smooth": SmoothedPRBEPRisk, "auc": auc_risk}
 
 #: the options that use the auc-moment ray, and what to use instead when the data has no such direction
 MOMENT_RAY_FALLBACKS = {"init='auc-moment'": "init='zeros'", "precondition='moments'": "precondition='diagonal'"}
 
 
-def default_smoothing(objective: str, total_weight: float, epsilon: float, scale: float) -> float:
-    """The paper's ``mu = epsilon / D`` (times ``scale``) in each objective's own unit.
+def score_risk(objective: str) -> Callable[[float | None], ScoreRisk]:
+    """The smoothed objective's risk from its smoothing width (its registry entry's :attr:`~dpipe.fit.Objective.risk`)."""
+    make: Callable[[float | None], ScoreRisk] = OBJECTIVES[objective].load_risk()
+    return make
 
-    ROCArea: the Huber width ``t = m mu = 2 epsilon`` (prox-function over the m pairs,
-    D = m / 2). PRBEP: ``mu = 2 epsilon / n`` (D = n / 2), with n the total sample weight.
-    """
-    if objective == "auc-smooth":
-        return 2.0 * epsilon * scale
-    return 2.0 * epsilon / total_weight * scale
+
+def default_smoothing(objective: str, total_weight: float, epsilon: float, scale: float) -> float:
+    """The paper's ``mu = epsilon / D`` (times ``scale``) in the objective's own unit: its entry's
+    :attr:`~dpipe.fit.Objective.width` (ROCArea's Huber width ``2 epsilon``, PRBEP's ``2 epsilon / n``)."""
+    width = OBJECTIVES[objective].width
+    if width is None:
+        raise DPipeError(f"objective {objective!r} declares no default smoothing width (Objective.width); give smoothing=")
+    return width(total_weight, epsilon, scale)
 
 
 class SmoothedObjective:
@@ -113,7 +114,7 @@ def smoothed_objective(
     on raw features in raw coordinates); also what benchmarks time per evaluation.
     """
     T = np.ones(passes.n_features) if transform is None else transform
-    return PreconditionedObjective(SmoothedObjective(passes, RISKS[objective](smoothing)), T, lam, penalty)
+    return PreconditionedObjective(SmoothedObjective(passes, score_risk(objective)(smoothing)), T, lam, penalty)
 
 
 def _moment_ray(moments: ClassMoments, passes: RankPasses, risk: Any, scale: np.ndarray, quad_weights: np.ndarray, lam: float, ridge: float,
@@ -197,7 +198,7 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
     if width is None and smoothed:
         assert p.epsilon is not None and p.mu_scale is not None  # both apply where epsilon does (auc has neither)
         width = default_smoothing(p.objective, total_weight, p.epsilon, p.mu_scale)
-    make_risk = RISKS[p.objective]
+    make_risk = score_risk(p.objective)
     scale = np.ones(d)
     if p.standardize or preconditioner != "none":
         if moments is not None:

@@ -22,6 +22,7 @@ _LAZY = {
     "train_auc": "._risk",
     "SquaredPairwiseHinge": "._pairwise_l2",
     "liblinear_lam": "._pairwise_l2",
+    "auc_risk": "._pairwise_l2",
     "Curvature": "._curvature",
     "RangeCurvature": "._range_curvature",
     "StructuralLoss": "._structural",
