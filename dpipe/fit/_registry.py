@@ -33,7 +33,7 @@ if TYPE_CHECKING:
                             Mapping[str, Dataset] | None], FitOutcome]
 
 __all__ = ["Objective", "Family", "DataLam", "OBJECTIVES", "FAMILIES", "DEFAULT_OBJECTIVE", "MOMENT_MAX_FEATURES", "AUC_LBFGS_MIN_ROWS",
-           "SolverChoice", "get_objective", "C_CONVENTIONS", "auc_lam", "AUC_LAM_FLOOR", "AUC_LAM_PER_FEATURE"]
+           "SolverChoice", "get_objective", "objective_table", "C_CONVENTIONS", "auc_lam", "AUC_LAM_FLOOR", "AUC_LAM_PER_FEATURE"]
 
 #: the most features an objective that builds d x d class moments on the driver fits (two float64 d x d
 #: matrices per shard and on the driver: 268 MB at 4096); wider stores (sparse text) use the pass-based ones
@@ -152,7 +152,11 @@ class Objective:
         The fit sets the decision threshold itself (a bias feature), so threshold
         calibration is off by default; the ranking objectives' threshold is calibrated.
     summary : str
-        One line: what it minimizes.
+        One line: what it minimizes (``dpipe train --help``).
+    doc : str
+        What it minimizes, as the objective table of docs/training.md says it (:func:`objective_table`; Markdown).
+    passes : str or None
+        The data passes it makes, for that table (None: its family's, :attr:`Family.passes`).
     risk : Ref or None
         The pure function the family's fit evaluates, loaded when a fit first needs it; what it is depends on the family
         (:attr:`Family.risk`): moment, ``(ClassMoments, MomentParams, lam) -> FitOutcome``; smooth, ``(width or None) ->``
@@ -194,8 +198,10 @@ class Objective:
     solvers: tuple[str, ...]
     own_threshold: bool
     summary: str
+    doc: str
     risk: Ref[Any] | None
     metric: str | None
+    passes: str | None = None
     rates: Ref[Any] | None = None
     width: Callable[[float, float, float], float] | None = None
     default_lam: DataLam | None = None
@@ -234,10 +240,13 @@ class Family:
         None when its objectives take a validation set (``validation=``, ``eval_set``); else why not, for the error.
     lam_auto : str or None
         None when its ``lam`` may be ``"auto"`` (:mod:`dpipe.fit._lam_path`); else why not, for the error.
+    passes : str
+        The data passes its fit makes (the objective table of docs/training.md).
     """
 
     name: str
     risk: str
+    passes: str
     fit: Ref[FamilyFit] | None = None
     fit_datasets: Ref[DatasetsFit] | None = None
     solver_fits: Mapping[str, Ref[FamilyFit]] = dataclasses.field(default_factory=dict)
@@ -255,12 +264,12 @@ class Family:
 #: the families of objectives, each with its own fit path (dpipe/fit/_moment.py, _smooth.py, _structural.py, _rates.py)
 FAMILIES: Registry[Family] = Registry("family", (
     Family(name="moment", risk="(ClassMoments, MomentParams, lam) -> FitOutcome: the fit from the class moments",
-           fit=Ref("dpipe.fit._moment:fit_moment"), validates="fitted from one moments pass",
+           passes="one moments pass", fit=Ref("dpipe.fit._moment:fit_moment"), validates="fitted from one moments pass",
            lam_auto="the moment objectives' lam weighs a unit-norm penalty, not a ridge whose strength trades bias for variance"),
-    Family(name="smooth", risk="(width or None) -> a risk of the merged scores (at; curvature for Newton)",
+    Family(name="smooth", risk="(width or None) -> a risk of the merged scores (at; curvature for Newton)", passes="two passes per evaluation",
            fit=Ref("dpipe.fit._smooth:fit_smoothed"), solver_fits={"newton": Ref("dpipe.fit._newton:fit_newton")}),
-    Family(name="structural", risk="(loss name, k) -> the cutting plane's oracle", fit=Ref("dpipe.fit._structural:fit_structural")),
-    Family(name="rate", risk="(width) -> the ranking risk minimized besides the rates, or none",
+    Family(name="structural", risk="(loss name, k) -> the cutting plane's oracle", passes="two passes per iteration", fit=Ref("dpipe.fit._structural:fit_structural")),
+    Family(name="rate", risk="(width) -> the ranking risk minimized besides the rates, or none", passes="one pass per evaluation, one per dataset",
            fit_datasets=Ref("dpipe.fit._rates:fit_rate_family"), validates="its steps are not comparable by a validation AUC",
            lam_auto="a rate fit's held-out choice needs its constraints checked per lam: not implemented yet"),
 ))
@@ -272,12 +281,13 @@ _SMOOTHED_AUC = Ref[Any]("dpipe.objectives:SmoothedAUCRisk")
 def _structural(name: str, summary: str, metric: str, own_threshold: bool = False, takes_k: bool = False) -> Objective:
     """An SVM-perf loss (its oracle: :data:`dpipe.objectives.STRUCTURAL_LOSSES`, which a test compares with these entries)."""
     return Objective(name=name, family="structural", solvers=("cutting-plane",), own_threshold=own_threshold, summary="lam/2 ||w||^2 + " + summary,
-                     risk=_STRUCTURAL_LOSS, metric=metric, takes_k=takes_k)
+                     doc="lam/2 ||w||^2 + SVM-perf's structural risk for that loss (Joachims 2005)", risk=_STRUCTURAL_LOSS, metric=metric, takes_k=takes_k)
 
 
 def _rate(name: str, what: str, rates: str) -> Objective:
     return Objective(name=name, family="rate", solvers=("mm",), own_threshold=True, risk=None, rates=Ref(rates), metric=None,
                      summary=f"{what} under rate constraints (Goh et al.): ramp rates, majorization-minimization",
+                     doc="that rate subject to rate constraints (`--constraint`; Goh et al. 2016, [constraints.md](constraints.md))",
                      default_lam=_RATE_LAM, c_means="rows", worker_row_bytes=RATE_WORKER_ROW_BYTES)
 
 
@@ -285,17 +295,25 @@ def _rate(name: str, what: str, rates: str) -> Objective:
 OBJECTIVES: Registry[Objective] = Registry("objective", (
     Objective(name="auc", family="smooth", solvers=("newton", "lbfgs"), own_threshold=False,
               summary="lam/2 ||w||^2 + mean Huber (or squared) pairwise hinge; Newton, or L-BFGS from the moments on large stores: the default",
+              doc="lam/2 ||u||^2 + a pairwise surrogate of 1 - ROC-AUC (`surrogate`: the hinge Huberized over `smoothing` = 0.2, default; or "
+                  "`squared-hinge`, liblinear-ranksvm's L2-loss RankSVM, whose `-c C` is lam = 1 / (C n+ n-)); `u` = w, or w times the column "
+                  "scales when standardized",
+              passes="Newton: one score pass per iteration, two passes per CG step in the kept order (no sort)",
               risk=Ref("dpipe.objectives:auc_risk"), metric="roc_auc", default_lam=_AUC_LAM, solver_by_size=_auc_solver, c_means="pairs"),
     Objective(name="auc-moment", family="moment", solvers=("closed-form", "lbfgs"), own_threshold=False,
               summary="1 - AUC of the normal model of the class moments (Ghanbari et al.)",
+              doc="the ranking loss 1 - Phi(w.(mu+ - mu-) / sqrt(w.(S+ + S-) w)) (1 - AUC when scores are normal)",
               risk=Ref("dpipe.fit._moment:auc_moment_fit"), metric=None, max_features=MOMENT_MAX_FEATURES, c_means="pairs"),
     Objective(name="error-moment", family="moment", solvers=("lbfgs",), own_threshold=False,
               summary="expected 0-1 error of the normal model, with an intercept",
+              doc="the expected 0-1 error pi+ (1 - Phi(z+)) + pi- Phi(z-) with an intercept",
               risk=Ref("dpipe.fit._moment:error_moment_fit"), metric=None, max_features=MOMENT_MAX_FEATURES, c_means="rows"),
     Objective(name="auc-smooth", family="smooth", solvers=("lbfgs",), own_threshold=False,
-              summary="lam/2 ||w||^2 + Huber-smoothed pairwise hinge (Zhang et al.)", risk=_SMOOTHED_AUC, metric="roc_auc", width=_pairs_width),
+              summary="lam/2 ||w||^2 + Huber-smoothed pairwise hinge (Zhang et al.)",
+              doc="lam/2 ||w||^2 + the Huber-smoothed pairwise hinge of SVM-perf's ROCArea loss (width t)", risk=_SMOOTHED_AUC, metric="roc_auc", width=_pairs_width),
     Objective(name="prbep-smooth", family="smooth", solvers=("lbfgs",), own_threshold=False,
-              summary="lam/2 ||w||^2 + smoothed PRBEP structural risk (Zhang et al.)", risk=Ref("dpipe.objectives:SmoothedPRBEPRisk"),
+              summary="lam/2 ||w||^2 + smoothed PRBEP structural risk (Zhang et al.)",
+              doc="lam/2 ||w||^2 + the smoothed PRBEP structural risk (mu)", risk=Ref("dpipe.objectives:SmoothedPRBEPRisk"),
               metric="prbep", width=_rows_width),
     _structural("rocarea", "SVM-perf's ROCArea loss (mean pairwise hinge)", "roc_auc"),
     _structural("error", "SVM-perf's error-rate loss (the mean hinge)", "accuracy", own_threshold=True),
@@ -308,6 +326,8 @@ OBJECTIVES: Registry[Objective] = Registry("objective", (
     _rate("false-positive-rate", "false-positive rate", "dpipe.rates._expr:false_positive_rate"),
     Objective(name="auc-rate", family="rate", solvers=("mm",), own_threshold=True,
               summary="1 - ROC-AUC through auc-smooth's pairwise hinge, under rate constraints (majorization-minimization of the constraints' ramps)",
+              doc="1 - ROC-AUC through auc-smooth's pairwise hinge, subject to rate constraints",
+              passes="one pass per dataset and evaluation, plus auc-smooth's two",
               risk=_SMOOTHED_AUC, metric=None, default_lam=_RATE_LAM, c_means="pairs", worker_row_bytes=RATE_WORKER_ROW_BYTES),
 ))
 
@@ -320,3 +340,20 @@ DEFAULT_OBJECTIVE = "auc"
 def get_objective(name: str, owner: str) -> Objective:
     """The registry entry of ``name``, or a :class:`ParameterError` listing the objectives."""
     return OBJECTIVES[check_choice(name, "objective", owner, OBJECTIVES)]
+
+
+def objective_table() -> str:
+    """The objective table of docs/training.md (Markdown), from :data:`OBJECTIVES`: the objectives that read alike (solvers,
+    what they minimize, data passes) share a row, in the order of their first entry."""
+    rows: dict[tuple[str, str, str], list[str]] = {}
+    for o in OBJECTIVES.values():
+        if o.solver_by_size is not None:
+            solvers = ", ".join(f"`{s}`" for s in o.solvers) + " (default: by the store's size)"
+        else:
+            solvers = ", ".join(f"`{s}`" + (" (default)" if i == 0 and len(o.solvers) > 1 else "") for i, s in enumerate(o.solvers))
+        passes = o.passes if o.passes is not None else FAMILIES[o.family].passes
+        name = f"`{o.name}`" + (" (the default)" if o.name == DEFAULT_OBJECTIVE else "")
+        rows.setdefault((solvers, o.doc.replace("|", "\\|"), passes), []).append(name)
+    lines = ["| objective | solvers | what it minimizes | data passes |", "|---|---|---|---|"]
+    lines += [f"| {', '.join(names)} | {solvers} | {doc} | {passes} |" for (solvers, doc, passes), names in rows.items()]
+    return "\n".join(lines)
