@@ -612,6 +612,7 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         s = self.decision_function(X)
 
         def both(b: np.ndarray) -> np.ndarray:
+            assert self.probability_ is not None  # available_if: fitted with probability
             p = self.probability_.probability(b)
             return np.column_stack([1.0 - p, p])
 

@@ -11,6 +11,8 @@
   (for tests and benchmarks that time one evaluation).
 """
 
+from typing import TYPE_CHECKING
+
 from .._lazy import attach
 
 #: exported name -> the private module that defines it, imported on first use: the CLI's parser
@@ -35,6 +37,26 @@ _LAZY = {
     "smoothed_objective": "._smooth",
     "StructuralRisk": "._structural",
 }
+
+if TYPE_CHECKING:  # what the lazy names are, for mypy (which would otherwise see __getattr__'s Any)
+    from ._outcome import FitOutcome as FitOutcome
+    from ._params import PARAMS as PARAMS
+    from ._params import RECORDS as RECORDS
+    from ._params import Param as Param
+    from ._params import applicable as applicable
+    from ._params import resolve as resolve
+    from ._registry import DEFAULT_OBJECTIVE as DEFAULT_OBJECTIVE
+    from ._registry import FAMILIES as FAMILIES
+    from ._registry import OBJECTIVES as OBJECTIVES
+    from ._registry import Objective as Objective
+    from ._registry import get_objective as get_objective
+    from ._smooth import smoothed_objective as smoothed_objective
+    from ._structural import StructuralRisk as StructuralRisk
+    from ._train import finish_fit as finish_fit
+    from ._train import fit_dataset as fit_dataset
+    from ._train import fit_probability as fit_probability
+    from ._train import model_params as model_params
+    from ._train import train as train
 
 __all__ = [*_LAZY]
 __getattr__, __dir__ = attach(__name__, _LAZY)

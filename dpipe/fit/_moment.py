@@ -49,7 +49,8 @@ def fit_moments(moments: ClassMoments, p: MomentParams) -> FitOutcome:
 
 def auc_moment_fit(moments: ClassMoments, p: MomentParams, lam: float | None) -> FitOutcome:
     """auc-moment: the closed-form direction, or L-BFGS on the normal model's AUC (:func:`~dpipe.solvers.fit_auc_moment`)."""
-    iterative = {} if p.solver == "closed-form" else {"lam": lam, "max_iter": p.max_iter, "tol": p.tol, "memory": p.memory}
+    assert p.ridge is not None  # auc-moment's two solvers take the ridge
+    iterative: dict[str, Any] = {} if p.solver == "closed-form" else {"lam": lam, "max_iter": p.max_iter, "tol": p.tol, "memory": p.memory}
     coef, intercept, result = fit_auc_moment(moments, solver=p.solver, ridge=p.ridge, **iterative)
     if lam is not None:
         result.info.setdefault("lam", lam)
@@ -58,6 +59,7 @@ def auc_moment_fit(moments: ClassMoments, p: MomentParams, lam: float | None) ->
 
 def error_moment_fit(moments: ClassMoments, p: MomentParams, lam: float | None) -> FitOutcome:
     """error-moment: L-BFGS on the normal model's expected 0-1 error, with its candidate models (:func:`~dpipe.solvers.fit_error_moment`)."""
+    assert lam is not None and p.max_iter is not None and p.tol is not None and p.memory is not None and p.ridge is not None  # L-BFGS's, all apply
     coef, intercept, result, candidates = fit_error_moment(moments, lam=lam, max_iter=p.max_iter, tol=p.tol, memory=p.memory, ridge=p.ridge)
     result.info.setdefault("lam", lam)
     return FitOutcome(coef, intercept, result, tuple(candidates))

@@ -240,7 +240,7 @@ class PairwiseNewtonObjective:
         """Exact (weighted) training ROC-AUC at the Hessian's point."""
         if self._scores is None and self._ranges is not None:
             try:
-                return self._ranges.train_auc()
+                return float(self._ranges.train_auc())
             except HostsLost as error:
                 self._lost(error)
         if self._scores is None:
@@ -290,6 +290,7 @@ def fit_newton(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, flo
     if warm is not None:  # a path's next lam: from the last solution, stopping relative to the gradient at w = 0
         start = warm.coef * scale if scale is not None else np.array(warm.coef, dtype=np.float64)
         reference = warm.grad_norm if warm.grad_norm is not None else float(np.linalg.norm(objective.value_and_grad(np.zeros(start.size))[1]))
+    assert p.eps is not None  # Newton's stopping rule applies to this route
     result = minimize_tron(objective, start, eps=p.eps, max_iter=p.max_iter, name=f"{p.objective}: ", monitor=monitor,
                            callback=stopping, gnorm_ref=reference)
     result.time_data = t_setup

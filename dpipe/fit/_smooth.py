@@ -97,11 +97,13 @@ class SmoothedObjective:
         """Exact (weighted) training ROC-AUC of the last evaluated scores."""
         if self._scores is None and self._ranges is not None:
             try:
-                return self._ranges.train_auc()
+                return float(self._ranges.train_auc())
             except HostsLost as error:
                 log.warning("%s; the driver merges the scores from now on", error)
                 self._ranges = None
+                assert self._w is not None  # the workers' route evaluated it
                 self._scores = self.passes.scores(self._w, remember=False)
+        assert self._scores is not None  # train_auc follows a value_and_grad
         return train_auc(self._scores)
 
 
@@ -208,7 +210,8 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
             setup_passes.append("column scales")
     penalty = scale**2 if p.standardize else np.ones(d)
     transform = 1.0 / scale if p.standardize or preconditioner == "diagonal" else np.ones(d)
-    start, info = np.zeros(d), {"init_scale": None}
+    start = np.zeros(d)
+    info: dict[str, Any] = {"init_scale": None}
     if moments is not None:
         first_width = width * CONTINUATION_START if p.continuation and width is not None else width  # fit_smooth's first stage
         assert p.ridge is not None  # it applies to the smoothed objectives' L-BFGS route, this one (not to Newton's)
@@ -250,6 +253,7 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
     if warm is not None:  # a path's next lam: from the last solution, stopping relative to the gradient at this fit's own start
         reference = warm.grad_norm if warm.grad_norm is not None else float(np.linalg.norm(coordinates.value_and_grad(coordinates.from_raw(start))[1]))
         start = np.array(warm.coef, dtype=np.float64)
+    assert p.memory is not None and p.tol is not None  # L-BFGS's options: they apply to this route
     result = fit_smooth(
         make, coordinates.from_raw(start), width, grad_reference=reference, memory=p.memory, max_iter=p.max_iter, tol=p.tol,
         continuation=bool(p.continuation), continuation_factor=p.continuation_factor or 10.0, validate=w_validate, name=f"{p.objective}: ", whitened=preconditioner == "moments",

@@ -8,7 +8,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -141,7 +141,7 @@ def train(
     objective: str = DEFAULT_OBJECTIVE,
     *,
     validation: str | os.PathLike | Store | None = None,
-    datasets: dict[str, str | os.PathLike | Store] | None = None,
+    datasets: Mapping[str, str | os.PathLike | Store] | None = None,
     constraint_validation: str | os.PathLike | Store | dict[str, str | os.PathLike | Store] | None = None,
     engine: str = "auto",
     client: Any = None,
