@@ -1,7 +1,9 @@
 """The fit layer: the objective registry, the parameter declarations, and ``train``.
 
-* :data:`OBJECTIVES` — one :class:`Objective` entry per objective (family, solvers,
-  whether it keeps its own threshold).
+* :data:`OBJECTIVES` — one :class:`Objective` entry per objective: its family and solvers, its
+  risk (a lazy reference), its validation metric, default width and data-dependent ``lam``; the
+  families' fits are :data:`FAMILIES`' entries (:mod:`._registry`, one registry idiom:
+  :mod:`dpipe._registries`).
 * :data:`PARAMS` — one :class:`Param` per hyper-parameter; :func:`resolve` turns what a
   user gave into the family's frozen record, refusing any option that does not apply.
 * :func:`train` — a store in, a :class:`~dpipe.model.LinearModel` out; the estimator and

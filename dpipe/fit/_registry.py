@@ -242,6 +242,9 @@ class Family:
         None when its ``lam`` may be ``"auto"`` (:mod:`dpipe.fit._lam_path`); else why not, for the error.
     passes : str
         The data passes its fit makes (the objective table of docs/training.md).
+    warm_starts : bool
+        Its fit takes ``warm=``, a start from another fit's solution (``lam="auto"``'s path); the cutting plane starts
+        from its own planes.
     """
 
     name: str
@@ -252,6 +255,7 @@ class Family:
     solver_fits: Mapping[str, Ref[FamilyFit]] = dataclasses.field(default_factory=dict)
     validates: str | None = None
     lam_auto: str | None = None
+    warm_starts: bool = True
 
     def fit_for(self, solver: str) -> FamilyFit:
         """The fit of ``solver`` (its own, or the family's)."""
@@ -268,7 +272,8 @@ FAMILIES: Registry[Family] = Registry("family", (
            lam_auto="the moment objectives' lam weighs a unit-norm penalty, not a ridge whose strength trades bias for variance"),
     Family(name="smooth", risk="(width or None) -> a risk of the merged scores (at; curvature for Newton)", passes="two passes per evaluation",
            fit=Ref("dpipe.fit._smooth:fit_smoothed"), solver_fits={"newton": Ref("dpipe.fit._newton:fit_newton")}),
-    Family(name="structural", risk="(loss name, k) -> the cutting plane's oracle", passes="two passes per iteration", fit=Ref("dpipe.fit._structural:fit_structural")),
+    Family(name="structural", risk="(loss name, k) -> the cutting plane's oracle", passes="two passes per iteration", fit=Ref("dpipe.fit._structural:fit_structural"),
+           warm_starts=False),
     Family(name="rate", risk="(width) -> the ranking risk minimized besides the rates, or none", passes="one pass per evaluation, one per dataset",
            fit_datasets=Ref("dpipe.fit._rates:fit_rate_family"), validates="its steps are not comparable by a validation AUC",
            lam_auto="a rate fit's held-out choice needs its constraints checked per lam: not implemented yet"),

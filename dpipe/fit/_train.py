@@ -77,7 +77,7 @@ def fit_dataset(ds: Dataset, params: FitParams, validate: Callable[[np.ndarray, 
         if params.lam == "auto":  # the regularization path on held-out rows (dpipe/fit/_lam_path.py)
             from ._lam_path import fit_lam_path
 
-            outcome = fit_lam_path(ds, params, fit, validate, warm_starts=family.name != "structural")
+            outcome = fit_lam_path(ds, params, fit, validate, warm_starts=family.warm_starts)
         else:
             outcome = fit(ds, params, validate)
     info = outcome.result.info
