@@ -49,9 +49,12 @@ def fit_moments(moments: ClassMoments, p: MomentParams) -> FitOutcome:
 
 def auc_moment_fit(moments: ClassMoments, p: MomentParams, lam: float | None) -> FitOutcome:
     """auc-moment: the closed-form direction, or L-BFGS on the normal model's AUC (:func:`~dpipe.solvers.fit_auc_moment`)."""
-    assert p.ridge is not None  # auc-moment's two solvers take the ridge
-    iterative: dict[str, Any] = {} if p.solver == "closed-form" else {"lam": lam, "max_iter": p.max_iter, "tol": p.tol, "memory": p.memory}
-    coef, intercept, result = fit_auc_moment(moments, solver=p.solver, ridge=p.ridge, **iterative)
+    if p.solver == "closed-form":
+        assert p.ridge is not None  # the closed form's ridge (its only option)
+        coef, intercept, result = fit_auc_moment(moments, solver=p.solver, ridge=p.ridge)
+    else:
+        assert lam is not None and p.max_iter is not None and p.tol is not None and p.memory is not None  # L-BFGS's, all apply
+        coef, intercept, result = fit_auc_moment(moments, solver=p.solver, lam=lam, max_iter=p.max_iter, tol=p.tol, memory=p.memory)
     if lam is not None:
         result.info.setdefault("lam", lam)
     return FitOutcome(coef, intercept, result)
