@@ -35,3 +35,36 @@ def test_mypy_reports_planted_errors_at_the_configured_strictness(tmp_path):
                           "--cache-dir", str(tmp_path / "cache"), str(planted)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "planted.py:1:" in run.stdout and "[unused-ignore]" in run.stdout and "planted.py:4:" in run.stdout, run.stdout
+
+
+@needs_mypy
+def test_the_fit_layer_returns_no_any(tmp_path):
+    """warn_return_any is on for dpipe.fit (pyproject.toml's override): a planted fit module returning an Any is an error."""
+    package = tmp_path / "dpipe" / "fit"
+    package.mkdir(parents=True)
+    (tmp_path / "dpipe" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "_planted.py").write_text("from typing import Any\n\n\ndef f(x: Any) -> float:\n    return x\n")
+    run = subprocess.run([sys.executable, "-m", "mypy", "--no-color-output", "--config-file", str(ROOT / "pyproject.toml"),
+                          "--cache-dir", str(tmp_path / "cache"), "-p", "dpipe.fit"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and "_planted.py:5:" in run.stdout and "[no-any-return]" in run.stdout, run.stdout + run.stderr
+
+
+def _type_checking_imports(init: pathlib.Path) -> dict[str, str] | None:
+    """``name -> module`` of the ``if TYPE_CHECKING:`` imports of a package ``__init__`` (None without that block)."""
+    import ast
+
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            return {alias.name: "." * stmt.level + (stmt.module or "") for stmt in node.body if isinstance(stmt, ast.ImportFrom)
+                    for alias in stmt.names}
+    return None
+
+
+@pytest.mark.parametrize("package", ["dpipe.fit", "dpipe.objectives", "dpipe.solvers"])
+def test_a_lazy_packages_type_checking_imports_are_its_lazy_exports(package):
+    """mypy sees a lazy package's names through its ``if TYPE_CHECKING:`` imports (else through ``__getattr__``, as Any):
+    they must be the lazy table's, name for name and module for module."""
+    module = importlib.import_module(package)
+    declared = _type_checking_imports(pathlib.Path(module.__file__))
+    assert declared == dict(module._LAZY)

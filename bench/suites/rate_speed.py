@@ -124,7 +124,8 @@ def _inner_solvers(cfg: Config, stores: dict[str, str], names: tuple[str, ...]) 
     """In this process: each command's fit with L-BFGS and with TRON on the inner problems (interleaved, medians)."""
     import dpipe
     from dpipe.engine import LocalDataset
-    from dpipe.fit._rates import RANKING_OBJECTIVES, RATE_OBJECTIVES, deployed_model, fit_rates
+    from dpipe.fit import resolve
+    from dpipe.fit._rates import deployed_model, fit_rates
     from dpipe.rates import parse_constraint
 
     out: dict[str, Any] = {}
@@ -132,14 +133,13 @@ def _inner_solvers(cfg: Config, stores: dict[str, str], names: tuple[str, ...]) 
         _, train, objective, constraints, extra = COMMANDS[name]
         datasets = {"train": LocalDataset(stores[train]), **{a: LocalDataset(stores[k]) for a, k in extra.items()}}
         parsed = [parse_constraint(c.replace("DEPLOYED", stores["deployed"])) for c in constraints]
-        rates = RATE_OBJECTIVES[objective]
+        params = resolve(objective, {"constraints": parsed}, "bench")
         runs: dict[str, list[dict[str, Any]]] = {"lbfgs": [], "newton": []}
         for _ in range(cfg.repeats):
             for solver in runs:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", dpipe.ConvergenceWarning)
-                    fit = fit_rates(datasets, rates() if rates is not None else None, parsed, load_model=deployed_model,
-                                    ranking=objective in RANKING_OBJECTIVES, inner_solver=solver)
+                    fit = fit_rates(datasets, params, load_model=deployed_model, inner_solver=solver)
                 runs[solver].append({"seconds": fit.seconds, "evaluations": fit.evaluations, "hess_products": fit.hess_products,
                                      "mm_steps": fit.mm_steps, "objective": fit.reports[0].value,
                                      "satisfied": all(r.satisfied for r in fit.reports[1:])})

@@ -1,7 +1,9 @@
 """The fit layer: the objective registry, the parameter declarations, and ``train``.
 
-* :data:`OBJECTIVES` — one :class:`Objective` entry per objective (family, solvers,
-  whether it keeps its own threshold).
+* :data:`OBJECTIVES` — one :class:`Objective` entry per objective: its family and solvers, its
+  risk (a lazy reference), its validation metric, default width and data-dependent ``lam``; the
+  families' fits are :data:`FAMILIES`' entries (:mod:`._registry`, one registry idiom:
+  :mod:`dpipe._registries`).
 * :data:`PARAMS` — one :class:`Param` per hyper-parameter; :func:`resolve` turns what a
   user gave into the family's frozen record, refusing any option that does not apply.
 * :func:`train` — a store in, a :class:`~dpipe.model.LinearModel` out; the estimator and
@@ -10,6 +12,8 @@
   and the cutting plane evaluate, over an opened dataset's :class:`~dpipe.engine.RankPasses`
   (for tests and benchmarks that time one evaluation).
 """
+
+from typing import TYPE_CHECKING
 
 from .._lazy import attach
 
@@ -35,6 +39,26 @@ _LAZY = {
     "smoothed_objective": "._smooth",
     "StructuralRisk": "._structural",
 }
+
+if TYPE_CHECKING:  # what the lazy names are, for mypy (which would otherwise see __getattr__'s Any)
+    from ._outcome import FitOutcome as FitOutcome
+    from ._params import PARAMS as PARAMS
+    from ._params import RECORDS as RECORDS
+    from ._params import Param as Param
+    from ._params import applicable as applicable
+    from ._params import resolve as resolve
+    from ._registry import DEFAULT_OBJECTIVE as DEFAULT_OBJECTIVE
+    from ._registry import FAMILIES as FAMILIES
+    from ._registry import OBJECTIVES as OBJECTIVES
+    from ._registry import Objective as Objective
+    from ._registry import get_objective as get_objective
+    from ._smooth import smoothed_objective as smoothed_objective
+    from ._structural import StructuralRisk as StructuralRisk
+    from ._train import finish_fit as finish_fit
+    from ._train import fit_dataset as fit_dataset
+    from ._train import fit_probability as fit_probability
+    from ._train import model_params as model_params
+    from ._train import train as train
 
 __all__ = [*_LAZY]
 __getattr__, __dir__ = attach(__name__, _LAZY)

@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..engine import rank_summary
-from ..exceptions import ParameterError
+from ..exceptions import DPipeError, ParameterError
+from ._records import FitParams, SmoothParams, StructuralParams
+from ._registry import OBJECTIVES
 
 if TYPE_CHECKING:
     from ..engine._protocols import Dataset
     from ..solvers import FitResult
 
-__all__ = ["EarlyStopping", "METRICS", "stopping_metric", "make_validator", "early_stopping"]
+__all__ = ["EarlyStopping", "METRICS", "stopping_metric", "stopping_rounds", "make_validator", "early_stopping"]
 
 log = logging.getLogger("dpipe.fit")
 
@@ -38,22 +40,27 @@ METRICS: dict[str, tuple[str, str]] = {
     "rec_at_k": ("validation_rec_at_k", "Rec@k"),
 }
 
-#: the objectives whose validation metric is not the ROC-AUC (all others, the AUC objectives and rocarea, use it)
-_OWN_METRIC = {"prbep-smooth": "prbep", "prbep": "prbep", "error": "accuracy", "f1": "f1", "prec@k": "prec_at_k", "rec@k": "rec_at_k"}
-
-
 def stopping_metric(objective: str) -> str:
-    """The validation metric that matches ``objective``'s loss (higher is better): a key of :data:`METRICS`."""
-    return _OWN_METRIC.get(objective, "roc_auc")
+    """The validation metric that matches ``objective``'s loss (higher is better): its entry's :attr:`~dpipe.fit.Objective.metric`,
+    a key of :data:`METRICS`."""
+    metric = OBJECTIVES[objective].metric
+    if metric is None:
+        raise DPipeError(f"objective {objective!r} takes no validation set: its entry names no validation metric (Objective.metric)")
+    return metric
 
 
-def make_validator(vds: Dataset, p: Any) -> Callable[[np.ndarray, float], dict[str, float]]:
+def stopping_rounds(p: FitParams) -> int | None:
+    """``early_stopping_rounds`` of the resolved record ``p`` (None: off, or a family without a validation set)."""
+    return p.early_stopping_rounds if isinstance(p, (SmoothParams, StructuralParams)) else None
+
+
+def make_validator(vds: Dataset, p: FitParams) -> Callable[[np.ndarray, float], dict[str, float]]:
     """``(coef, intercept) -> {history key: value}``: the exact validation AUC and PRBEP of an iterate on the opened dataset
     ``vds`` (one pass), and for error, f1, prec@k and rec@k also the metric of their loss (same pass): accuracy and F1 at
     the fit's own threshold, Prec@k and Rec@k at the fit's ``k_fraction`` of the validation positives (or its count ``k``).
     """
     metric = stopping_metric(p.objective)
-    k, k_fraction = getattr(p, "k", None), getattr(p, "k_fraction", None)
+    k, k_fraction = (p.k, p.k_fraction) if isinstance(p, StructuralParams) else (None, None)
 
     def validate(w: np.ndarray, intercept: float = 0.0) -> dict[str, float]:
         v = rank_summary(vds, w, intercept).metrics(k=k, k_fraction=k_fraction)
@@ -64,9 +71,9 @@ def make_validator(vds: Dataset, p: Any) -> Callable[[np.ndarray, float], dict[s
     return validate
 
 
-def early_stopping(p: Any, validate: Callable[..., Any] | None) -> EarlyStopping | None:
+def early_stopping(p: FitParams, validate: Callable[..., Any] | None) -> EarlyStopping | None:
     """The early stopping the resolved parameters ``p`` ask for (None without ``early_stopping_rounds``)."""
-    rounds = getattr(p, "early_stopping_rounds", None)
+    rounds = stopping_rounds(p)
     if rounds is None:
         return None
     if validate is None:

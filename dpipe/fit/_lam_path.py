@@ -123,7 +123,8 @@ class FoldSplit(RowSplit):
 
     def validation_rows(self, shard: Any) -> np.ndarray:
         """Boolean mask of the shard's rows in fold ``fold``."""
-        return self.fold_of(shard) == self.fold
+        mask: np.ndarray = self.fold_of(shard) == self.fold
+        return mask
 
 
 def folds_used(smaller_class: float) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..engine import class_moments
@@ -12,17 +13,21 @@ from ..solvers import fit_auc_moment, fit_error_moment
 from ._outcome import FitOutcome
 from ._params import fit_lam
 from ._records import MomentParams
+from ._registry import OBJECTIVES
 
 if TYPE_CHECKING:
     from ..engine._protocols import Dataset
 
-__all__ = ["fit_moment", "fit_moments"]
+__all__ = ["fit_moment", "fit_moments", "auc_moment_fit", "error_moment_fit", "MomentFit"]
 
 log = logging.getLogger("dpipe.fit")
 
+#: what a moment objective's entry points at (:attr:`Objective.risk`): its fit from the class moments at the ridge ``lam``
+MomentFit = Callable[[ClassMoments, MomentParams, float | None], FitOutcome]
+
 
 def fit_moments(moments: ClassMoments, p: MomentParams) -> FitOutcome:
-    """Fit a moment objective from class moments (no data access).
+    """Fit a moment objective from class moments (no data access): its registry entry's fit (:attr:`Objective.risk`).
 
     Parameters
     ----------
@@ -35,12 +40,29 @@ def fit_moments(moments: ClassMoments, p: MomentParams) -> FitOutcome:
     if p.C is not None:  # C's lam from the training weights
         negative, positive = (float(v) for v in moments.weight)
         lam = fit_lam(p, positive, negative, int(moments.n_features))
-    if p.objective == "auc-moment":
-        iterative = {} if p.solver == "closed-form" else {"lam": lam, "max_iter": p.max_iter, "tol": p.tol, "memory": p.memory}
-        coef, intercept, result = fit_auc_moment(moments, solver=p.solver, ridge=p.ridge, **iterative)
-        if lam is not None:
-            result.info.setdefault("lam", lam)
-        return FitOutcome(coef, intercept, result)
+    assert not isinstance(lam, str)  # lam="auto" is refused for the moment objectives (Family.lam_auto)
+    risk = OBJECTIVES[p.objective].risk
+    assert risk is not None  # every moment objective names its fit
+    fit: MomentFit = risk.load()
+    return fit(moments, p, lam)
+
+
+def auc_moment_fit(moments: ClassMoments, p: MomentParams, lam: float | None) -> FitOutcome:
+    """auc-moment: the closed-form direction, or L-BFGS on the normal model's AUC (:func:`~dpipe.solvers.fit_auc_moment`)."""
+    if p.solver == "closed-form":
+        assert p.ridge is not None  # the closed form's ridge (its only option)
+        coef, intercept, result = fit_auc_moment(moments, solver=p.solver, ridge=p.ridge)
+    else:
+        assert lam is not None and p.max_iter is not None and p.tol is not None and p.memory is not None  # L-BFGS's, all apply
+        coef, intercept, result = fit_auc_moment(moments, solver=p.solver, lam=lam, max_iter=p.max_iter, tol=p.tol, memory=p.memory)
+    if lam is not None:
+        result.info.setdefault("lam", lam)
+    return FitOutcome(coef, intercept, result)
+
+
+def error_moment_fit(moments: ClassMoments, p: MomentParams, lam: float | None) -> FitOutcome:
+    """error-moment: L-BFGS on the normal model's expected 0-1 error, with its candidate models (:func:`~dpipe.solvers.fit_error_moment`)."""
+    assert lam is not None and p.max_iter is not None and p.tol is not None and p.memory is not None and p.ridge is not None  # L-BFGS's, all apply
     coef, intercept, result, candidates = fit_error_moment(moments, lam=lam, max_iter=p.max_iter, tol=p.tol, memory=p.memory, ridge=p.ridge)
     result.info.setdefault("lam", lam)
     return FitOutcome(coef, intercept, result, tuple(candidates))

@@ -28,31 +28,23 @@ import numpy as np
 
 from ..engine import HostsLost, MergedScores, RankPasses, class_totals, column_moments
 from ..exceptions import DPipeError
-from ..objectives import SmoothedAUCRisk, SquaredPairwiseHinge
 from ..objectives import train_auc as merged_auc
 from ..solvers import minimize_tron
 from ._early_stopping import early_stopping
 from ._outcome import FitOutcome, WarmStart
 from ._params import fit_lam
 from ._records import SmoothParams
+from ._registry import OBJECTIVES
 
 if TYPE_CHECKING:
     from ..engine._protocols import CurvedRisk, Dataset
     from ..objectives import Curvature, RiskAt
 
-__all__ = ["PairwiseNewtonObjective", "fit_newton", "auc_risk", "NEWTON_RISKS", "AUTO_STANDARDIZE_RMS", "JACOBI_MIX"]
+__all__ = ["PairwiseNewtonObjective", "fit_newton", "curved_risk", "AUTO_STANDARDIZE_RMS", "JACOBI_MIX"]
 
 log = logging.getLogger("dpipe.fit")
 
 
-def auc_risk(width: float | None) -> SmoothedAUCRisk | SquaredPairwiseHinge:
-    """auc's pairwise loss: the hinge Huberized over ``width`` (surrogate ``'huber-hinge'``), or the squared hinge (no width)."""
-    return SquaredPairwiseHinge() if width is None else SmoothedAUCRisk(width)
-
-
-#: the objectives whose solvers include ``"newton"`` -> their risk from its width (value, gradient weights and curvature
-#: at merged scores)
-NEWTON_RISKS = {"auc": auc_risk}
 #: ``standardize=None`` (auto) standardizes when some column's root mean square exceeds this: columns that are not on a
 #: unit scale (counts, amounts, raw measurements), where a relative gradient rule and a Euclidean trust region stop far
 #: from the minimum (adult's raw columns: test AUC 0.782 raw, 0.9045 standardized, converged 0.9045); binary, min-max
@@ -63,6 +55,13 @@ AUTO_STANDARDIZE_RMS = 1.5
 #: Reuters: 0.5 took 21-31 % fewer CG steps on a9a, w8a and covtype at as many Newton iterations or fewer, and as many on the
 #: others; the diagonal alone took the fewest CG steps but up to twice the Newton iterations (each one a sort)
 JACOBI_MIX = 0.5
+
+
+def curved_risk(objective: str) -> Callable[[float | None], CurvedRisk]:
+    """The objective's pairwise risk from its width, with its curvature (its registry entry's :attr:`~dpipe.fit.Objective.risk`;
+    an objective trained by ``"newton"`` names one with ``at`` and ``curvature``)."""
+    make: Callable[[float | None], CurvedRisk] = OBJECTIVES[objective].load_risk()
+    return make
 
 
 class _Trial(NamedTuple):
@@ -241,7 +240,7 @@ class PairwiseNewtonObjective:
         """Exact (weighted) training ROC-AUC at the Hessian's point."""
         if self._scores is None and self._ranges is not None:
             try:
-                return self._ranges.train_auc()
+                return float(self._ranges.train_auc())
             except HostsLost as error:
                 self._lost(error)
         if self._scores is None:
@@ -274,7 +273,7 @@ def fit_newton(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, flo
                      columns.root_mean_square.max(initial=0.0))
         scale = columns.scales() if standardize else None
     lam = fit_lam(p, positive, negative, int(ds.n_features))
-    objective = PairwiseNewtonObjective(RankPasses(ds), NEWTON_RISKS[p.objective](p.smoothing), lam, scale,
+    objective = PairwiseNewtonObjective(RankPasses(ds), curved_risk(p.objective)(p.smoothing), lam, scale,
                                         jacobi=p.precondition != "none")
     t_setup = time.perf_counter() - t0
     raw_validate = None if validate is None else (lambda u, intercept=0.0: validate(objective.to_raw(u), intercept))
@@ -291,6 +290,7 @@ def fit_newton(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, flo
     if warm is not None:  # a path's next lam: from the last solution, stopping relative to the gradient at w = 0
         start = warm.coef * scale if scale is not None else np.array(warm.coef, dtype=np.float64)
         reference = warm.grad_norm if warm.grad_norm is not None else float(np.linalg.norm(objective.value_and_grad(np.zeros(start.size))[1]))
+    assert p.eps is not None  # Newton's stopping rule applies to this route
     result = minimize_tron(objective, start, eps=p.eps, max_iter=p.max_iter, name=f"{p.objective}: ", monitor=monitor,
                            callback=stopping, gnorm_ref=reference)
     result.time_data = t_setup

@@ -21,20 +21,23 @@ import argparse
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import ParameterError
-from ._records import RECORDS
-from ._registry import C_CONVENTIONS, FAMILIES, OBJECTIVES, Objective, get_objective
+from ._records import RECORDS, FitParams
+from ._registry import AUC_LAM_FLOOR, AUC_LAM_PER_FEATURE, C_CONVENTIONS, FAMILIES, OBJECTIVES, Objective, auc_lam, get_objective
 
 #: ``solver`` of a resolved record whose objective chooses its solver by the data's size (:attr:`Objective.solver_by_size`),
 #: until the data is open (:func:`settle_solver`)
 AUTO_SOLVER = "auto"
 
 __all__ = ["Param", "PARAMS", "RECORDS", "AUTO_SOLVER", "settle_solver", "resolve", "numpydoc", "add_arguments", "param_groups", "applicable",
-           "option_table", "auc_lam", "lam_from_c", "fit_lam", "LAM_AUTO_FAMILIES",
-           "AUC_LAM_FLOOR", "AUC_LAM_PER_FEATURE"]
+           "option_table", "auc_lam", "lam_from_c", "fit_lam", "default_lam", "LAM_AUTO_FAMILIES",
+           "AUC_LAM_FLOOR", "AUC_LAM_PER_FEATURE", "FitParams"]
+
+#: a family's record (:func:`settle_solver` returns the type it is given)
+P = TypeVar("P", bound=FitParams)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,10 +161,8 @@ def _calibrate_default(objective: Objective) -> bool:
 #: the objectives with a cut-off k, and the structural losses whose bias feature sets the threshold (from the registry)
 _NOT_SMOOTHED = {"structural": "SVM-perf's losses are not smoothed: use auc-smooth or prbep-smooth", "moment": "the moment objectives are not smoothed",
                  "auc": "auc's Huber width is smoothing itself (surrogate='huber-hinge'); the squared hinge is smooth already"}
-#: the families whose ``lam`` may be ``"auto"`` (:mod:`dpipe.fit._lam_path`), and why the others' may not
-LAM_AUTO_FAMILIES = ("smooth", "structural")
-LAM_AUTO_WHY = {"moment": "the moment objectives' lam weighs a unit-norm penalty, not a ridge whose strength trades bias for variance",
-                "rate": "a rate fit's held-out choice needs its constraints checked per lam: not implemented yet"}
+#: the families whose ``lam`` may be ``"auto"`` (:mod:`dpipe.fit._lam_path`; the others say why not: :attr:`Family.lam_auto`)
+LAM_AUTO_FAMILIES = tuple(f.name for f in FAMILIES.values() if f.lam_auto is None)
 #: the smoothed family's options that do not apply to auc (not smoothed), with either solver
 _SQUARED_BOTH = ("auc/newton", "auc/lbfgs")
 #: ... and those that are L-BFGS's only (its coordinates and start)
@@ -182,7 +183,7 @@ PARAMS: dict[str, Param] = {
               "``dpipe.fit.OBJECTIVES``). auc: Newton below 10^6 rows (or above 4096 features), else L-BFGS in the class "
               "moments' metric from the moment start (far fewer data passes); an option that applies to one of them (``eps``: Newton; "
               "``tol``, ``memory``, ``init``, ``ridge``: L-BFGS) chooses it.",
-              FAMILIES, choices=("closed-form", "lbfgs", "newton", "cutting-plane", "mm")),
+              tuple(FAMILIES), choices=("closed-form", "lbfgs", "newton", "cutting-plane", "mm")),
         Param("lam", "float", "Moment objectives: weight of the unit-norm penalty ``lam (1 - ||w||^2)^2`` (default 1e-3). Smoothed "
               "objectives and SVM-perf's losses: the ridge ``lam/2 ||w||^2`` (default 1e-4, SVM-perf's C = 100; auc: "
               "1e-4 d / n, at least 1e-6, decided at fit time from the store's features d and rows n (weighted: their total "
@@ -195,7 +196,7 @@ PARAMS: dict[str, Param] = {
               "rows stratified by class (every fold held out in turn, the measure their mean, when a fold holds fewer than 2000 rows "
               "of the smaller class; one fold otherwise; no rows written), and then one warm-started fit on all rows. The "
               "model's fit record keeps the path (``info['lam_path']``).",
-              FAMILIES, {"auc": None, "moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "newton", "cutting-plane", "mm"),
+              tuple(FAMILIES), {"auc": None, "moment": 1e-3, "smooth": 1e-4, "structural": 1e-4}, solvers=("lbfgs", "newton", "cutting-plane", "mm"),
               low=0.0, closed="left",
               instead="the closed form has no penalty: use solver='lbfgs'", words=("auto",)),
         Param("constraints", "constraints", "Rate objectives: rate constraints, as strings (``\"recall >= 0.9\"``, "
@@ -236,7 +237,7 @@ PARAMS: dict[str, Param] = {
               "standard error by the delta method over its cells (as ``evaluate``'s intervals). Default: 0.95 under the validation rule "
               "(``validation_fraction``, ``constraint_validation``), else 0.5, the point value (``z = 0``).",
               ("rate",), None, low=0.5, high=1.0, closed="left", instead="only the rate objectives have constraints"),
-        Param("C", "float", _C_DOC, FAMILIES, solvers=("lbfgs", "newton", "cutting-plane", "mm"), low=0.0,
+        Param("C", "float", _C_DOC, tuple(FAMILIES), solvers=("lbfgs", "newton", "cutting-plane", "mm"), low=0.0,
               instead="the closed form has no penalty: use solver='lbfgs'"),
         Param("ridge", "float", "Ridge added to the standardized covariance in the auc-moment direction "
               "``(S+ + S- + ridge I)^-1 (mu+ - mu-)``: auc-moment, error-moment's start, and the smoothed objectives' moment start "
@@ -245,7 +246,7 @@ PARAMS: dict[str, Param] = {
                        "moment": "the L-BFGS route does not use the closed-form direction: use solver='closed-form'",
                        "structural": "SVM-perf's losses do not use the auc-moment direction"}),
         Param("max_iter", "int", "Iteration limit (default 500 L-BFGS or Newton iterations; 1000 cutting-plane iterations; rate "
-              "objectives: 200 L-BFGS iterations per inner problem).", FAMILIES,
+              "objectives: 200 L-BFGS iterations per inner problem).", tuple(FAMILIES),
               {"moment": 500, "smooth": 500, "structural": 1000, "rate": 200}, solvers=("lbfgs", "newton", "cutting-plane", "mm"), low=1,
               instead="the closed form does not iterate: use solver='lbfgs'"),
         Param("tol", "float", "L-BFGS stopping rule. Smoothed objectives: stop when ``||g|| <= tol max ||g||`` (relative to the "
@@ -362,7 +363,7 @@ def record_fields(family: str) -> list[str]:
     return ["solver"] + [n for n in names if n != "solver"]
 
 
-def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
+def resolve(objective: str, given: Mapping[str, Any], owner: str) -> FitParams:
     """Validate the options ``given`` for ``objective``; the family's record with the defaults filled in.
 
     ``None`` means "not given". Every option given must apply to the objective (and its
@@ -399,7 +400,7 @@ def resolve(objective: str, given: Mapping[str, Any], owner: str) -> Any:
         values["lam"] = lam_from_c(values["C"], spec.c_means, 0.0, 0.0) if spec.c_means == "svm-perf" else None
     if values.get("lam") == "auto" and spec.family not in LAM_AUTO_FAMILIES:
         raise ParameterError(f"The 'lam' parameter of {owner} cannot be 'auto' for objective {objective!r}: the regularization path applies to "
-                             f"the {' and '.join(LAM_AUTO_FAMILIES)} objectives ({LAM_AUTO_WHY[spec.family]}); give a number.")
+                             f"the {' and '.join(LAM_AUTO_FAMILIES)} objectives ({FAMILIES[spec.family].lam_auto}); give a number.")
     _check_combinations(values, owner)
     record = RECORDS[spec.family]
     for f in dataclasses.fields(record):
@@ -442,7 +443,7 @@ def _solver_left(spec: Objective, given: Mapping[str, Any], owner: str) -> str:
                          f"({', '.join(spec.solvers)}); choose one with the 'solver' parameter.")
 
 
-def settle_solver(params: Any, rows: float, features: int) -> tuple[Any, str | None]:
+def settle_solver(params: P, rows: float, features: int) -> tuple[P, str | None]:
     """``params`` with :data:`AUTO_SOLVER` replaced by the solver the objective chooses for ``rows`` x ``features``.
 
     Returns the record (options that do not apply to that solver set to None) and the reason for the choice
@@ -453,7 +454,7 @@ def settle_solver(params: Any, rows: float, features: int) -> tuple[Any, str | N
     spec = OBJECTIVES[params.objective]
     assert spec.solver_by_size is not None  # resolve gives "auto" only to such objectives
     choice = spec.solver_by_size(float(rows), int(features))
-    unused = {f.name: None for f in dataclasses.fields(params) if f.name in PARAMS and f.name != "solver" and not PARAMS[f.name].applies(spec, choice.solver)}
+    unused: dict[str, Any] = {f.name: None for f in dataclasses.fields(params) if f.name in PARAMS and f.name != "solver" and not PARAMS[f.name].applies(spec, choice.solver)}
     return dataclasses.replace(params, solver=choice.solver, **unused), choice.why
 
 
@@ -548,25 +549,9 @@ def _number_or(words: tuple[str, ...]) -> Callable[[str], Any]:
 
 
 #: how a default that is decided at fit time reads in the table: (option, objective or family) -> text
-_DECIDED_AT_FIT = {("lam", "auc"): "1e-4 d/n, at least 1e-6", ("lam", "rate"): "1/n", ("confidence", "rate"): "0.95 with validation, else 0.5",
+#: (``lam``'s is the objective's :attr:`Objective.default_lam`)
+_DECIDED_AT_FIT = {("confidence", "rate"): "0.95 with validation, else 0.5",
                    **{("probability_folds", f): "5 without a validation set" for f in ("moment", "smooth", "structural")}}
-
-#: auc's ridge when ``lam`` is not given: :data:`AUC_LAM_PER_FEATURE` times features per row, at least :data:`AUC_LAM_FLOOR`
-AUC_LAM_FLOOR = 1e-6
-AUC_LAM_PER_FEATURE = 1e-4
-
-
-def auc_lam(n_rows: float, n_features: int) -> float:
-    """auc's default ridge for ``n_rows`` rows (their total weight) of ``n_features`` features: ``max(1e-6, 1e-4 d / n)``.
-
-    1e-6 (liblinear-ranksvm's best C on a9a and w8a) wherever there are more than 100 rows a
-    feature, which covers every dense bundled task; more features a row (sparse text, d near n
-    or above it) need a firmer ridge, in proportion: on Reuters money-fx (d / n = 1.07) test
-    AUC is .98266 at 1e-6 and .98815 at 1e-4, and a generated 10^4 x 10^5 text store takes 128
-    Newton iterations at 1e-6 against 10 at 1e-3 (separable rows: a tiny ridge only stretches w).
-    """
-    return max(AUC_LAM_FLOOR, AUC_LAM_PER_FEATURE * n_features / max(float(n_rows), 1.0))
-
 
 def lam_from_c(C: float, means: str, positive: float, negative: float) -> float:
     """The ``lam`` of ``C`` by the convention ``means`` (a key of :data:`C_CONVENTIONS`) for training rows of ``positive``
@@ -580,23 +565,28 @@ def lam_from_c(C: float, means: str, positive: float, negative: float) -> float:
     raise ValueError(f"unknown C convention {means!r}; one of {', '.join(C_CONVENTIONS)}")
 
 
-def fit_lam(p: Any, positive: float, negative: float, features: int) -> float:
+def fit_lam(p: FitParams, positive: float, negative: float, features: int) -> float:
     """The ``lam`` a fit of the resolved record ``p`` uses on training rows of ``positive`` and ``negative`` total weight
     and ``features`` features: ``lam`` as given; else ``C`` by the objective's convention (:attr:`Objective.c_means`);
-    else the default decided now (auc: :func:`auc_lam`; the rate objectives: ``1 / n``). Logged unless given."""
+    else the objective's default decided now (:func:`default_lam`). Logged unless given."""
     if p.lam is not None:
         return float(p.lam)
-    rows = positive + negative
-    if getattr(p, "C", None) is not None:
-        means = OBJECTIVES[p.objective].c_means
+    spec = OBJECTIVES[p.objective]
+    if p.C is not None:
+        means = spec.c_means
         lam = lam_from_c(float(p.C), means, positive, negative)
         _log().info("%s: C=%g is lam=%.4g (%s; n+ = %.6g, n- = %.6g)", p.objective, p.C, lam, C_CONVENTIONS[means], positive, negative)
-    elif OBJECTIVES[p.objective].family == "rate":
-        lam = 1.0 / max(rows, 1.0)
-        _log().info("%s: lam default: %.3g (1 / %.6g rows)", p.objective, lam, rows)
-    else:
-        lam = auc_lam(rows, features)
-        _log().info("%s: lam default: %.3g (1e-4 x %d features / %.6g rows, at least 1e-6)", p.objective, lam, features, rows)
+        return lam
+    return default_lam(spec, positive + negative, features)
+
+
+def default_lam(spec: Objective, rows: float, features: int) -> float:
+    """The objective's data-dependent default ``lam`` (:attr:`Objective.default_lam`) for training rows of total weight
+    ``rows`` and ``features`` features; logged."""
+    if spec.default_lam is None:
+        raise ValueError(f"objective {spec.name!r} decides no lam from the data: its default is dpipe.fit.PARAMS['lam']'s")
+    lam = spec.default_lam.rule(rows, features)
+    _log().info("%s: lam default: %.3g (%s)", spec.name, lam, spec.default_lam.why.format(rows=rows, features=features))
     return lam
 
 
@@ -608,6 +598,8 @@ def _log() -> Any:
 
 def _shown(name: str, value: Any, objective: Objective | None = None) -> str:
     if value is None:
+        if objective is not None and name == "lam" and objective.default_lam is not None:
+            return objective.default_lam.text
         if objective is not None:
             return _DECIDED_AT_FIT.get((name, objective.name), _DECIDED_AT_FIT.get((name, objective.family), "-"))
         return "-"

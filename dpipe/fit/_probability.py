@@ -23,6 +23,7 @@ from ..engine._split import DatasetPart, RowSplit
 from ..exceptions import ParameterError
 from ..model._probability import ProbabilityCalibration, fit_probability_calibration
 from ..reduce._scores import shard_scores
+from ._records import FitParams, MomentParams, SmoothParams, StructuralParams
 
 if TYPE_CHECKING:
     from ..engine._protocols import Dataset
@@ -50,7 +51,8 @@ def _gather(ds: Dataset, coef: np.ndarray, intercept: float) -> tuple[np.ndarray
     return tuple(np.concatenate([p[i] for p in parts]) if parts else np.zeros(0) for i in range(3))  # type: ignore[return-value]
 
 
-def calibrate_probability(ds: Dataset, params: Any, coef: np.ndarray, intercept: float, refit: Callable[[Dataset, Any], tuple[np.ndarray, float]],
+def calibrate_probability(ds: Dataset, params: MomentParams | SmoothParams | StructuralParams, coef: np.ndarray, intercept: float,
+                          refit: Callable[[Dataset, FitParams], tuple[np.ndarray, float]],
                           validation: Dataset | None = None) -> ProbabilityCalibration:
     """Fit ``params.probability`` on held-out scores: ``validation``'s under the final model, else the folds'.
 
@@ -67,7 +69,8 @@ def calibrate_probability(ds: Dataset, params: Any, coef: np.ndarray, intercept:
         The validation store.
     """
     method = params.probability
-    folds = getattr(params, "probability_folds", None)
+    assert method is not None  # fit_probability calls this only with probability given
+    folds = params.probability_folds
     if validation is not None:
         if folds is not None:
             raise ParameterError("The 'probability_folds' parameter applies when probabilities are calibrated on folds of the training "

@@ -16,42 +16,36 @@ import logging
 import time
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ..engine import RankPasses, class_totals, column_scales
 from ..exceptions import ConvergenceWarning, DPipeError, ParameterError
 from ..model._linear import deployed_model
-from ..objectives import SmoothedAUCRisk
 from ..rates._cells import DataInfo, compile_rows, plan_stores
-from ..rates._expr import Constraint, RateExpression, error_rate, false_negative_rate, false_positive_rate
+from ..rates._expr import Constraint, RateExpression
 from ..rates._intervals import constraint_report
 from ..rates._report import ConstraintReport
 from ..reduce._rates import INDICATOR, RAMP, cell_predictions, cell_weights
 from ..solvers import FitResult, RateProblem, solve_rates
 from ..solvers._rate_threshold import exact_bias
 from ._outcome import FitOutcome
-from ._params import PARAMS, fit_lam
+from ._params import default_lam, fit_lam
 from ._records import RateParams
 from ._registry import OBJECTIVES
 
 if TYPE_CHECKING:
-    from ..engine._protocols import Dataset
+    from ..engine._protocols import CurvedRisk, Dataset, ScoreRisk
     from ._newton import PairwiseNewtonObjective
     from ._smooth import SmoothedObjective
 
-#: rate objective name (the registry's) -> the rates it minimizes on the training store (None: the ROC-AUC surrogate alone)
-RATE_OBJECTIVES = {"error-rate": error_rate, "false-negative-rate": false_negative_rate, "false-positive-rate": false_positive_rate,
-                   "auc-rate": None}
 #: the validation rule's default one-sided confidence that a constraint holds on the held-out rows (measured:
 #: ``python -m bench rate-generalization``)
 VALIDATION_CONFIDENCE = 0.95
-#: the rate objectives that minimize the ROC-AUC surrogate (the pairwise hinge of auc-smooth) instead of rates
-RANKING_OBJECTIVES = ("auc-rate",)
 
-__all__ = ["RateReport", "RateFit", "fit_rates", "fit_rate_family", "RATE_OBJECTIVES", "RANKING_OBJECTIVES"]
+__all__ = ["RateReport", "RateFit", "fit_rates", "fit_rate_family", "objective_rates"]
 
 log = logging.getLogger("dpipe.fit")
 
@@ -117,139 +111,106 @@ class RateFit:
         return -self.bias
 
 
-def _default(name: str) -> Any:
-    """The rate family's default of parameter ``name`` (every rate objective shares it: :data:`~dpipe.fit.PARAMS`)."""
-    return PARAMS[name].default_for(OBJECTIVES["error-rate"])
+def objective_rates(objective: str) -> tuple[RateExpression | None, Callable[[float], ScoreRisk] | None]:
+    """What the rate objective minimizes besides ``lam/2 ||(w, b)||^2``, from its registry entry: the rates on the training
+    store (:attr:`~dpipe.fit.Objective.rates`; None: none) and the ranking risk from its width (:attr:`~dpipe.fit.Objective.risk`,
+    auc-rate's ROC-AUC surrogate; None: none)."""
+    spec = OBJECTIVES[objective]
+    rates = None if spec.rates is None else spec.rates.load()()
+    ranking: Callable[[float], ScoreRisk] | None = None if spec.risk is None else spec.load_risk()
+    return rates, ranking
 
 
 def fit_rates(
     datasets: Mapping[str, Dataset],
-    objective: RateExpression | None,
-    constraints: Sequence[Constraint],
+    p: RateParams,
     *,
     load_model: Any,
-    lam: float | None = None,
-    smoothing: float | None = None,
-    mm_steps: int | None = None,
-    multiplier_bound: float | None = None,
-    eps: float | None = None,
-    tol: float | None = None,
-    max_iter: int | None = None,
-    threshold: str | None = None,
-    ranking: bool = False,
-    standardize: bool | None = None,
+    validation: Mapping[str, Any] | None = None,
     feasibility_tol: float = 1e-6,
     inner_solver: str = "lbfgs",
     max_cuts: int = 40,
-    name: str = "",
-    validation: Mapping[str, Any] | None = None,
-    slack: float = 0.0,
-    confidence: float = 0.5,
 ) -> RateFit:
-    """Minimize the objective's rates under the constraints on the opened ``datasets`` (alias -> dataset).
+    """Minimize the rate objective ``p.objective`` under ``p.constraints`` on the opened ``datasets`` (alias -> dataset).
 
-    The parameters left out (None) take the rate objectives' defaults in :data:`dpipe.fit.PARAMS`.
+    What it minimizes is its registry entry's (:func:`objective_rates`): its rates, and auc-rate's ranking risk (auc-smooth's
+    mean pairwise hinge, Huberized with width ``smoothing``: convex, so not majorized; its score and gradient passes are
+    added to each evaluation, O(n log n)); every option is the record's (:func:`dpipe.fit.resolve`, documented in
+    :data:`dpipe.fit.PARAMS`): ``lam`` (None: the objective's data default, :func:`~dpipe.fit._params.default_lam`, on the
+    training rows' total weight; ``C`` is turned into ``lam`` by the caller, on the whole training store), ``smoothing``,
+    ``mm_steps``, ``multiplier_bound``, ``eps``, ``tol``, ``max_iter``, ``threshold_rule``, ``standardize``, ``slack``,
+    ``confidence`` (None: :data:`VALIDATION_CONFIDENCE` under the validation rule, else 0.5).
 
     Parameters
     ----------
     datasets : mapping of str to LocalDataset or ShardedDataset
         The stores by alias; ``"train"`` is the training store.
-    objective : RateExpression or None
-        Rates to minimize (None: the regularizer alone, i.e. any feasible model, or the
-        ranking risk with ``ranking``).
-    constraints : sequence of Constraint
+    p : RateParams
+        The resolved parameters.
     load_model : callable
         ``path -> (coef, intercept)`` of a deployed model (churn).
-    lam : float, optional
-        L2 penalty on ``(w, b)``; default ``1 / n`` with ``n`` the training store's total weight (the paper's LIBLINEAR default).
-    smoothing : float, optional
-        Huber width of the inner problem's hinges.
-    mm_steps : int, optional
-        Majorization-minimization steps at most (MM stops earlier on its rule, see ``eps``).
-    multiplier_bound : float, optional
-        ``V``: every multiplier lies in ``[0, V]``; a constraint whose multiplier reaches ``V``
-        is traded against the objective at that price (and may end unsatisfied: reported).
-    eps : float, optional
-        The outer loops' relative tolerance: the multipliers' cutting plane stops when its
-        bounds on the dual meet within ``eps max(1, |D|)``; majorization-minimization when a
-        step lowers the dual estimate ``D`` by at most ``eps |D|``.
-    tol : float, optional
-        The inner problems' relative tolerance: ``max|g| <= tol (1 + sum v) max|g_0|``
-        (gradients in column-scaled coordinates, ``g_0`` at the fit's start).
-    max_iter : int, optional
-        L-BFGS iterations per inner problem at most.
-    threshold : {"exact", "ramp", "randomized"}, optional
-        ``"exact"``: keep the direction ``w`` of the ramp solution and choose the bias
-        that minimizes the objective's *exact* rates subject to the constraints' exact
-        rates on the training datasets (all thresholds along ``w``, from the merged
-        sorted scores; O(n log n), moves 20 bytes a row); when no bias satisfies every
-        constraint, the one with the smallest largest violation; among biases of equal
-        exact objective (always, for the ranking risk, which no bias changes), the one
-        nearest the ramp solution's. ``"ramp"``: the bias of the ramp solution as it is.
-        ``"randomized"``: the ramp solution as the paper's randomized classifier (a row is
-        positive with probability ``sigma(w.x - b)``); the reports are its expected rates.
-    ranking : bool
-        Also minimize the ROC-AUC surrogate on the training store: auc-smooth's mean
-        pairwise hinge, Huberized with width ``smoothing`` (convex, so not majorized;
-        its score and gradient passes are added to each evaluation, O(n log n)).
-    standardize : bool, optional
-        Fit in coordinates ``u = w * scale`` (the training store's column scales), the
-        penalty on ``u``: a model invariant to rescaling a column. Either way the column
-        scales (one pass) precondition the inner solver.
+    validation : mapping of str to LocalDataset, ShardedDataset or DatasetPart, optional
+        The validation rows of some datasets (by alias): the exact threshold is chosen so that
+        the constraints hold on them (on ``datasets`` for the aliases left out), while the
+        direction and the multipliers come from ``datasets`` (the validation rule, after
+        Cotter et al. 2019). Needs ``threshold_rule="exact"``.
     feasibility_tol : float
         A constraint holds at ``value <= feasibility_tol``.
     inner_solver : {"lbfgs", "newton"}
         The inner problems' solver: L-BFGS (measured faster, see :mod:`dpipe.solvers._rate_solver`) or TRON.
     max_cuts : int
         Cuts of the multipliers' cutting plane per majorization step at most.
-    name : str
-        Prefix of warnings.
-    validation : mapping of str to LocalDataset, ShardedDataset or DatasetPart, optional
-        The validation rows of some datasets (by alias): the exact threshold is chosen so that
-        the constraints hold on them (on ``datasets`` for the aliases left out), while the
-        direction and the multipliers come from ``datasets`` (the validation rule, after
-        Cotter et al. 2019). Needs ``threshold="exact"``.
-    slack : float
-        The exact threshold meets every constraint with this much to spare: ``value <=
-        -slack`` on the rows that set it (``"recall >= 0.9"`` with slack 0.01 is held at 0.91).
-    confidence : float
-        ... and at this one-sided confidence there: ``value + z se <= -slack`` with ``z`` the
-        standard normal's ``confidence`` quantile and ``se`` the delta method's standard error
-        over the cells (0.5: ``z = 0``, the point value).
+
+    Notes
+    -----
+    ``threshold_rule``: ``"exact"`` keeps the direction ``w`` of the ramp solution and chooses the bias
+    that minimizes the objective's *exact* rates subject to the constraints' exact
+    rates on the training datasets (all thresholds along ``w``, from the merged
+    sorted scores; O(n log n), moves 20 bytes a row); when no bias satisfies every
+    constraint, the one with the smallest largest violation; among biases of equal
+    exact objective (always, for the ranking risk, which no bias changes), the one
+    nearest the ramp solution's. ``"ramp"``: the bias of the ramp solution as it is.
+    ``"randomized"``: the ramp solution as the paper's randomized classifier (a row is
+    positive with probability ``sigma(w.x - b)``); the reports are its expected rates.
+    ``eps`` is the outer loops' relative tolerance: the multipliers' cutting plane stops when its
+    bounds on the dual meet within ``eps max(1, |D|)``; majorization-minimization when a
+    step lowers the dual estimate ``D`` by at most ``eps |D|``. ``tol`` is the inner problems'
+    relative tolerance: ``max|g| <= tol (1 + sum v) max|g_0|`` (gradients in column-scaled
+    coordinates, ``g_0`` at the fit's start). ``standardize`` fits in coordinates ``u = w * scale``
+    (the training store's column scales), the penalty on ``u``; either way the column scales
+    (one pass) precondition the inner solver. ``slack`` and ``confidence``: the exact threshold
+    meets every constraint with ``value + z se <= -slack`` on the rows that set it, ``z`` the
+    standard normal's ``confidence`` quantile and ``se`` the delta method's standard error over the cells.
     """
     t0 = time.perf_counter()
-    smoothing = _default("smoothing") if smoothing is None else float(smoothing)
-    mm_steps = _default("mm_steps") if mm_steps is None else int(mm_steps)
-    multiplier_bound = _default("multiplier_bound") if multiplier_bound is None else float(multiplier_bound)
-    eps = _default("eps") if eps is None else float(eps)
-    tol = _default("tol") if tol is None else float(tol)
-    max_iter = _default("max_iter") if max_iter is None else int(max_iter)
-    threshold = _default("threshold_rule") if threshold is None else threshold
-    standardize = bool(_default("standardize")) if standardize is None else bool(standardize)
-    constraints = list(constraints)
+    objective, ranking = objective_rates(p.objective)
+    smoothing, mm_steps, multiplier_bound, eps, tol, max_iter = p.smoothing, p.mm_steps, p.multiplier_bound, p.eps, p.tol, p.max_iter
+    threshold, standardize, slack, confidence = p.threshold_rule, p.standardize, p.slack, _confidence(p, validation or {})
+    name = f"{p.objective}: "
+    constraints: list[Constraint] = list(p.constraints)
     infos = {a: DataInfo.of(ds) for a, ds in datasets.items()}
     for alias, info in infos.items():
         if info.n_features != infos["train"].n_features:
             raise ParameterError(f"dataset {alias!r} ({info.path}) has {info.n_features} features, the training store {infos['train'].n_features}")
     plans = plan_stores(objective, constraints, infos, load_model)
     fit_id = uuid.uuid4().hex  # the workers keep each shard's cells and anchor margins under it (dpipe.reduce._rates)
-    plans = {a: dataclasses.replace(p, layout=dataclasses.replace(p.layout, memo=(fit_id, a))) for a, p in plans.items()}
+    plans = {a: dataclasses.replace(plan, layout=dataclasses.replace(plan.layout, memo=(fit_id, a))) for a, plan in plans.items()}
     weights = {a: ds.map_reduce(cell_weights, np.add, plans[a].layout) for a, ds in datasets.items()}
     rows = compile_rows(objective, constraints, plans, weights)
     n = float(weights["train"].sum())
-    lam = 1.0 / max(n, 1.0) if lam is None else float(lam)
+    lam = default_lam(OBJECTIVES[p.objective], n, infos["train"].n_features) if p.lam is None else float(p.lam)
     scale = column_scales(datasets["train"])
     newton = inner_solver == "newton"
     ranking_term: PairwiseNewtonObjective | SmoothedObjective | None = None
-    if ranking:  # the ROC-AUC surrogate on the training store: convex already (no majorization), its own two passes
+    if ranking is not None:  # the ROC-AUC surrogate on the training store: convex already (no majorization), its own two passes
         if newton:
             from ._newton import PairwiseNewtonObjective
 
-            ranking_term = PairwiseNewtonObjective(RankPasses(datasets["train"]), SmoothedAUCRisk(smoothing), 0.0)
+            ranking_term = PairwiseNewtonObjective(RankPasses(datasets["train"]), cast("CurvedRisk", ranking(smoothing)), 0.0)
         else:
             from ._smooth import SmoothedObjective
 
-            ranking_term = SmoothedObjective(RankPasses(datasets["train"]), SmoothedAUCRisk(smoothing))
+            ranking_term = SmoothedObjective(RankPasses(datasets["train"]), ranking(smoothing))
     problem = RateProblem(datasets, plans, rows, lam, smoothing, ranking_term, scale if standardize else None, curvature=newton)
     d = problem.n_features
     # the inner solver's coordinates: standardized (a preconditioner, not another problem) unless theta is already
@@ -267,7 +228,7 @@ def fit_rates(
     validated = None
     if validation:  # the threshold that meets the constraints on the validation rows (aliases without any: their own rows)
         vdatasets = {a: validation.get(a, ds) for a, ds in datasets.items()}
-        vplans = {a: dataclasses.replace(p, layout=dataclasses.replace(p.layout, memo=(fit_id + "-validation", a))) for a, p in plans.items()}
+        vplans = {a: dataclasses.replace(plan, layout=dataclasses.replace(plan.layout, memo=(fit_id + "-validation", a))) for a, plan in plans.items()}
         vrows = compile_rows(objective, constraints, vplans, {a: ds.map_reduce(cell_weights, np.add, vplans[a].layout) for a, ds in vdatasets.items()})
         theta[d], _ = exact_bias(vdatasets, vplans, vrows, problem.weights(theta), float(theta[d]), feasibility_tol, slack, z)
         validated = _measured(vdatasets, vplans, vrows, constraints, problem.weights(theta), -float(theta[d]), False, feasibility_tol)
@@ -318,7 +279,6 @@ def fit_rate_family(datasets: Mapping[str, Dataset], params: RateParams, validat
         missing = "positive" if totals.positive <= 0 else "negative"
         raise DPipeError(f"the training data has no {missing} rows (weight {totals.negative:g} negative, {totals.positive:g} positive); "
                          f"{params.objective} needs both classes")
-    rates = RATE_OBJECTIVES[params.objective]
     validation = dict(constraint_validation or {})
     if params.validation_fraction is not None:
         split = RowSplit(params.validation_fraction, params.validation_seed)
@@ -326,15 +286,10 @@ def fit_rate_family(datasets: Mapping[str, Dataset], params: RateParams, validat
             if alias not in validation:
                 validation[alias] = DatasetPart(datasets[alias], split, "validation")
                 datasets = {**datasets, alias: DatasetPart(datasets[alias], split, "fit")}
-    fit = fit_rates(
-        datasets, rates() if rates is not None else None, params.constraints, load_model=deployed_model,
-        lam=fit_lam(params, totals.positive, totals.negative, int(datasets["train"].n_features)) if params.C is not None
-        else None if params.lam is None else float(params.lam),  # a number or the default (lam="auto" is refused for the rate objectives)
-        smoothing=params.smoothing, mm_steps=params.mm_steps, multiplier_bound=params.multiplier_bound, eps=params.eps,
-        max_iter=params.max_iter, tol=params.tol, threshold=params.threshold_rule,
-        ranking=params.objective in RANKING_OBJECTIVES, standardize=params.standardize, name=f"{params.objective}: ",
-        validation=validation or None, slack=params.slack, confidence=_confidence(params, validation),
-    )
+    fitted = params
+    if params.C is not None:  # C's lam from the whole training store's class weights (lam="auto" is refused for the rate objectives)
+        fitted = dataclasses.replace(params, lam=fit_lam(params, totals.positive, totals.negative, int(datasets["train"].n_features)))
+    fit = fit_rates(datasets, fitted, load_model=deployed_model, validation=validation or None)
     where = "the validation rows" if fit.validation is not None else "the training data"
     deciding = fit.validation if fit.validation is not None else fit.intervals
     unmet = [c.text for c in deciding if not c.holds]

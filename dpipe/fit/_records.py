@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["MomentParams", "SmoothParams", "StructuralParams", "RateParams", "RECORDS"]
+__all__ = ["MomentParams", "SmoothParams", "StructuralParams", "RateParams", "FitParams", "RECORDS"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,5 +108,8 @@ class RateParams:
     owner: str
 
 
+#: what :func:`dpipe.fit.resolve` returns: the record of the objective's family
+FitParams = MomentParams | SmoothParams | StructuralParams | RateParams
+
 #: family -> the record type of its resolved parameters
-RECORDS: dict[str, type] = {"moment": MomentParams, "smooth": SmoothParams, "structural": StructuralParams, "rate": RateParams}
+RECORDS: dict[str, type[FitParams]] = {"moment": MomentParams, "smooth": SmoothParams, "structural": StructuralParams, "rate": RateParams}

@@ -12,38 +12,39 @@ import numpy as np
 
 from ..engine import HostsLost, MergedScores, RankPasses, class_moments, class_totals, column_scales
 from ..exceptions import DPipeError, ParameterError
-from ..objectives import PreconditionedObjective, RayMinimum, SmoothedAUCRisk, SmoothedPRBEPRisk, ray_minimum, train_auc
+from ..objectives import PreconditionedObjective, RayMinimum, ray_minimum, train_auc
 from ..reduce import ClassMoments
 from ..solvers import CONTINUATION_START, MOMENT_PRECONDITION_MAX_FEATURES, fit_auc_moment, fit_smooth, moment_preconditioner
 from ._early_stopping import early_stopping
-from ._newton import auc_risk
 from ._outcome import FitOutcome, WarmStart
 from ._params import fit_lam
 from ._records import SmoothParams
+from ._registry import OBJECTIVES
 
 if TYPE_CHECKING:
     from ..engine._protocols import Dataset, ScoreRisk
 
-__all__ = ["fit_smoothed", "default_smoothing", "SmoothedObjective", "smoothed_objective", "RISKS"]
+__all__ = ["fit_smoothed", "default_smoothing", "SmoothedObjective", "smoothed_objective", "score_risk"]
 
 log = logging.getLogger("dpipe.fit")
-
-#: objective -> its pure risk, built from the smoothing width (None where the risk is not smoothed)
-RISKS = {"auc-smooth": SmoothedAUCRisk, "prbep-smooth": SmoothedPRBEPRisk, "auc": auc_risk}
 
 #: the options that use the auc-moment ray, and what to use instead when the data has no such direction
 MOMENT_RAY_FALLBACKS = {"init='auc-moment'": "init='zeros'", "precondition='moments'": "precondition='diagonal'"}
 
 
-def default_smoothing(objective: str, total_weight: float, epsilon: float, scale: float) -> float:
-    """The paper's ``mu = epsilon / D`` (times ``scale``) in each objective's own unit.
+def score_risk(objective: str) -> Callable[[float | None], ScoreRisk]:
+    """The smoothed objective's risk from its smoothing width (its registry entry's :attr:`~dpipe.fit.Objective.risk`)."""
+    make: Callable[[float | None], ScoreRisk] = OBJECTIVES[objective].load_risk()
+    return make
 
-    ROCArea: the Huber width ``t = m mu = 2 epsilon`` (prox-function over the m pairs,
-    D = m / 2). PRBEP: ``mu = 2 epsilon / n`` (D = n / 2), with n the total sample weight.
-    """
-    if objective == "auc-smooth":
-        return 2.0 * epsilon * scale
-    return 2.0 * epsilon / total_weight * scale
+
+def default_smoothing(objective: str, total_weight: float, epsilon: float, scale: float) -> float:
+    """The paper's ``mu = epsilon / D`` (times ``scale``) in the objective's own unit: its entry's
+    :attr:`~dpipe.fit.Objective.width` (ROCArea's Huber width ``2 epsilon``, PRBEP's ``2 epsilon / n``)."""
+    width = OBJECTIVES[objective].width
+    if width is None:
+        raise DPipeError(f"objective {objective!r} declares no default smoothing width (Objective.width); give smoothing=")
+    return width(total_weight, epsilon, scale)
 
 
 class SmoothedObjective:
@@ -96,11 +97,13 @@ class SmoothedObjective:
         """Exact (weighted) training ROC-AUC of the last evaluated scores."""
         if self._scores is None and self._ranges is not None:
             try:
-                return self._ranges.train_auc()
+                return float(self._ranges.train_auc())
             except HostsLost as error:
                 log.warning("%s; the driver merges the scores from now on", error)
                 self._ranges = None
+                assert self._w is not None  # the workers' route evaluated it
                 self._scores = self.passes.scores(self._w, remember=False)
+        assert self._scores is not None  # train_auc follows a value_and_grad
         return train_auc(self._scores)
 
 
@@ -113,7 +116,7 @@ def smoothed_objective(
     on raw features in raw coordinates); also what benchmarks time per evaluation.
     """
     T = np.ones(passes.n_features) if transform is None else transform
-    return PreconditionedObjective(SmoothedObjective(passes, RISKS[objective](smoothing)), T, lam, penalty)
+    return PreconditionedObjective(SmoothedObjective(passes, score_risk(objective)(smoothing)), T, lam, penalty)
 
 
 def _moment_ray(moments: ClassMoments, passes: RankPasses, risk: Any, scale: np.ndarray, quad_weights: np.ndarray, lam: float, ridge: float,
@@ -197,7 +200,7 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
     if width is None and smoothed:
         assert p.epsilon is not None and p.mu_scale is not None  # both apply where epsilon does (auc has neither)
         width = default_smoothing(p.objective, total_weight, p.epsilon, p.mu_scale)
-    make_risk = RISKS[p.objective]
+    make_risk = score_risk(p.objective)
     scale = np.ones(d)
     if p.standardize or preconditioner != "none":
         if moments is not None:
@@ -207,7 +210,8 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
             setup_passes.append("column scales")
     penalty = scale**2 if p.standardize else np.ones(d)
     transform = 1.0 / scale if p.standardize or preconditioner == "diagonal" else np.ones(d)
-    start, info = np.zeros(d), {"init_scale": None}
+    start = np.zeros(d)
+    info: dict[str, Any] = {"init_scale": None}
     if moments is not None:
         first_width = width * CONTINUATION_START if p.continuation and width is not None else width  # fit_smooth's first stage
         assert p.ridge is not None  # it applies to the smoothed objectives' L-BFGS route, this one (not to Newton's)
@@ -249,6 +253,7 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
     if warm is not None:  # a path's next lam: from the last solution, stopping relative to the gradient at this fit's own start
         reference = warm.grad_norm if warm.grad_norm is not None else float(np.linalg.norm(coordinates.value_and_grad(coordinates.from_raw(start))[1]))
         start = np.array(warm.coef, dtype=np.float64)
+    assert p.memory is not None and p.tol is not None  # L-BFGS's options: they apply to this route
     result = fit_smooth(
         make, coordinates.from_raw(start), width, grad_reference=reference, memory=p.memory, max_iter=p.max_iter, tol=p.tol,
         continuation=bool(p.continuation), continuation_factor=p.continuation_factor or 10.0, validate=w_validate, name=f"{p.objective}: ", whitened=preconditioner == "moments",

@@ -11,14 +11,15 @@ import numpy as np
 
 from ..engine import HostsLost, RankPasses, class_totals, column_scales
 from ..metrics import resolve_k
-from ..objectives import StructuralLoss
 from ..solvers import fit_cutting_plane
 from ._early_stopping import early_stopping
 from ._outcome import FitOutcome
 from ._records import StructuralParams
+from ._registry import OBJECTIVES
 
 if TYPE_CHECKING:
     from ..engine._protocols import Dataset
+    from ..objectives import StructuralLoss
 
 __all__ = ["fit_structural", "StructuralRisk"]
 
@@ -111,7 +112,8 @@ def fit_structural(ds: Dataset, p: StructuralParams, validate: Callable[[np.ndar
         totals = class_totals(ds)
         k = resolve_k(p.k, p.k_fraction, positive=totals.positive, total=totals.positive + totals.negative, integral=totals.integral, owner=p.owner)
     t_setup = time.perf_counter() - t0
-    risk = StructuralRisk(RankPasses(ds), StructuralLoss(p.objective, k), p.bias or 0.0, scale)
+    make_loss: Callable[[str, float | None], StructuralLoss] = OBJECTIVES[p.objective].load_risk()  # the oracle of the entry
+    risk = StructuralRisk(RankPasses(ds), make_loss(p.objective, k), p.bias or 0.0, scale)
     v_validate = None if validate is None else (lambda v: validate(*risk.split(v)))
     stopping = early_stopping(p, validate)
     assert not isinstance(p.lam, str)  # lam="auto" is a path of fits, each with a number (dpipe/fit/_lam_path.py)

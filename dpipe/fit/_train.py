@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,11 +27,12 @@ from ..metrics import RankSummary
 from ..model import LinearModel
 from ..model._probability import ProbabilityCalibration
 from ._calibrate import calibrate
-from ._early_stopping import make_validator
+from ._early_stopping import make_validator, stopping_rounds
 from ._outcome import FitOutcome
-from ._params import PARAMS, numpydoc, resolve, settle_solver
+from ._params import numpydoc, resolve, settle_solver
 from ._probability import calibrate_probability
-from ._registry import DEFAULT_OBJECTIVE, OBJECTIVES
+from ._records import FitParams, RateParams
+from ._registry import DEFAULT_OBJECTIVE, FAMILIES, OBJECTIVES
 
 if TYPE_CHECKING:
     from ..engine._protocols import Dataset
@@ -41,30 +41,16 @@ __all__ = ["train", "fit_dataset", "finish_fit", "fit_probability", "model_param
 
 log = logging.getLogger("dpipe.train")
 
-#: family -> ``"module:function"`` of its fit on an opened dataset, ``(dataset, params, validate) -> FitOutcome``; each is
-#: imported when first used, so that a fit loads only its own solver's libraries (a Newton fit never imports scipy)
-FAMILY_FITS: dict[str, str] = {"moment": "._moment:fit_moment", "smooth": "._smooth:fit_smoothed", "structural": "._structural:fit_structural"}
-#: the families fitted on several datasets at once: ``(datasets by alias, params, validate) -> FitOutcome``
-MULTI_DATASET_FITS: dict[str, str] = {"rate": "._rates:fit_rate_family"}
-#: solvers with a fit of their own, whatever the objective's family
-SOLVER_FITS: dict[str, str] = {"newton": "._newton:fit_newton"}
-
-
-def _fit_function(where: str) -> Callable[..., FitOutcome]:
-    module, name = where.split(":")
-    return getattr(importlib.import_module(module, __package__), name)
-
-
-def model_params(params: Any) -> dict[str, Any]:
+def model_params(params: FitParams) -> dict[str, Any]:
     """The resolved hyper-parameters a model keeps (the record without who resolved it)."""
-    out = {f.name: getattr(params, f.name) for f in dataclasses.fields(params) if f.name != "owner"}
+    out = {f.name: vars(params)[f.name] for f in dataclasses.fields(params) if f.name != "owner"}
     out["given"] = list(out["given"])
-    if "constraints" in out:
-        out["constraints"] = [str(c) for c in out["constraints"]]
+    if isinstance(params, RateParams):
+        out["constraints"] = [str(c) for c in params.constraints]
     return out
 
 
-def fit_dataset(ds: Dataset, params: Any, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None,
+def fit_dataset(ds: Dataset, params: FitParams, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None,
                 extra: dict[str, Any] | None = None, constraint_validation: dict[str, Any] | None = None) -> FitOutcome:
     """Fit the resolved ``params`` (a family record from :func:`dpipe.fit.resolve`) on an opened dataset.
 
@@ -72,7 +58,7 @@ def fit_dataset(ds: Dataset, params: Any, validate: Callable[[np.ndarray, float]
     aliases to opened validation stores (the rate family's validation rule).
     """
     spec = OBJECTIVES[params.objective]
-    family = spec.family
+    family = FAMILIES[spec.family]
     d = int(ds.n_features)
     if spec.max_features is not None and d > spec.max_features:
         raise ParameterError(f"{params.objective} builds d x d class moments on the driver; this store has {d} features, more than "
@@ -80,17 +66,18 @@ def fit_dataset(ds: Dataset, params: Any, validate: Callable[[np.ndarray, float]
     opened = [ds, *(extra or {}).values()]
     marks = [other.passes.mark() for other in opened]
     why = None
-    if family in MULTI_DATASET_FITS:
-        outcome = _fit_function(MULTI_DATASET_FITS[family])({"train": ds, **(extra or {})}, params, validate, constraint_validation)
+    if family.fit_datasets is not None:  # the rate family: on every store its constraints name
+        assert isinstance(params, RateParams)  # the rate family's record (resolve)
+        outcome = family.fit_datasets.load()({"train": ds, **(extra or {})}, params, validate, constraint_validation)
     else:
         params, why = settle_solver(params, ds.n_rows, d)
         if why is not None:
             log.info("%s: solver=auto: %s (%s)", params.objective, params.solver, why)
-        fit = _fit_function(SOLVER_FITS.get(params.solver, FAMILY_FITS[family]))
+        fit = family.fit_for(params.solver)
         if params.lam == "auto":  # the regularization path on held-out rows (dpipe/fit/_lam_path.py)
             from ._lam_path import fit_lam_path
 
-            outcome = fit_lam_path(ds, params, fit, validate, warm_starts=family != "structural")
+            outcome = fit_lam_path(ds, params, fit, validate, warm_starts=family.warm_starts)
         else:
             outcome = fit(ds, params, validate)
     info = outcome.result.info
@@ -110,14 +97,14 @@ def fit_dataset(ds: Dataset, params: Any, validate: Callable[[np.ndarray, float]
     return outcome
 
 
-def finish_fit(ds: Dataset, outcome: FitOutcome, params: Any, train_metrics: bool = True) -> tuple[np.ndarray, float, dict[str, Any]]:
+def finish_fit(ds: Dataset, outcome: FitOutcome, params: FitParams, train_metrics: bool = True) -> tuple[np.ndarray, float, dict[str, Any]]:
     """Calibrate the threshold (when ``params.calibrate``) and measure the training metrics.
 
     Returns the final ``coef``, ``intercept`` and ``{"train": metrics}`` (empty without
     ``train_metrics``); the calibration table goes into ``outcome.result.info``.
     """
     metrics: dict[str, Any] = {}
-    if getattr(params, "calibrate", False):  # the rate family sets its own threshold (no calibrate field)
+    if not isinstance(params, RateParams) and params.calibrate:  # the rate family sets its own threshold (no calibrate field)
         t0 = time.perf_counter()
         # on a cluster without training metrics, the driver needs only the threshold: found from range counts, not every score
         ranged = not train_metrics and getattr(ds, "client", None) is not None
@@ -128,19 +115,19 @@ def finish_fit(ds: Dataset, outcome: FitOutcome, params: Any, train_metrics: boo
             metrics["train"] = cal.summary.metrics(threshold=cal.threshold)
         return cal.coef, cal.intercept, metrics
     if train_metrics:  # a randomized rate model: the expected threshold metrics
-        metrics["train"] = evaluate_dataset(ds, outcome.coef, outcome.intercept, randomized=getattr(params, "threshold_rule", None) == "randomized")
+        metrics["train"] = evaluate_dataset(ds, outcome.coef, outcome.intercept, randomized=isinstance(params, RateParams) and params.threshold_rule == "randomized")
     return outcome.coef, outcome.intercept, metrics
 
 
-def _refit(part: Any, params: Any) -> tuple[np.ndarray, float]:
+def _refit(part: Dataset, params: FitParams) -> tuple[np.ndarray, float]:
     """The fit and its threshold on a part of a dataset (a fold of :func:`fit_probability`)."""
     coef, intercept, _ = finish_fit(part, fit_dataset(part, params), params, train_metrics=False)
     return coef, intercept
 
 
-def fit_probability(ds: Dataset, params: Any, coef: np.ndarray, intercept: float, validation: Any = None) -> ProbabilityCalibration | None:
+def fit_probability(ds: Dataset, params: FitParams, coef: np.ndarray, intercept: float, validation: Any = None) -> ProbabilityCalibration | None:
     """The probability calibration ``params.probability`` asks for (None without it), on ``validation`` or cross-fitted folds of ``ds``."""
-    if getattr(params, "probability", None) is None:
+    if isinstance(params, RateParams) or params.probability is None:  # the rate family takes none (no probability field)
         return None
     t0 = time.perf_counter()
     calibration = calibrate_probability(ds, params, coef, intercept, _refit, validation)
@@ -154,7 +141,7 @@ def train(
     objective: str = DEFAULT_OBJECTIVE,
     *,
     validation: str | os.PathLike | Store | None = None,
-    datasets: dict[str, str | os.PathLike | Store] | None = None,
+    datasets: Mapping[str, str | os.PathLike | Store] | None = None,
     constraint_validation: str | os.PathLike | Store | dict[str, str | os.PathLike | Store] | None = None,
     engine: str = "auto",
     client: Any = None,
@@ -202,26 +189,34 @@ def train(
     # END of the generated hyper-parameters
 ) -> LinearModel:
     """Train a linear model on a store for the given objective."""
-    given = locals()
-    params = {name: given[name] for name in PARAMS if given[name] is not None}
-    cluster = ClusterSpec.from_keywords(given)
-    p = resolve(objective, params, "train")
+    # BEGIN: the hyper-parameters as given, by name (generated by python -m dpipe.fit._codegen; do not edit)
+    given = {"solver": solver, "lam": lam, "constraints": constraints, "mm_steps": mm_steps, "multiplier_bound": multiplier_bound,
+        "threshold_rule": threshold_rule, "validation_fraction": validation_fraction, "validation_seed": validation_seed, "slack": slack,
+        "confidence": confidence, "C": C, "ridge": ridge, "max_iter": max_iter, "tol": tol, "memory": memory, "smoothing": smoothing,
+        "surrogate": surrogate, "epsilon": epsilon, "mu_scale": mu_scale, "continuation": continuation, "continuation_factor": continuation_factor,
+        "standardize": standardize, "precondition": precondition, "init": init, "eps": eps, "k": k, "k_fraction": k_fraction, "bias": bias,
+        "calibrate": calibrate, "early_stopping_rounds": early_stopping_rounds, "probability": probability, "probability_folds": probability_folds}
+    # END of the generated mapping
+    cluster = ClusterSpec.from_keywords({"engine": engine, "client": client, "scheduler": scheduler, "workers": workers, "memory_limit": memory_limit,
+                                         "cache": cache})
+    p = resolve(objective, {name: value for name, value in given.items() if value is not None}, "train")
     spec = OBJECTIVES[objective]
-    if validation is not None and spec.family in ("moment", "rate"):
-        why = "fitted from one moments pass" if spec.family == "moment" else "its steps are not comparable by a validation AUC"
+    family = FAMILIES[spec.family]
+    if validation is not None and family.validates is not None:
+        why = family.validates
         raise ParameterError(f"The 'validation' parameter of train applies to the smoothed and structural objectives, not to {objective!r} ({why}); "
                              "evaluate the model on the store instead.")
-    if getattr(p, "early_stopping_rounds", None) is not None and validation is None:
+    if stopping_rounds(p) is not None and validation is None:
         raise ParameterError("The 'early_stopping_rounds' parameter of train needs the 'validation' parameter: the store whose metric "
                              "decides when to stop.")
-    if datasets and spec.family not in MULTI_DATASET_FITS:
+    if datasets and family.fit_datasets is None:
         raise ParameterError(f"The 'datasets' parameter of train names the stores rate constraints use; objective {objective!r} "
                              "takes no constraints: use objective='error-rate' (or another *-rate).")
     if datasets and "train" in datasets:
         raise ParameterError("The 'datasets' parameter of train cannot name a store 'train': that alias is the training store.")
     if constraint_validation is not None and not isinstance(constraint_validation, dict):
         constraint_validation = {"train": constraint_validation}
-    if constraint_validation and spec.family not in MULTI_DATASET_FITS:
+    if constraint_validation and family.fit_datasets is None:
         raise ParameterError(f"The 'constraint_validation' parameter of train names stores on which rate constraints must hold; objective "
                              f"{objective!r} takes no constraints: use objective='error-rate' (or another *-rate).")
     unknown = sorted(set(constraint_validation or {}) - {"train", *(datasets or {})})
@@ -268,7 +263,7 @@ def train(
             checked[alias] = stack.enter_context(open_dataset(vst, opened))
         log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
         outcome = fit_dataset(ds, p, validate, extra, checked)
-        outcome.result.time_data += getattr(ds, "load_seconds", 0.0)
+        outcome.result.time_data += getattr(ds, "load_seconds", 0.0)  # an optional capability of a dataset (engine/_protocols.py)
         log.info("%s fit: %.3f s, objective %.8g", objective, outcome.result.time_solve, outcome.result.fun)
         coef, intercept, metrics = finish_fit(ds, outcome, p, train_metrics)
         calibration = fit_probability(ds, p, coef, intercept, validation_ds)

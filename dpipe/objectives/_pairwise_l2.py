@@ -41,8 +41,9 @@ from ..exceptions import DPipeError
 from ._curvature import Curvature, prefix_sums, searchsorted_sorted, suffix_sums
 from ._range_curvature import RangeCurvature, squared_range_curvature
 from ._risk import RiskAt
+from ._smooth import SmoothedAUCRisk
 
-__all__ = ["SquaredPairwiseHinge", "liblinear_lam"]
+__all__ = ["SquaredPairwiseHinge", "liblinear_lam", "auc_risk"]
 
 
 def liblinear_lam(C: float, n_pos: float, n_neg: float) -> float:
@@ -122,3 +123,8 @@ class SquaredPairwiseHinge:
         """The active windows at the scores ``s`` (``h'' = 2`` on every active pair), for :meth:`Curvature.apply`."""
         scale, lo, hi = self._windows(s)
         return Curvature.of_runs(s, lo, np.full(s.pos.size, s.neg.size), np.zeros(s.neg.size, dtype=hi.dtype), hi, scale)
+
+
+def auc_risk(width: float | None) -> SmoothedAUCRisk | SquaredPairwiseHinge:
+    """auc's pairwise loss: the hinge Huberized over ``width`` (surrogate ``'huber-hinge'``), or the squared hinge (no width)."""
+    return SquaredPairwiseHinge() if width is None else SmoothedAUCRisk(width)

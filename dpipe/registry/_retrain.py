@@ -218,8 +218,8 @@ def _run(cfg: RetrainConfig, reg: Registry, champion: str | None, force: bool, c
     datasets = {"pool": stores["pool"]} if "pool" in stores and any("on=pool" in c for c in constraints) else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # judged by its constraints and the holdout below
-        validation = {} if split is None or not constraints else {"validation_fraction": split.fraction, "validation_seed": split.seed,
-                                                                 "confidence": cfg.constraints.confidence}
+        validation: dict[str, Any] = {} if split is None or not constraints else {
+            "validation_fraction": split.fraction, "validation_seed": split.seed, "confidence": cfg.constraints.confidence}
         model = train(stores["train"], cfg.objective, constraints=constraints or None, datasets=datasets, **validation, **cfg.params, **where)
     training, validated = model.constraint_reports, model.validation_constraint_reports
     deciding = training if validated is None else validated  # where the threshold was set: held-out rows, else the training rows

@@ -11,6 +11,7 @@ import pytest
 from dpipe import rates
 from dpipe.engine import LocalDataset, ShardedDataset
 from dpipe.exceptions import ParameterError
+from dpipe.fit import resolve
 from dpipe.fit._rates import fit_rates
 from dpipe.rates._cells import DataInfo, compile_rows, plan_stores
 from dpipe.reduce._rates import INDICATOR, RAMP, SMOOTH_POSITIVE, WEIGHT, CellLayout, cell_weights, huber, ramp, rate_pass
@@ -257,7 +258,7 @@ def _best_threshold(x, y, g, ok):
 ])
 def test_one_d_constrained_error_reaches_the_enumerated_optimum(tmp_path, constraint, ok):
     path, x, y, g = _one_d(tmp_path)
-    fit = fit_rates({"train": LocalDataset(path)}, rates.error_rate(), [rates.parse_constraint(constraint)], load_model=None)
+    fit = fit_rates({"train": LocalDataset(path)}, resolve("error-rate", {"constraints": [rates.parse_constraint(constraint)]}, "test"), load_model=None)
     assert fit.coef[0] > 0
     pred = x * fit.coef[0] - fit.bias > 0
     assert ok(pred, y, g)
@@ -270,7 +271,7 @@ def test_one_d_constrained_error_reaches_the_enumerated_optimum(tmp_path, constr
 def test_one_d_fairness_between_groups_reaches_the_enumerated_optimum(tmp_path):
     path, x, y, g = _one_d(tmp_path, groups=True)
     c = rates.parse_constraint("positive_rate(group=A) >= 0.8 * positive_rate(group=B)")
-    fit = fit_rates({"train": LocalDataset(path)}, rates.error_rate(), [c], load_model=None)
+    fit = fit_rates({"train": LocalDataset(path)}, resolve("error-rate", {"constraints": [c]}, "test"), load_model=None)
     pred = x * fit.coef[0] - fit.bias > 0
     fair = lambda p: p[g == 0].mean() >= 0.8 * p[g == 1].mean()  # noqa: E731
     assert fair(pred) and fit.reports[1].satisfied
@@ -282,8 +283,8 @@ def test_one_d_fairness_between_groups_reaches_the_enumerated_optimum(tmp_path):
 
 def test_an_unsatisfiable_constraint_is_reported_not_pretended(tmp_path):
     path, x, y, g = _one_d(tmp_path)
-    fit = fit_rates({"train": LocalDataset(path)}, rates.error_rate(),
-                    [rates.parse_constraint("recall >= 0.99"), rates.parse_constraint("false_positive_rate <= 0.01")], load_model=None)
+    fit = fit_rates({"train": LocalDataset(path)}, resolve("error-rate", {"constraints": ["recall >= 0.99", "false_positive_rate <= 0.01"]}, "test"),
+                    load_model=None)
     assert not all(r.satisfied for r in fit.reports[1:])
     pred = x * fit.coef[0] - fit.bias > 0
     for r, achieved, bound, sign in zip(fit.reports[1:], (pred[y == 1].mean(), pred[y == -1].mean()), (0.99, 0.01), (-1, 1)):
@@ -302,11 +303,11 @@ def test_one_shard_many_shards_and_a_cluster_give_the_same_model(tmp_path, clien
     one = write_store(tmp_path / "one.zarr", X, y, [n], group=group, groups=["A", "B"])
     many = write_store(tmp_path / "many.zarr", X, y, [700, 800, 0, 1500], group=group, groups=["A", "B"])
     cs = [rates.parse_constraint("positive_rate(group=A) >= 0.8 * positive_rate(group=B)"), rates.parse_constraint("recall >= 0.8")]
-    kw = dict(load_model=None)
-    a = fit_rates({"train": LocalDataset(one)}, rates.error_rate(), cs, **kw)
-    b = fit_rates({"train": LocalDataset(many)}, rates.error_rate(), cs, **kw)
+    p = resolve("error-rate", {"constraints": cs}, "test")
+    a = fit_rates({"train": LocalDataset(one)}, p, load_model=None)
+    b = fit_rates({"train": LocalDataset(many)}, p, load_model=None)
     with ShardedDataset(many, client, cache="memory") as ds:
-        c = fit_rates({"train": ds}, rates.error_rate(), cs, **kw)
+        c = fit_rates({"train": ds}, p, load_model=None)
     for other in (b, c):
         np.testing.assert_allclose(other.coef, a.coef, rtol=1e-8, atol=1e-10)
         assert other.bias == pytest.approx(a.bias, rel=1e-8, abs=1e-10)

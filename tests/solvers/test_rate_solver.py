@@ -12,6 +12,7 @@ import pytest
 from dpipe import rates
 from dpipe.engine import LocalDataset, RankPasses, ShardedDataset, column_scales
 from dpipe.exceptions import ConvergenceWarning
+from dpipe.fit import resolve
 from dpipe.fit._newton import PairwiseNewtonObjective
 from dpipe.fit._rates import fit_rates
 from dpipe.objectives import SmoothedAUCRisk
@@ -175,6 +176,11 @@ def test_tron_and_lbfgs_reach_the_same_inner_minimum(stores):
 # ---------------------------------------------------------------------------------
 # the fit: stopping rules, weighted = repeated, local = dask, both inner solvers
 # ---------------------------------------------------------------------------------
+def _params(constraints, objective="error-rate", **options):
+    """The resolved parameters of a rate fit (the record fit_rates takes)."""
+    return resolve(objective, {"constraints": constraints, **options}, "test")
+
+
 def _constraints():
     return [rates.parse_constraint(c) for c in CONSTRAINTS]
 
@@ -198,15 +204,17 @@ def test_majorization_stops_on_its_relative_rule(stores):
     (dict(max_iter=1), r"stopped at max_iter = 1 .* raise 'max_iter' or loosen 'tol'"),
 ])
 def test_each_loop_at_its_limit_warns_with_the_remedy(stores, limit, match):
+    own = {k: v for k, v in limit.items() if k == "max_cuts"}  # fit_rates' own keyword (not a hyper-parameter)
     with pytest.warns(ConvergenceWarning, match=match):
-        fit_rates({"train": LocalDataset(stores["weighted"])}, rates.error_rate(), _constraints(), load_model=None, **limit)
+        fit_rates({"train": LocalDataset(stores["weighted"])}, _params(_constraints(), **{k: v for k, v in limit.items() if k not in own}),
+                  load_model=None, **own)
 
 
 @pytest.mark.parametrize("inner_solver", ["lbfgs", "newton"])
 def test_weighted_store_fits_as_the_repeated_rows(stores, inner_solver):
-    kw = dict(load_model=None, tol=1e-10, max_iter=5000, inner_solver=inner_solver)
-    a = fit_rates({"train": LocalDataset(stores["weighted"])}, rates.error_rate(), _constraints(), **kw)
-    b = fit_rates({"train": LocalDataset(stores["repeated"])}, rates.error_rate(), _constraints(), **kw)
+    p = _params(_constraints(), tol=1e-10, max_iter=5000)
+    a = fit_rates({"train": LocalDataset(stores["weighted"])}, p, load_model=None, inner_solver=inner_solver)
+    b = fit_rates({"train": LocalDataset(stores["repeated"])}, p, load_model=None, inner_solver=inner_solver)
     np.testing.assert_allclose(a.coef, b.coef, rtol=1e-6, atol=1e-9)
     assert a.bias == pytest.approx(b.bias, rel=1e-6, abs=1e-9)
     assert [r.value for r in a.reports] == pytest.approx([r.value for r in b.reports], abs=1e-12)
@@ -218,9 +226,9 @@ def test_weighted_store_fits_as_the_repeated_rows(stores, inner_solver):
 @pytest.mark.parametrize("inner_solver", ["lbfgs", "newton"])
 def test_a_dask_cluster_gives_the_local_engine_s_fit(stores, client, inner_solver):
     kw = dict(load_model=None, inner_solver=inner_solver)
-    local = fit_rates({"train": LocalDataset(stores["weighted"])}, rates.error_rate(), _constraints(), **kw)
+    local = fit_rates({"train": LocalDataset(stores["weighted"])}, _params(_constraints()), **kw)
     with ShardedDataset(stores["weighted"], client, cache="memory") as ds:
-        remote = fit_rates({"train": ds}, rates.error_rate(), _constraints(), **kw)
+        remote = fit_rates({"train": ds}, _params(_constraints()), **kw)
     np.testing.assert_allclose(remote.coef, local.coef, rtol=1e-8, atol=1e-10)
     assert remote.bias == pytest.approx(local.bias, rel=1e-8, abs=1e-10)
     assert (remote.mm_steps, remote.cuts, remote.evaluations) == (local.mm_steps, local.cuts, local.evaluations)
@@ -229,7 +237,7 @@ def test_a_dask_cluster_gives_the_local_engine_s_fit(stores, client, inner_solve
 def test_newton_and_lbfgs_fits_meet_the_constraints_at_close_objectives(stores):
     """Both inner solvers solve the same problems: the exact constraints hold, and the training error is within a
     percentage point (their MM paths differ by the inner solvers' stopping points)."""
-    fits = {s: fit_rates({"train": LocalDataset(stores["weighted"])}, rates.error_rate(), _constraints(), load_model=None, inner_solver=s)
+    fits = {s: fit_rates({"train": LocalDataset(stores["weighted"])}, _params(_constraints()), load_model=None, inner_solver=s)
             for s in ("lbfgs", "newton")}
     for f in fits.values():
         assert all(r.satisfied for r in f.reports)
@@ -240,5 +248,5 @@ def test_auc_rate_by_newton_meets_its_constraints(stores):
     """auc-rate's inner problems by TRON: the ranking's Hessian products join the rates'; every constraint holds."""
     cs = [rates.parse_constraint(c) for c in ("positive_rate(group=A) >= 0.8 * positive_rate(group=B)", "recall >= 0.6",
                                               "false_positive_rate <= 0.3")]  # no threshold of the ranking alone meets all three
-    fit = fit_rates({"train": LocalDataset(stores["weighted"])}, None, cs, load_model=None, ranking=True, inner_solver="newton")
+    fit = fit_rates({"train": LocalDataset(stores["weighted"])}, _params(cs, "auc-rate"), load_model=None, inner_solver="newton")
     assert all(r.satisfied for r in fit.reports) and fit.hess_products > 0 and fit.mm_steps > 0

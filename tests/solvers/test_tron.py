@@ -122,7 +122,7 @@ def test_preconditioned_tron_finds_scipys_minimum_in_fewer_cg_steps_on_a_badly_s
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("surrogate", ["squared-hinge", "huber-hinge"])
 def test_newtons_jacobi_diagonal_is_the_pairs_row_curvature_and_the_minimum_does_not_move(surrogate, weighted):
-    from dpipe.fit._newton import auc_risk
+    from dpipe.objectives import auc_risk
     from dpipe.testing import huber_hinge_reference
 
     rng = np.random.default_rng(7)
