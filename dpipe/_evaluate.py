@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._locks import before_rename
 from ._modes import set_default_mode
-from ._output import METRICS_FORMAT, METRICS_FORMAT_VERSION, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, before_rename, locked_output, write_error
+from ._output import locked_output, write_error
 from ._ramp import ramp
+from ._written import METRICS_FORMAT, METRICS_FORMAT_VERSION, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY
 from .engine import open_dataset, rank_summary
 from .engine._cluster_spec import ClusterSpec
 from .exceptions import DataWarning, DPipeError, ParameterError

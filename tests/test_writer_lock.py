@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import dpipe
-from dpipe._output import check_output_path, destination_lock
+from dpipe._locks import destination_lock
+from dpipe._output import check_output_path
 from dpipe.cli.main import main
 from dpipe.exceptions import DestinationBusyError, OutputError, OutputExistsError, StoreError
 from dpipe.io import open_store
@@ -151,7 +152,7 @@ def test_a_killed_writers_temporary_and_lock_file_are_cleared_by_the_next_writer
 
 _HOLDER = textwrap.dedent("""
     import sys
-    from dpipe._output import destination_lock
+    from dpipe._locks import destination_lock
     with destination_lock(sys.argv[1], "model"):
         print("held", flush=True)
         sys.stdin.readline()

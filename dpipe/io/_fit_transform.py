@@ -480,7 +480,7 @@ def ingest_transformed(ingest_raw, dest: str, overwrite: bool, log1p, scale: str
     ``ingest_raw(path)`` writes the raw store at ``path`` and returns its manifest;
     ``source_of(manifest)`` gives the new store's ``source`` record; ``fitted_on`` names the
     source in the transform record. The destination's lock is held throughout
-    (:func:`dpipe._output.destination_lock`; re-entered when the caller holds it), so no other
+    (:func:`dpipe._locks.destination_lock`; re-entered when the caller holds it), so no other
     run removes the temporary; a kill leaves only a ``.DEST.tmp-*`` sibling, which the next
     writer of ``dest`` removes. Costs one more read and write of the store (the statistics
     need every row before the first transformed row can be written).

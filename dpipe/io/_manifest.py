@@ -35,8 +35,8 @@ from typing import Any, Literal
 import msgspec
 
 from .._formats import STORE_MANIFEST_NAME, STORE_SCHEMA_VERSIONS
+from .._locks import before_rename
 from .._modes import set_default_mode
-from .._output import before_rename
 from .._wide import INLINE_MAX, NamePattern, compact_names, expand_names
 from ..exceptions import StoreError
 from ._checksum import CHECKSUM_ALGORITHM

@@ -78,7 +78,7 @@ def split_store(
         applied to both parts; kept in both manifests. Costs one more read of ``store``.
     overwrite : bool
         Replace existing destinations (only dpipe stores). Both destinations are checked and
-        locked (:func:`dpipe._output.destination_lock`) before the first pass over ``store``.
+        locked (:func:`dpipe._locks.destination_lock`) before the first pass over ``store``.
 
     Returns
     -------

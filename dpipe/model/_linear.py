@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._formats import MODEL_FORMAT
+from .._locks import before_rename, destination_lock
 from .._modes import current_umask as _umask
-from .._output import before_rename, destination_lock
 from .._ramp import ramp
 from .._transform import FeatureTransform
 from .._wide import NamePattern, compact_names, decode_vector, encode_vector, expand_names, is_pattern
@@ -222,7 +222,7 @@ class LinearModel:
         self._name_index: dict[str, int] | None = None  # feature name -> column, built on the first sparse record
         self.created = created or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         if dpipe_version is None:
-            from .. import __version__ as dpipe_version
+            from .._version import __version__ as dpipe_version
         self.dpipe_version = dpipe_version
 
     def __repr__(self) -> str:
@@ -531,7 +531,7 @@ class LinearModel:
         Replaces an existing ``path``: the callers that take a user's path check it first
         (:func:`dpipe.train`'s ``out=``: never a file inside a store or a registry, an existing
         one only with ``overwrite``). Holds the destination's lock while writing
-        (:func:`dpipe._output.destination_lock`: one writer of ``path`` at a time).
+        (:func:`dpipe._locks.destination_lock`: one writer of ``path`` at a time).
 
         Raises
         ------
