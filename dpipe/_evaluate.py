@@ -198,7 +198,7 @@ def _model_and_store(model: LinearModel | str | os.PathLike, store: str | os.Pat
                      verify: bool | None = None, owner: str = "evaluate") -> tuple[LinearModel, Store]:
     """Load both (the store read with ``verify``: :func:`~dpipe.io._store.as_store`) and check that the store has the
     model's features, in order, stored with the model's transform."""
-    from .io._fit_transform import check_same_features
+    from .io._stored_transform import check_same_features
 
     model = model if isinstance(model, LinearModel) else LinearModel.load(model)
     st = as_store(store, verify, owner)

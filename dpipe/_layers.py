@@ -30,19 +30,19 @@ LAYERS: dict[int, Layer] = {
              "errors, the version, this table, file markers, small shared helpers; the machinery of option sets declared once"),
     1: Layer(("_config", "_validation", "_written", "_locks", "_output", "_worker_logs", "reduce"),
              "settings, argument checks; what dpipe wrote, one writer per destination, where an output may go; "
-             "the pure worker-side kernels (numba) and the feature-block functions (`reduce/_block.py`)"),
+             "the pure worker-side kernels (numba) and the feature-block functions (`dpipe/reduce/_block.py`)"),
     2: Layer(("metrics", "objectives", "rates", "plotting", "_progress"),
              "exact metrics, pure risks (scores in, value and per-row weights out), the rate expressions and their parser, figures"),
     3: Layer(("io",),
-             "sources (svmlight, CSV, Parquet) and ingest, its options declared once (`io/_ingest_options.py`), "
-             "the store formats behind one seam (`io/_store_format.py`), their readers, writers and manifests"),
+             "sources (svmlight, CSV, Parquet) and ingest, its options declared once (`dpipe/io/_ingest_options.py`), "
+             "the store formats behind one seam (`dpipe/io/_store_format.py`), their readers, writers and manifests"),
     4: Layer(("engine", "model"),
-             "where the passes run, declared once (`engine/_cluster_spec.py`); datasets and the passes every fit is made of "
+             "where the passes run, declared once (`dpipe/engine/_cluster_spec.py`); datasets and the passes every fit is made of "
              "(local or on dask); the model file"),
     5: Layer(("solvers", "_evaluate"),
              "L-BFGS, TRON, the cutting plane, the rate solver; evaluation, prediction, constraint values"),
     6: Layer(("fit",),
-             "the objective registry, every hyper-parameter declared once (`fit/_params.py`), `train`, one module per family"),
+             "the objective registry, every hyper-parameter declared once (`dpipe/fit/_params.py`), `train`, one module per family"),
     7: Layer(("_estimator", "registry", "testing"),
              "`DPipeClassifier`; the model registry and `retrain`; test references and the cluster helpers that run fits"),
     8: Layer(("cli", "__main__", "__init__"),

@@ -456,7 +456,7 @@ def _cmd_ingest(a: argparse.Namespace) -> None:
 
 
 def _print_transform(m: Any) -> None:
-    from ..io._fit_transform import describe, stored_transform
+    from ..io._stored_transform import describe, stored_transform
 
     t = stored_transform(m, "")
     if t is None:
