@@ -17,6 +17,13 @@ pass 2 (encode)
     directory is left behind. Peak memory is about one shard (``dpipe.shard-bytes``,
     64 MB by default) plus a few pieces, whatever the size of the source.
 
+:func:`ingest` is five steps of one concern each: its options checked once into an
+:class:`~dpipe.io._ingest_checks.IngestPlan` (the choices from
+:class:`~dpipe.io.IngestOptions`' declaration), the sources detected, the job of their format
+chosen (an option the format does not take refused), the two passes writing the shards
+(:mod:`dpipe.io._ingest_write`), and the source recorded in the manifest
+(:func:`record_source`).
+
 Text sources may be plain, gzip (``.gz``), bzip2 (``.bz2``) or xz compressed (told
 by their magic bytes). Reading and parsing run in a helper thread, overlapped with
 the encoding and writing of the previous piece.
