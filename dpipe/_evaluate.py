@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._locks import before_rename
 from ._modes import set_default_mode
-from ._output import METRICS_FORMAT, METRICS_FORMAT_VERSION, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY, before_rename, locked_output, write_error
+from ._output import locked_output, write_error
 from ._ramp import ramp
+from ._written import METRICS_FORMAT, METRICS_FORMAT_VERSION, PREDICTIONS_FORMAT, PREDICTIONS_FORMAT_KEY
 from .engine import open_dataset, rank_summary
 from .engine._cluster_spec import ClusterSpec
 from .exceptions import DataWarning, DPipeError, ParameterError
@@ -196,7 +198,7 @@ def _model_and_store(model: LinearModel | str | os.PathLike, store: str | os.Pat
                      verify: bool | None = None, owner: str = "evaluate") -> tuple[LinearModel, Store]:
     """Load both (the store read with ``verify``: :func:`~dpipe.io._store.as_store`) and check that the store has the
     model's features, in order, stored with the model's transform."""
-    from .io._fit_transform import check_same_features
+    from .io._stored_transform import check_same_features
 
     model = model if isinstance(model, LinearModel) else LinearModel.load(model)
     st = as_store(store, verify, owner)

@@ -24,9 +24,11 @@ def _pyplot():
 
 def _save(fig: Any, path: str | os.PathLike) -> str:
     """Write ``fig`` as a PNG marked as dpipe's (text chunk ``dpipe.format = dpipe-plot``) through a temporary sibling
-    and a rename, holding the destination's lock (:func:`dpipe._output.destination_lock`); an OS error names ``path``."""
+    and a rename, holding the destination's lock (:func:`dpipe._locks.destination_lock`); an OS error names ``path``."""
+    from ._locks import before_rename, destination_lock
     from ._modes import set_default_mode
-    from ._output import PLOT_FORMAT, before_rename, destination_lock, write_error
+    from ._output import write_error
+    from ._written import PLOT_FORMAT
     from .exceptions import DPipeError
 
     path = os.fspath(path)

@@ -20,8 +20,8 @@ from dpipe.engine import ClusterSpec
 from dpipe.engine._cluster_spec import cluster_keywords
 from dpipe.exceptions import ParameterError
 from dpipe.io import IngestOptions
-from dpipe.io._fit_transform import transform_store
 from dpipe.io._ingest_options import TRANSFORM_OPTIONS, ingest_defaults
+from dpipe.io._transform_store import transform_store
 from dpipe.registry import load_config
 
 PACKAGE = pathlib.Path(dpipe.__file__).parent

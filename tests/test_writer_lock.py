@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import dpipe
-from dpipe._output import check_output_path, destination_lock
+from dpipe._locks import destination_lock
+from dpipe._output import check_output_path
 from dpipe.cli.main import main
 from dpipe.exceptions import DestinationBusyError, OutputError, OutputExistsError, StoreError
 from dpipe.io import open_store
@@ -59,7 +60,8 @@ def test_a_deleted_lock_cannot_be_stolen_the_first_writer_fails_and_renames_noth
     finding at its final rename that the lock file is no longer the one it locked, fails with one line and renames
     nothing into place (it used to remove nothing of its own and exit 0 with shards missing)."""
     _svm(tmp_path / "a.svm")
-    first = subprocess.Popen([sys.executable, "-m", "dpipe", "make-data", "D", "--rows", "600000", "--features", "20", "--shard-rows", "50000"],
+    # -q: its error is its one stderr line, without the progress lines a loaded machine's slower run would add
+    first = subprocess.Popen([sys.executable, "-m", "dpipe", "-q", "make-data", "D", "--rows", "600000", "--features", "20", "--shard-rows", "50000"],
                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(first, lambda: _shard_written(tmp_path), "a shard in the temporary")  # the writer holds its temporary by then
@@ -151,7 +153,7 @@ def test_a_killed_writers_temporary_and_lock_file_are_cleared_by_the_next_writer
 
 _HOLDER = textwrap.dedent("""
     import sys
-    from dpipe._output import destination_lock
+    from dpipe._locks import destination_lock
     with destination_lock(sys.argv[1], "model"):
         print("held", flush=True)
         sys.stdin.readline()

@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     _check_work(work)  # before the data is read
     out.mkdir(parents=True, exist_ok=True)
     work.parent.mkdir(parents=True, exist_ok=True)
-    from dpipe._output import destination_lock
+    from dpipe._locks import destination_lock
 
     with destination_lock(work, "scratch folder"):  # one run per scratch folder: a second one at once is refused, naming the first
         summary = run(a.data, a.rows, out, work, command=_command(a))

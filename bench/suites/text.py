@@ -191,7 +191,7 @@ def _kdd99_layouts(cfg: Config) -> dict[str, Any] | None:
 
 def _layout_crossing() -> list[dict[str, Any]]:
     """``X w`` + ``X^T g`` (dpipe's kernels, one thread) on 160 MB dense blocks and their CSR copies, non-zeros placed
-    uniformly: where ingest's ``layout="auto"`` threshold (:data:`dpipe.io._ingest.SPARSE_MAX_DENSITY`) comes from."""
+    uniformly: where ingest's ``layout="auto"`` threshold (:data:`dpipe.io._ingest_write.SPARSE_MAX_DENSITY`) comes from."""
     import scipy.sparse as sp
 
     from dpipe.reduce._linalg import matvec, rmatvec
@@ -431,7 +431,7 @@ def markdown(payload: dict[str, Any]) -> str:
                   "", f"CSR / dense: bytes {k['bytes_ratio']:.3f}x, evaluation time {k['time_ratio']:.2f}x.", ""]
     c = payload.get("layout_crossing")
     if c:
-        from dpipe.io._ingest import SPARSE_MAX_DENSITY
+        from dpipe.io._ingest_write import SPARSE_MAX_DENSITY
 
         densities = sorted({r["density"] for r in c})
         lines += ["## Where CSR overtakes dense (`layout=\"auto\"`'s threshold)", "",

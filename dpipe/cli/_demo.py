@@ -258,7 +258,8 @@ def _print_table(rows: list[dict[str, Any]], described: str, fairness: bool, eng
 def _run(a: argparse.Namespace, workdir: str, cluster: ClusterSpec, ingest_options: IngestOptions) -> dict[str, Any]:
     from .._compiles import watch_compiles
     from .._evaluate import evaluate
-    from .._output import REPORT_FORMAT, write_error
+    from .._output import write_error
+    from .._written import REPORT_FORMAT
     from ..engine import client_for, describe_client, open_dataset, rank_summary, resolve_engine
     from ..fit import train
     from ..io import open_store

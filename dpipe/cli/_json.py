@@ -109,7 +109,7 @@ def store_summary(path: str | os.PathLike, m: Any) -> dict[str, Any]:
     m : Manifest
         Its manifest.
     """
-    from ..io._fit_transform import describe, stored_transform
+    from ..io._stored_transform import describe, stored_transform
 
     t = stored_transform(m, "")
     groups = None

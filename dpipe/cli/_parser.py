@@ -407,7 +407,7 @@ COMMAND_PARSERS = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``dpipe`` command."""
-    from .. import __version__
+    from .._version import __version__
 
     parser = _Parser(prog="dpipe", description="Train linear classifiers that optimize the measure you care about, on sharded data, with dask.")
     parser.add_argument("--version", action="version", version=f"dpipe {__version__}")

@@ -254,7 +254,7 @@ def _store_of(a: argparse.Namespace, path: str, command: str, *, like: str | Non
     """``path`` when it is a store; a source file's store in the ingest cache otherwise (ingested now, or reused: one log
     line says which), read with the command's ingest options, ``--like`` defaulting to ``like`` or to ``model``'s training
     store. Ingest options given with a store are an error."""
-    from .._output import is_dpipe_store
+    from .._written import is_dpipe_store
     from ..io._ingest_options import IngestOptions
     from ..io._source_cache import cached_store, ingest_cache_folder
 
@@ -471,7 +471,7 @@ def _cmd_ingest(a: argparse.Namespace) -> None:
 
 
 def _print_transform(m: Any) -> None:
-    from ..io._fit_transform import describe, stored_transform
+    from ..io._stored_transform import describe, stored_transform
 
     t = stored_transform(m, "")
     if t is None:

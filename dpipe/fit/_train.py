@@ -21,8 +21,8 @@ from ..engine._pass_count import Traffic, traffic_record
 from ..engine._threshold import best_threshold_on_ranges
 from ..exceptions import ParameterError
 from ..io import Store
-from ..io._fit_transform import check_same_features
 from ..io._store import as_store
+from ..io._stored_transform import check_same_features
 from ..metrics import RankSummary
 from ..model import LinearModel
 from ..model._probability import ProbabilityCalibration

@@ -1,4 +1,5 @@
-"""Fit feature transforms (``log1p`` and ``scale``) on a store, and write transformed stores.
+"""Fit feature transforms (``log1p`` and ``scale``) on a store (the transformed store is written by
+:mod:`dpipe.io._transform_store`; the transform a store carries is :mod:`dpipe.io._stored_transform`'s).
 
 One pass over the fitting rows gathers, per feature, the minimum, maximum, mean and
 variance of ``x`` and of ``log1p(x)`` (merged shard by shard, Chan et al.) and a histogram
@@ -17,25 +18,19 @@ feature's figures and the decision are kept in the manifest (``encoding["transfo
 
 from __future__ import annotations
 
-import logging
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from .._transform import SCALES, FeatureTransform
-from .._wide import same_names
-from ..exceptions import InputError, ParameterError, StoreError
-from ..reduce._block import first_nonfinite, is_csr, take_rows, value_at
+from .._transform import FeatureTransform
+from ..exceptions import InputError, ParameterError
+from ..reduce._block import is_csr, take_rows
 from ._manifest import Manifest
-from ._store import Store, open_store
+from ._store import Store
+from ._stored_transform import check_finite, check_sparse_scale, check_sparse_transform, indicator_features
 
-__all__ = ["FeatureStats", "fit_transform", "fit_on_store", "transform_store", "check_log1p", "check_finite", "check_same_features", "AUTO_LOG1P_OCTAVES", "stored_transform"]
-
-log = logging.getLogger("dpipe.io")
+__all__ = ["FeatureStats", "fit_transform", "fit_on_store", "resolve_log1p_names", "AUTO_LOG1P_OCTAVES", "AUTO_MAX_FEATURES"]
 
 #: ``log1p="auto"``: the octaves (powers of two) between the median and the maximum of ``1 + x``
 AUTO_LOG1P_OCTAVES = 7
@@ -43,112 +38,6 @@ AUTO_LOG1P_OCTAVES = 7
 _BINS = 130
 #: ``log1p="auto"`` keeps one histogram per feature: refused beyond this many features
 AUTO_MAX_FEATURES = 1 << 16
-
-
-def check_log1p(value: Any, owner: str) -> str | list[str | int] | None:
-    """``None``, ``"auto"``, ``"all"`` or a list of feature names / indices (a comma-separated string is split)."""
-    if value is None or value in ("auto", "all"):
-        return value
-    if isinstance(value, str):
-        value = [v for v in value.split(",") if v != ""]
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
-        return list(value)
-    raise ParameterError(f"The 'log1p' parameter of {owner} must be 'auto', 'all' or a non-empty list of feature names or indices. Got {value!r} instead.")
-
-
-def _check_scale(scale: Any, owner: str) -> str:
-    if scale not in SCALES:
-        raise ParameterError(f"The 'scale' parameter of {owner} must be one of {SCALES}. Got {scale!r} instead.")
-    return scale
-
-
-def stored_transform(m: Manifest, where: str) -> FeatureTransform | None:
-    """The transform recorded in a manifest's encoding, or None."""
-    d = m.encoding.get("transform") if m.encoding else None
-    if d is None:
-        return None
-    try:
-        return FeatureTransform.from_dict(d, m.feature_names, where)
-    except ValueError as exc:
-        raise StoreError(str(exc)) from None
-
-
-#: the fields of ``encoding["transform"]`` that decide the stored values (not where or how it was fitted)
-_TRANSFORM_FIELDS = ("n_features", "log1p", "scale", "features", "offset", "factor")
-
-
-def _transform_of(encoding: dict[str, Any] | None) -> dict[str, Any] | None:
-    t = (encoding or {}).get("transform")
-    return None if t is None else {k: t.get(k) for k in _TRANSFORM_FIELDS}
-
-
-def check_same_features(feature_names: Sequence[str], encoding: dict[str, Any] | None, st: Store, what: str) -> None:
-    """Refuse a store whose features are not those of a training store (or model): the same names, in order, and the
-    same fitted transform. A store ingested without ``like=`` from a transformed training store has the names but raw
-    values: it would be scored wrongly without a word.
-
-    Raises
-    ------
-    ValueError
-        One line naming the store and what differs, pointing to ``like=``.
-    """
-    m = st.manifest
-    if not same_names(m.feature_names, feature_names):
-        if m.n_features != len(feature_names):
-            raise ValueError(f"{st.path}: the store has {m.n_features} features, the {what} {len(feature_names)}; ingest it with like= the training store")
-        bad = next(i for i, (a, b) in enumerate(zip(m.feature_names, feature_names)) if a != b)
-        raise ValueError(f"{st.path}: feature {bad} is {m.feature_names[bad]!r} in the store but {feature_names[bad]!r} in the {what}; "
-                         "ingest it with like= the training store")
-    mine, theirs = _transform_of(m.encoding), _transform_of(encoding)
-    if mine != theirs:
-        state = lambda t: "no transform" if t is None else f"log1p on {len(t['log1p'] or [])} feature(s), scale {t['scale']}"  # noqa: E731
-        raise ValueError(f"{st.path}: its features are stored with {state(mine)}, the {what}'s with {state(theirs)} "
-                         "(the same fitted values are needed); ingest it with like= the training store")
-
-
-def indicator_features(m: Manifest) -> np.ndarray:
-    """Boolean mask of the one-hot indicator features of a tabular store (never logged or scaled)."""
-    mask = np.zeros(m.n_features, dtype=bool)
-    enc = m.encoding or {}
-    if enc.get("kind") != "tabular":
-        return mask
-    from ._tabular import TabularSchema
-
-    schema = TabularSchema.from_list(enc["columns"])
-    for c, off in zip(schema.columns, schema.offsets()):
-        if c.is_feature and c.type == "categorical":
-            mask[off : off + c.width] = True
-    return mask
-
-
-def check_sparse_scale(scale: str, layout: str, owner: str, where: str) -> None:
-    """A sparse store keeps its zeros: ``log1p``, ``scale="maxabs"`` and a ``minmax`` whose every fitted minimum is 0 do
-    (:func:`check_sparse_transform` checks the fitted one); ``standard`` centres and is refused up front, as scikit-learn's
-    ``StandardScaler(with_mean=True)`` refuses sparse input."""
-    if layout == "csr" and scale == "standard":
-        raise ParameterError(f"{where}: a sparse store; scale='standard' would shift its zeros and make it dense. Use scale='maxabs' "
-                             f"(divides each feature by its largest |value|; with log1p= if wanted), or a dense layout ({owner}).")
-
-
-def check_sparse_transform(t: FeatureTransform, layout: str, owner: str, where: str) -> None:
-    """Refuse a fitted transform that would shift the zeros of a sparse store: a ``minmax`` scale is kept when every scaled
-    feature's minimum (stored zeros counted) is 0, so that it only multiplies; else the first shifted feature is named."""
-    check_sparse_scale(t.scale, layout, owner, where)
-    if layout == "csr" and not t.keeps_zeros:
-        k = next(i for i, off in enumerate(t.offset) if off != 0)
-        raise ParameterError(f"{where}: a sparse store; scale={t.scale!r} would shift feature {t.feature_names[t.features[k]]!r} by "
-                             f"{t.offset[k]:.6g} (its minimum is not 0) and make the store dense. Use scale='maxabs' (divides each "
-                             f"feature by its largest |value|), or a dense layout ({owner}).")
-
-
-def check_finite(X: Any, first_row: int, where: str, feature_names: Sequence[str]) -> None:
-    """Refuse a block (dense or CSR) with a NaN or infinite feature, naming the feature and the row (``first_row`` + its index)."""
-    found = first_nonfinite(X)
-    if found is not None:
-        i, j = found
-        raise InputError(f"{where}: feature {feature_names[j]!r} is {value_at(X, i, j)!r} in row {first_row + int(i)}; "
-                         "a transform is fitted on finite values only")
-
 
 class FeatureStats:
     """Per-feature moments of ``x`` and ``log1p(x)`` and power-of-two histograms, merged over row blocks.
@@ -304,57 +193,72 @@ def fit_transform(
     names = list(feature_names)
     d = len(names)
     numeric = ~indicators
-    report: dict[str, Any] = {}
     if stats.n <= 0:
         raise ParameterError(f"{where}: no rows (of positive weight) to fit the transform on")
-    if log1p is None:
-        logged: list[int] = []
-    elif log1p == "auto":
-        med, top = stats.median_octave(), stats.max_octave()
-        logged = []
-        features = {}
-        for j in np.flatnonzero(numeric).tolist():
-            nonneg = stats.min[j] >= 0
-            take = bool(nonneg and top[j] - med[j] >= AUTO_LOG1P_OCTAVES)
-            features[names[j]] = {"min": float(stats.min[j]), "max": float(stats.max[j]), "median_octave": int(med[j]),
-                                  "max_octave": int(top[j]), "log1p": take,
-                                  "why": "negative values" if not nonneg else (f"max / median >= 2^{AUTO_LOG1P_OCTAVES} (on 1 + x)" if take
-                                                                               else f"max / median < 2^{AUTO_LOG1P_OCTAVES} (on 1 + x)")}
-            if take:
-                logged.append(int(j))
-        report = {"rule": f"floor(log2(1 + max)) - floor(log2(1 + median)) >= {AUTO_LOG1P_OCTAVES}, never negative, not one-hot",
-                  "features": features}
-    else:
-        logged = list(np.flatnonzero(numeric)) if log1p == "all" else _resolve_features(log1p, names, owner)
-        for j in logged:
-            if indicators[j]:
-                raise ParameterError(f"The 'log1p' parameter of {owner} names {names[j]!r}, a one-hot indicator; indicators are never logged.")
-            if stats.min[j] < 0:
-                raise InputError(f"feature {names[j]!r} has negative values (minimum {stats.min[j]:.6g}); log1p applies to non-negative features "
-                                 "(leave it out of log1p=)", path=where)
-    logged = [int(j) for j in logged]
+    logged, report = _logged_features(stats, names, indicators, log1p, owner, where)
     is_log = np.zeros(d, dtype=bool)
     is_log[logged] = True
-    if scale == "none":
-        feats: list[int] = []
-        offset = factor = np.zeros(0)
-    else:
-        feats = [int(j) for j in np.flatnonzero(numeric)]
-        lo = np.where(is_log, stats.log_min, stats.min)[feats]
-        hi = np.where(is_log, stats.log_max, stats.max)[feats]
-        if scale == "minmax":
-            offset, span = lo, hi - lo
-        elif scale == "maxabs":  # zeros stay zeros: the one scale of a sparse store
-            offset, span = np.zeros(len(feats)), np.maximum(np.abs(lo), np.abs(hi))
-        else:
-            offset = np.where(is_log, stats.log_mean, stats.mean)[feats]
-            span = np.sqrt(np.where(is_log, stats.log_m2, stats.m2)[feats] / stats.n)
-        factor = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 1.0)  # a constant feature: shifted to 0, not scaled (as scikit-learn)
+    feats, offset, factor = _scale_of(stats, numeric, is_log, scale)
     if not (np.all(np.isfinite(offset)) and np.all(np.isfinite(factor))):  # e.g. a variance beyond float64: nothing unreadable is written
         j = feats[int(np.flatnonzero(~(np.isfinite(offset) & np.isfinite(factor)))[0])]
         raise InputError(f"feature {names[j]!r}: its {scale} scale is not finite (values too large to scale)", path=where)
     t = FeatureTransform(d, tuple(logged), scale, tuple(feats), tuple(float(v) for v in offset), tuple(float(v) for v in factor), tuple(names))
     return t, report
+
+
+def _logged_features(stats: FeatureStats, names: list[str], indicators: np.ndarray, log1p: str | Sequence[str | int] | None, owner: str,
+                     where: str) -> tuple[list[int], dict[str, Any]]:
+    """The features ``log1p`` takes (sorted indices) and, for ``"auto"``, its report; a named indicator or a feature with
+    negative values is refused."""
+    if log1p is None:
+        return [], {}
+    if log1p == "auto":
+        return _auto_log1p(stats, names, ~indicators)
+    logged = list(np.flatnonzero(~indicators)) if log1p == "all" else _resolve_features(log1p, names, owner)
+    for j in logged:
+        if indicators[j]:
+            raise ParameterError(f"The 'log1p' parameter of {owner} names {names[j]!r}, a one-hot indicator; indicators are never logged.")
+        if stats.min[j] < 0:
+            raise InputError(f"feature {names[j]!r} has negative values (minimum {stats.min[j]:.6g}); log1p applies to non-negative features "
+                             "(leave it out of log1p=)", path=where)
+    return [int(j) for j in logged], {}
+
+
+def _auto_log1p(stats: FeatureStats, names: list[str], numeric: np.ndarray) -> tuple[list[int], dict[str, Any]]:
+    """``log1p="auto"``: the heavy-tailed numeric features (module docstring), and every numeric feature's figures."""
+    med, top = stats.median_octave(), stats.max_octave()
+    logged = []
+    features = {}
+    for j in np.flatnonzero(numeric).tolist():
+        nonneg = stats.min[j] >= 0
+        take = bool(nonneg and top[j] - med[j] >= AUTO_LOG1P_OCTAVES)
+        features[names[j]] = {"min": float(stats.min[j]), "max": float(stats.max[j]), "median_octave": int(med[j]),
+                              "max_octave": int(top[j]), "log1p": take,
+                              "why": "negative values" if not nonneg else (f"max / median >= 2^{AUTO_LOG1P_OCTAVES} (on 1 + x)" if take
+                                                                           else f"max / median < 2^{AUTO_LOG1P_OCTAVES} (on 1 + x)")}
+        if take:
+            logged.append(int(j))
+    report = {"rule": f"floor(log2(1 + max)) - floor(log2(1 + median)) >= {AUTO_LOG1P_OCTAVES}, never negative, not one-hot",
+              "features": features}
+    return logged, report
+
+
+def _scale_of(stats: FeatureStats, numeric: np.ndarray, is_log: np.ndarray, scale: str) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The scaled features and their offsets and factors (``x -> (x - offset) * factor``, after ``log1p``)."""
+    if scale == "none":
+        return [], np.zeros(0), np.zeros(0)
+    feats = [int(j) for j in np.flatnonzero(numeric)]
+    lo = np.where(is_log, stats.log_min, stats.min)[feats]
+    hi = np.where(is_log, stats.log_max, stats.max)[feats]
+    if scale == "minmax":
+        offset, span = lo, hi - lo
+    elif scale == "maxabs":  # zeros stay zeros: the one scale of a sparse store
+        offset, span = np.zeros(len(feats)), np.maximum(np.abs(lo), np.abs(hi))
+    else:
+        offset = np.where(is_log, stats.log_mean, stats.mean)[feats]
+        span = np.sqrt(np.where(is_log, stats.log_m2, stats.m2)[feats] / stats.n)
+    factor = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 1.0)  # a constant feature: shifted to 0, not scaled (as scikit-learn)
+    return feats, offset, factor
 
 
 def fit_on_store(st: Store, *, log1p: str | Sequence[str | int] | None, scale: str, owner: str, fitted_on: dict[str, Any],
@@ -377,126 +281,3 @@ def fit_on_store(st: Store, *, log1p: str | Sequence[str | int] | None, scale: s
     if report:
         record["auto"] = report
     return t, record
-
-
-def describe(t: FeatureTransform) -> str:
-    """One line: which features are logged and how they are scaled."""
-    names = [t.feature_names[j] for j in t.log1p]
-    shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
-    return f"log1p on {len(names)} feature(s){': ' + shown if names else ''}; scale {t.scale} on {len(t.features)} feature(s)"
-
-
-def transform_store(
-    src: str | os.PathLike | Store,
-    dest: str,
-    *,
-    log1p: str | Sequence[str | int] | None = None,
-    scale: str = "none",
-    like: str | os.PathLike | None = None,
-    overwrite: bool = False,
-    _source: dict[str, Any] | None = None,
-    _fitted_on: str | None = None,
-    _owner: str = "transform_store",
-) -> Manifest:
-    """Write a copy of ``src`` with transformed features: fitted on ``src``, or ``like``'s.
-
-    Parameters
-    ----------
-    src : path or Store
-        A store without a transform.
-    dest : str
-        The new store (same shards, same labels, groups and weights).
-    log1p : "auto", "all" or list of feature names / indices, optional
-        Features replaced by ``log1p(x)``; "all": every numeric feature; "auto": the
-        heavy-tailed ones (module docstring). One-hot indicators are never logged.
-    scale : {"minmax", "standard", "maxabs", "none"}
-        Affine map of every numeric feature, fitted on ``src``: to [0, 1] by its minimum
-        and maximum, or to zero mean and unit variance (after ``log1p``).
-    like : path, optional
-        A transformed store whose fitted transform is applied instead of fitting one
-        (values of ``src`` may fall outside [0, 1]).
-    overwrite : bool
-        Replace an existing ``dest``.
-
-    Returns
-    -------
-    Manifest
-        The new store's; ``encoding["transform"]`` records the transform.
-    """
-    owner = _owner
-    log1p = check_log1p(log1p, owner)
-    scale = _check_scale(scale, owner)
-    st = src if isinstance(src, Store) else open_store(src)
-    m = st.manifest
-    if os.path.realpath(dest) == os.path.realpath(st.path):
-        raise ParameterError(f"{st.path}: transform_store writes a new store; dest is the source itself")
-    if stored_transform(m, st.path) is not None:
-        raise ParameterError(f"{st.path}: already transformed (its manifest has encoding['transform']); transform the raw store")
-    from ._writer import prepare_destination, store_lock
-
-    if like is not None:
-        if log1p is not None or scale != "none":
-            raise ParameterError(f"The 'log1p' and 'scale' parameters of {owner} fit a transform; like= reuses the like= store's, so give one or the other.")
-        lm = open_store(like).manifest
-        t = stored_transform(lm, os.fspath(like))
-        if t is None:
-            raise ParameterError(f"The 'like' parameter of {owner} names {os.fspath(like)}, which has no transform.")
-        if not same_names(lm.feature_names, m.feature_names):
-            raise ParameterError(f"The 'like' parameter of {owner} names {os.fspath(like)}, whose features differ from {st.path}'s.")
-    with store_lock(dest):  # one writer of dest, from the check before the fitting pass to the rename
-        prepare_destination(dest, overwrite)
-        if like is not None:
-            assert t is not None  # the like= store's, checked above
-            record = dict(lm.encoding["transform"])
-        else:
-            fitted_on = {"path": st.path, "manifest_sha256": m.digest()} if _fitted_on is None else {"path": _fitted_on}
-            t, record = fit_on_store(st, log1p=log1p, scale=scale, owner=owner, fitted_on=fitted_on, where=_fitted_on)
-        return _write_transformed(st, dest, t, record, overwrite, _source)
-
-
-def _write_transformed(st: Store, dest: str, t: FeatureTransform, record: dict[str, Any], overwrite: bool,
-                       source: dict[str, Any] | None) -> Manifest:
-    from ._writer import ShardWriter
-
-    m = st.manifest
-    check_sparse_transform(t, m.layout, "the transform", st.path)
-    sizes = [b - a for a, b in m.shard_bounds]
-    with ShardWriter(dest, m.n_features, m.feature_names, max(sizes, default=1) or 1, format=m.format,
-                     with_group=m.group_counts is not None, with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled, layout=m.layout) as w:
-        for i, shard in enumerate(st.iter_shards()):
-            start = m.shard_bounds[i][0]
-            try:
-                X = t.apply(shard.X, first_row=start, where=f"{st.path}, shard {i}")
-            except ValueError as exc:
-                raise InputError(str(exc)) from None
-            w.write_shard(X, shard.y, shard.group, shard.weight)
-        return w.commit(source=source if source is not None else dict(m.source), encoding={**m.encoding, "transform": record},
-                        groups=m.groups, group_column=m.group_column)
-
-
-def ingest_transformed(ingest_raw, dest: str, overwrite: bool, log1p, scale: str, source_of, fitted_on: str) -> Manifest:
-    """Ingest into a temporary sibling of ``dest``, fit the transform there and write ``dest``.
-
-    ``ingest_raw(path)`` writes the raw store at ``path`` and returns its manifest;
-    ``source_of(manifest)`` gives the new store's ``source`` record; ``fitted_on`` names the
-    source in the transform record. The destination's lock is held throughout
-    (:func:`dpipe._output.destination_lock`; re-entered when the caller holds it), so no other
-    run removes the temporary; a kill leaves only a ``.DEST.tmp-*`` sibling, which the next
-    writer of ``dest`` removes. Costs one more read and write of the store (the statistics
-    need every row before the first transformed row can be written).
-    """
-    from ._writer import store_lock
-
-    parent, name = os.path.split(os.path.abspath(dest))
-    with store_lock(dest):
-        try:
-            tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
-        except OSError as exc:
-            raise StoreError(f"{os.path.abspath(dest)}: cannot write the store: {exc.strerror or exc}") from None
-        try:
-            raw = ingest_raw(os.path.join(tmp, "raw.zarr"))
-            st = open_store(os.path.join(tmp, "raw.zarr"))
-            return transform_store(st, dest, log1p=log1p, scale=scale, overwrite=overwrite, _source=source_of(raw), _fitted_on=fitted_on,
-                                   _owner="ingest")
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)

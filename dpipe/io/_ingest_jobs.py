@@ -4,7 +4,9 @@ how pass 2 encodes its pieces into rows, for svmlight (:class:`SvmlightJob`) and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +21,7 @@ from ._manifest import Manifest
 from ._svmlight import parse_block
 
 if TYPE_CHECKING:
-    from ._tabular import Column
+    from ._tabular import Column, TabularScanner, TabularSchema
 
 # The tabular modules (pyarrow, which loads pandas: about 130 MB) are imported by TabularJob's methods, not here: an
 # svmlight ingest never loads them (tests/io/test_ingest_memory.py bounds the whole process's peak).
@@ -47,8 +49,38 @@ def like_label(like: Manifest) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------
 # svmlight
 # ---------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Indices:
+    """What pass 1 learns of an svmlight source's feature indices, block by block: the largest and where, the first 0,
+    and the first index beyond each of ``limits``."""
+
+    limits: list[int]
+    max_idx: int = -1
+    max_where: Where | None = None
+    first_zero: Where | None = None
+    over: dict[int, tuple[Where, int]] = dataclasses.field(default_factory=dict)
+
+    def add(self, idx: np.ndarray, where: Callable[[int], Where]) -> None:
+        """A block's indices (``where(k)``: the place of its ``k``-th stored value)."""
+        top = int(idx.max())
+        if top > self.max_idx:
+            self.max_idx, self.max_where = top, where(int(np.argmax(idx)))
+        if self.first_zero is None and int(idx.min()) == 0:
+            self.first_zero = where(int(np.argmax(idx == 0)))
+        for lim in self.limits:
+            if lim not in self.over:
+                bad = np.flatnonzero(idx > lim)
+                if bad.size:
+                    self.over[lim] = (where(int(bad[0])), int(idx[bad[0]]))
+
+
 class SvmlightJob:
     kind = "svmlight"
+    #: what a tabular job may have and an svmlight source never does
+    hashing: FeatureHashing | None = None
+    groups: list[Any] | None = None
+    group_column: str | None = None
+    has_weight = False
 
     def __init__(self, files: list[SourceFile], read_rows: int, rule: LabelRule | None, n_features: int | None, zero_based, like: Manifest | None,
                  unlabeled: bool = False) -> None:
@@ -77,12 +109,8 @@ class SvmlightJob:
     def scan(self) -> None:
         labels = LabelCounter()
         n_rows = nnz = 0
-        max_idx = -1
-        max_where: Where | None = None
-        first_zero: Where | None = None
-        over: dict[int, tuple[Where, int]] = {}
         nf = self.n_features_opt
-        limits = [] if nf is None else [nf - 1, nf]
+        seen = _Indices([] if nf is None else [nf - 1, nf])
         for f in self.files:
             for blk in f.blocks(self.read_rows, SVM_BLOCK_BYTES, True, self._parse(f)):
                 if blk.n_rows == 0:
@@ -91,44 +119,11 @@ class SvmlightJob:
                 nnz += int(blk.indices.size)
                 vals, first, counts = np.unique(blk.labels, return_index=True, return_counts=True)
                 labels.add([float(v) for v in vals], counts, [Where(f.path, line=int(blk.lines[r]), order=f.order) for r in first])
-                if blk.indices.size == 0:
-                    continue
-                idx = blk.indices
-                top = int(idx.max())
-                if top > max_idx:
-                    max_idx, max_where = top, self._where(f, blk, int(np.argmax(idx)))
-                if first_zero is None and int(idx.min()) == 0:
-                    k = int(np.argmax(idx == 0))
-                    first_zero = self._where(f, blk, k)
-                for lim in limits:
-                    if lim not in over:
-                        bad = np.flatnonzero(idx > lim)
-                        if bad.size:
-                            over[lim] = (self._where(f, blk, int(bad[0])), int(idx[bad[0]]))
+                if blk.indices.size:
+                    seen.add(blk.indices, functools.partial(self._where, f, blk))
         if n_rows == 0:
             raise InputError("empty input (no rows)", path=self.files[0].path)
-        if self.zero_based_opt == "auto":
-            zb = first_zero is not None
-        else:
-            zb = bool(self.zero_based_opt)
-            if not zb and first_zero is not None:
-                raise first_zero.error("feature index 0 found, but zero_based=False (one-based indices start at 1)")
-        if nf is not None:
-            lim = nf - 1 if zb else nf
-            if lim in over:
-                where, i = over[lim]
-                raise where.error(f"feature index {i} is beyond n_features={nf} ({'zero' if zb else 'one'}-based indices)")
-            d = nf
-        else:
-            d = max_idx + 1 if zb else max_idx
-            if d <= 0:
-                raise InputError("no feature index in the input (every line holds only a label); pass n_features=", path=self.files[0].path)
-            if d > UNDECLARED_WIDTH_MAX and nnz * UNDECLARED_MIN_FILL < d:
-                assert max_where is not None  # d > 0: an index was seen
-                raise max_where.error(
-                    f"feature index {max_idx} makes the store {d} features wide, but the {n_rows} row(s) hold {nnz} non-zero value(s) "
-                    f"(fewer than 1 in {UNDECLARED_MIN_FILL} of the width): refused, as a store this much wider than its data is most likely "
-                    f"a wrong index; give the 'n_features' parameter as {d} (or the width you mean) if it is meant")
+        zb, d = self._width(seen, n_rows, nnz)
         self.zero_based, self.n_features, self.n_rows, self.nnz = zb, d, n_rows, nnz
         self.nonzeros = nnz  # the layout's density (TabularJob's counts its numeric values)
         self.base = 0 if zb else 1
@@ -145,6 +140,32 @@ class SvmlightJob:
         msg = class_absent_message(self.n_neg, self.n_pos, self.rule, self.files[0].path)
         if msg:
             self.warnings.append(msg)
+
+    def _width(self, seen: _Indices, n_rows: int, nnz: int) -> tuple[bool, int]:
+        """Pass 1's verdict on the indices: ``(zero_based, n_features)``, checked against the options given."""
+        if self.zero_based_opt == "auto":
+            zb = seen.first_zero is not None
+        else:
+            zb = bool(self.zero_based_opt)
+            if not zb and seen.first_zero is not None:
+                raise seen.first_zero.error("feature index 0 found, but zero_based=False (one-based indices start at 1)")
+        nf = self.n_features_opt
+        if nf is not None:
+            lim = nf - 1 if zb else nf
+            if lim in seen.over:
+                where, i = seen.over[lim]
+                raise where.error(f"feature index {i} is beyond n_features={nf} ({'zero' if zb else 'one'}-based indices)")
+            return zb, nf
+        d = seen.max_idx + 1 if zb else seen.max_idx
+        if d <= 0:
+            raise InputError("no feature index in the input (every line holds only a label); pass n_features=", path=self.files[0].path)
+        if d > UNDECLARED_WIDTH_MAX and nnz * UNDECLARED_MIN_FILL < d:
+            assert seen.max_where is not None  # d > 0: an index was seen
+            raise seen.max_where.error(
+                f"feature index {seen.max_idx} makes the store {d} features wide, but the {n_rows} row(s) hold {nnz} non-zero value(s) "
+                f"(fewer than 1 in {UNDECLARED_MIN_FILL} of the width): refused, as a store this much wider than its data is most likely "
+                f"a wrong index; give the 'n_features' parameter as {d} (or the width you mean) if it is meant")
+        return zb, d
 
     @staticmethod
     def _where(f: SourceFile, blk, k: int) -> Where:
@@ -298,7 +319,7 @@ class TabularJob:
 
     # -- passes ------------------------------------------------------------------
     def scan(self) -> None:
-        from ._tabular import MISSING_VALUES, TabularEncoder, TabularScanner
+        from ._tabular import TabularEncoder, TabularScanner
 
         cols = self._columns()
         groups = list(self.like.groups) if self.like is not None and self.like.groups is not None else None
@@ -331,8 +352,20 @@ class TabularJob:
             scanner.numeric_nonzeros + self.n_rows * sum(c.is_feature and c.type == "categorical" for c in schema.columns))
         self.encoder = TabularEncoder(schema, self.label_map, self.groups)
         self.numeric = schema.numeric_columns()
+        self.encoding = self._encoding(schema, scanner)
+        self._occupied = None if self.hashing is None else np.zeros(self.hashing.n_features, dtype=bool)
+        msg = None if self.unlabeled else class_absent_message(self.n_neg, self.n_pos, self.rule, self.files[0].path)
+        if msg:
+            self.warnings.append(msg)
+        if scanner.unseen_counts:
+            self.warnings.append(self._unseen_message(scanner.unseen_counts))
+
+    def _encoding(self, schema: TabularSchema, scanner: TabularScanner) -> dict[str, Any]:
+        """The manifest's ``encoding`` of a tabular source (module docstring of :mod:`dpipe.io._ingest`)."""
+        from ._tabular import MISSING_VALUES
+
         li = schema.index("label")
-        self.encoding = {
+        return {
             "kind": "tabular",
             "source_format": self.source_format,
             "header": self.header,
@@ -346,20 +379,16 @@ class TabularJob:
             "unseen_counts": scanner.unseen_counts,
             "hashing": None if self.hashing is None else self.hashing.to_dict(),
         }
-        self._occupied = None if self.hashing is None else np.zeros(self.hashing.n_features, dtype=bool)
-        msg = None if self.unlabeled else class_absent_message(self.n_neg, self.n_pos, self.rule, self.files[0].path)
-        if msg:
-            self.warnings.append(msg)
-        if scanner.unseen_counts:
-            total = sum(sum(c.values()) for c in scanner.unseen_counts.values())
-            parts = []
-            for col, counts in scanner.unseen_counts.items():
-                top = sorted(counts.items(), key=lambda kv: -kv[1])[:5]
-                parts.append(f"{col!r}: " + ", ".join(f"{v!r} x{c}" for v, c in top) + (" ..." if len(counts) > 5 else ""))
-            self.warnings.append(
-                f"{self.files[0].path}: {total} value(s) unseen in the like= store were encoded as all-zero one-hot rows "
-                f"({'; '.join(parts)}); counts are in the manifest encoding['unseen_counts']"
-            )
+
+    def _unseen_message(self, unseen_counts: dict[str, dict[Any, int]]) -> str:
+        """The one warning of ``unseen="ignore"``: how many values the like= store had not seen, the commonest of each column."""
+        total = sum(sum(c.values()) for c in unseen_counts.values())
+        parts = []
+        for col, counts in unseen_counts.items():
+            top = sorted(counts.items(), key=lambda kv: -kv[1])[:5]
+            parts.append(f"{col!r}: " + ", ".join(f"{v!r} x{c}" for v, c in top) + (" ..." if len(counts) > 5 else ""))
+        return (f"{self.files[0].path}: {total} value(s) unseen in the like= store were encoded as all-zero one-hot rows "
+                f"({'; '.join(parts)}); counts are in the manifest encoding['unseen_counts']")
 
     def parts(self) -> Iterator[tuple[int, Any]]:
         """Pass 2: (rows, encode) per piece; ``encode(a, b, out)`` writes rows a..b into ``out``."""

@@ -75,9 +75,9 @@ class IngestOptions:
     source_format: str | None = option(None, "format of the source (default: from its name and first line)", choices=SOURCE_FORMATS,
                                        commands=_READS)
     label: str | int | None = option(None, "label column (name, or 0-based index for CSV without header)", commands=_READS, parse=_column)
-    positive: list[str] | str | None = option(None, "comma-separated label values that are the positive class (all others negative)",
+    positive: Sequence[str] | str | None = option(None, "comma-separated label values that are the positive class (all others negative)",
                                               commands=_READS, parse=_csv_list)
-    negative: list[str] | str | None = option(None, "comma-separated label values that are the negative class (all others positive)",
+    negative: Sequence[str] | str | None = option(None, "comma-separated label values that are the negative class (all others positive)",
                                               commands=_READS, parse=_csv_list)
     n_features: int | None = option(None, "svmlight: number of features (an index beyond it is an error)", commands=_READS, parse=int)
     zero_based: bool | str = option("auto", "svmlight: indices start at 0 (yes), 1 (no) or auto", commands=_READS, parse=_tristate)
@@ -90,7 +90,7 @@ class IngestOptions:
                          choices=UNSEEN, commands=_READS)
     unlabeled: bool = option(False, "the source has no labels (no label column; svmlight label tokens dropped): a pool to score or to "
                              "name in churn / coverage constraints", commands=_READS, parse="flag")
-    log1p: list[str | int] | str | None = option(
+    log1p: Sequence[str | int] | str | None = option(
         None, "store log1p(x) for these comma-separated features, every numeric feature (all), or the heavy-tailed ones (auto: never "
         "negative, max >= ~128 x median on 1 + x; reported per feature); one-hot indicators never", commands=_TRANSFORMS,
         metavar="COLS|auto|all")

@@ -29,14 +29,14 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import msgspec
 
 from .._formats import STORE_MANIFEST_NAME, STORE_SCHEMA_VERSIONS
+from .._locks import before_rename
 from .._modes import set_default_mode
-from .._output import before_rename
 from .._wide import INLINE_MAX, NamePattern, compact_names, expand_names
 from ..exceptions import StoreError
 from ._checksum import CHECKSUM_ALGORITHM
@@ -302,6 +302,27 @@ def validate_manifest(m: Manifest, where: str) -> None:
     def bad(field: str, msg: str) -> StoreError:
         return StoreError(f"{where}: manifest field {field}: {msg}")
 
+    _check_partition(m, bad)
+    _check_counts(m, bad)
+    _check_layout(m, bad)
+    if m.schema_version == 1:
+        if m.shards is not None:
+            raise bad("shards", "present in a schema_version 1 manifest")
+        return
+    _check_shard_records(m, bad)
+
+
+_Bad = Callable[[str, str], StoreError]
+
+
+def _per_shard(m: Manifest, bad: _Bad, field: str, values: list | None) -> None:
+    """A per-shard field (when present) has one entry per shard."""
+    if values is not None and len(values) != m.n_shards:
+        raise bad(field, f"{len(values)} entries for {m.n_shards} shards (shard_bounds)")
+
+
+def _check_partition(m: Manifest, bad: _Bad) -> None:
+    """The sizes, and the shard bounds partitioning [0, n_rows) in order."""
     if m.n_rows < 0:
         raise bad("n_rows", f"must be >= 0, got {m.n_rows}")
     if m.n_features < 0:
@@ -316,45 +337,47 @@ def validate_manifest(m: Manifest, where: str) -> None:
         prev = b[1]
     if prev != m.n_rows:
         raise bad("shard_bounds", f"shards cover rows 0..{prev}, n_rows is {m.n_rows} (a shard is missing or n_rows is wrong)")
-    n = m.n_shards
 
-    def per_shard(field: str, values: list | None) -> None:
-        if values is not None and len(values) != n:
-            raise bad(field, f"{len(values)} entries for {n} shards (shard_bounds)")
 
-    per_shard("class_counts", m.class_counts)
+def _check_counts(m: Manifest, bad: _Bad) -> None:
+    """Each shard's class and group counts add up to its rows (an unlabelled store's class counts are zeros)."""
+    _per_shard(m, bad, "class_counts", m.class_counts)
     for i, (c, (start, stop)) in enumerate(zip(m.class_counts, m.shard_bounds)):
         if not m.labelled:
             if list(c) != [0, 0]:
                 raise bad(f"class_counts[{i}]", f"expected [0, 0] in an unlabelled store, got {c}")
         elif len(c) != 2 or min(c) < 0 or sum(c) != stop - start:
             raise bad(f"class_counts[{i}]", f"expected [n_negative, n_positive] adding up to the shard's {stop - start} rows, got {c}")
-    per_shard("group_counts", m.group_counts)
+    _per_shard(m, bad, "group_counts", m.group_counts)
     if m.group_counts is not None:
         k = len(m.groups) if m.groups is not None else (len(m.group_counts[0]) if m.group_counts else 0)
         for i, (c, (start, stop)) in enumerate(zip(m.group_counts, m.shard_bounds)):
             if len(c) != k or min(c, default=0) < 0 or sum(c) != stop - start:
                 raise bad(f"group_counts[{i}]", f"expected {k} non-negative counts adding up to the shard's {stop - start} rows, got {c}")
+
+
+def _check_layout(m: Manifest, bad: _Bad) -> None:
+    """A CSR store counts each shard's non-zeros; a dense one (every store before schema 3) does not."""
     if m.schema_version < 3 and (m.layout != "dense" or m.shard_nnz is not None):
         raise bad("layout", f"a schema_version {m.schema_version} store is dense (layout and shard_nnz came with schema 3)")
     if m.layout == "csr":
         if m.shard_nnz is None:
             raise bad("shard_nnz", "missing (required by layout csr)")
-        per_shard("shard_nnz", m.shard_nnz)
+        _per_shard(m, bad, "shard_nnz", m.shard_nnz)
         for i, k in enumerate(m.shard_nnz):
             if k < 0:
                 raise bad(f"shard_nnz[{i}]", f"must be >= 0, got {k}")
     elif m.shard_nnz is not None:
         raise bad("shard_nnz", "present in a dense store")
-    if m.schema_version == 1:
-        if m.shards is not None:
-            raise bad("shards", "present in a schema_version 1 manifest")
-        return
+
+
+def _check_shard_records(m: Manifest, bad: _Bad) -> None:
+    """Schema 2 and later: one record a shard, agreeing with the bounds and counts, with a digest of each of its arrays."""
     if m.shards is None:
         raise bad("shards", f"missing (required by schema_version {m.schema_version})")
     if m.checksum_algorithm != CHECKSUM_ALGORITHM:
         raise bad("checksum_algorithm", f"expected {CHECKSUM_ALGORITHM!r}, got {m.checksum_algorithm!r}")
-    per_shard("shards", m.shards)
+    _per_shard(m, bad, "shards", m.shards)
     want = {"X", "y"} | ({"group"} if m.group_counts is not None else set()) | ({"weight"} if m.has_weight else set())
     for i, (r, (start, stop), c) in enumerate(zip(m.shards, m.shard_bounds, m.class_counts)):
         if r.rows != stop - start:

@@ -13,9 +13,10 @@ from .._transform import SCALES
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import InputError, ParameterError
 from ..reduce._block import take_rows
-from ._fit_transform import check_log1p, fit_on_store, stored_transform
+from ._fit_transform import fit_on_store
 from ._manifest import Manifest
 from ._store import Store, open_store
+from ._stored_transform import check_log1p, stored_transform
 from ._writer import ShardWriter, prepare_destination, shard_rows_for, store_lock
 
 __all__ = ["split_store", "SPLIT_METHODS"]
@@ -78,7 +79,7 @@ def split_store(
         applied to both parts; kept in both manifests. Costs one more read of ``store``.
     overwrite : bool
         Replace existing destinations (only dpipe stores). Both destinations are checked and
-        locked (:func:`dpipe._output.destination_lock`) before the first pass over ``store``.
+        locked (:func:`dpipe._locks.destination_lock`) before the first pass over ``store``.
 
     Returns
     -------

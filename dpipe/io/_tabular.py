@@ -459,27 +459,8 @@ class TabularScanner:
     def _scan_feature(self, j: int, col: Column, arr: pa.Array, rows: Rows) -> None:
         if col.type in HASHED_ONLY:  # read as tokens at pass 2 (ingest refuses them without hashing)
             return
-        if col.type is None:
-            miss = pc.is_in(arr, value_set=_MISSING_SET).to_numpy(zero_copy_only=False)
-            present = np.flatnonzero(~miss)
-            if present.size == 0:
-                if self._first_missing[j] is None:
-                    self._first_missing[j] = (rows.where(0), _value(arr, 0))
-                self._cats[j].update(pc.unique(arr).to_pylist())
-                return
-            k = int(present[0])
-            v = _value(arr, k)
-            if is_number(v):
-                col.type = "numeric"
-                self._numeric_since[j] = (rows.where(k), v)
-                self._cats[j] = set()
-                first = self._first_missing[j]
-                if first is None and k > 0:
-                    first = (rows.where(0), _value(arr, 0))
-                if first is not None:
-                    raise first[0].error(f"missing value {first[1]!r} in numeric column {col.name!r}")
-            else:
-                col.type = "categorical"
+        if col.type is None and not self._infer_type(j, col, arr, rows):
+            return
         if col.type == "numeric":
             why = ""
             since = self._numeric_since[j]
@@ -492,23 +473,7 @@ class TabularScanner:
             return
         s = as_strings(arr)
         if self._fixed[j]:
-            codes = pc.index_in(s, value_set=self._fixed_arr[j])
-            if codes.null_count:
-                unseen = codes.is_null().to_numpy(zero_copy_only=False)
-                if self.unseen == "error":
-                    i = int(np.flatnonzero(unseen)[0])
-                    raise rows.where(i).error(
-                        f"unseen category {_value(s, i)!r} in column {col.name!r} (not among the {len(col.categories or ())} "
-                        f"categories of the training store); pass unseen='ignore' to encode it as all zeros"
-                    )
-                counts = self.unseen_counts.setdefault(col.name, {})
-                vc = pc.value_counts(s.filter(pa.array(unseen)))
-                for item in vc.to_pylist():
-                    v, c = item["values"], int(item["counts"])
-                    if v in counts or len(counts) < 1000:
-                        counts[v] = counts.get(v, 0) + c
-                    else:
-                        counts["<other>"] = counts.get("<other>", 0) + c
+            self._scan_fixed_categories(col, s, self._fixed_arr[j], rows)
             return
         cats = self._cats[j]
         cats.update(pc.unique(s).to_pylist())
@@ -517,6 +482,53 @@ class TabularScanner:
                 f"categorical column {col.name!r} has more than {MAX_CATEGORIES} distinct values by this line; "
                 "one-hot encoding it would be too wide (is it an identifier or a numeric column with text in it?)"
             )
+
+    def _infer_type(self, j: int, col: Column, arr: pa.Array, rows: Rows) -> bool:
+        """Type a column from its first present value (a number: numeric, and a missing value before it is an error);
+        False when every value of ``arr`` is missing (the column stays untyped, its values kept as categories)."""
+        miss = pc.is_in(arr, value_set=_MISSING_SET).to_numpy(zero_copy_only=False)
+        present = np.flatnonzero(~miss)
+        if present.size == 0:
+            if self._first_missing[j] is None:
+                self._first_missing[j] = (rows.where(0), _value(arr, 0))
+            self._cats[j].update(pc.unique(arr).to_pylist())
+            return False
+        k = int(present[0])
+        v = _value(arr, k)
+        if not is_number(v):
+            col.type = "categorical"
+            return True
+        col.type = "numeric"
+        self._numeric_since[j] = (rows.where(k), v)
+        self._cats[j] = set()
+        first = self._first_missing[j]
+        if first is None and k > 0:
+            first = (rows.where(0), _value(arr, 0))
+        if first is not None:
+            raise first[0].error(f"missing value {first[1]!r} in numeric column {col.name!r}")
+        return True
+
+    def _scan_fixed_categories(self, col: Column, s: pa.Array, known: pa.Array, rows: Rows) -> None:
+        """A categorical column of a ``like`` store (``known``: its categories): a value it has not seen is an error, or
+        (``unseen="ignore"``) counted."""
+        codes = pc.index_in(s, value_set=known)
+        if not codes.null_count:
+            return
+        unseen = codes.is_null().to_numpy(zero_copy_only=False)
+        if self.unseen == "error":
+            i = int(np.flatnonzero(unseen)[0])
+            raise rows.where(i).error(
+                f"unseen category {_value(s, i)!r} in column {col.name!r} (not among the {len(col.categories or ())} "
+                f"categories of the training store); pass unseen='ignore' to encode it as all zeros"
+            )
+        counts = self.unseen_counts.setdefault(col.name, {})
+        vc = pc.value_counts(s.filter(pa.array(unseen)))
+        for item in vc.to_pylist():
+            v, c = item["values"], int(item["counts"])
+            if v in counts or len(counts) < 1000:
+                counts[v] = counts.get(v, 0) + c
+            else:
+                counts["<other>"] = counts.get("<other>", 0) + c
 
     def numeric_columns(self) -> frozenset[int]:
         """Columns known to be numeric so far (see :meth:`TabularSchema.numeric_columns`)."""

@@ -3,7 +3,7 @@
 The store is written into a temporary sibling of its destination and renamed into
 place by :meth:`ShardWriter.commit`; a failure at any point removes the temporary
 directory, so a half-written store is never left behind. The writer holds the
-destination's lock (:func:`dpipe._output.destination_lock`) throughout: one writer per
+destination's lock (:func:`dpipe._locks.destination_lock`) throughout: one writer per
 destination, and only a holder removes what a killed writer left.
 
 Every shard's row count, class counts and a content hash of each array's decoded
@@ -26,8 +26,10 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from .._config import get_setting
-from .._output import before_rename, check_not_inside, check_store_replaceable, destination_lock, hold_temporary, is_dpipe_store, release_temporary
+from .._locks import before_rename, destination_lock, hold_temporary, release_temporary
+from .._output import check_not_inside
 from .._wide import NamePattern
+from .._written import check_store_replaceable, is_dpipe_store
 from ..exceptions import DPipeError, ParameterError, StoreError
 from ..reduce._block import LAYOUTS, block_nnz, concat_rows, is_csr, to_float32
 from ._checksum import CHECKSUM_ALGORITHM, shard_digests
@@ -68,7 +70,7 @@ def shard_rows_for(n_rows: int, n_features: int, balance: bool = True, nnz_per_r
 
 
 def store_lock(dest: str | os.PathLike) -> contextlib.AbstractContextManager[str]:
-    """:func:`dpipe._output.destination_lock` on the store ``dest`` (a missing parent directory is a :class:`StoreError`;
+    """:func:`dpipe._locks.destination_lock` on the store ``dest`` (a missing parent directory is a :class:`StoreError`;
     a ``dest`` inside a dpipe store or a dpipe model registry is refused before anything is created).
 
     Hold it from :func:`prepare_destination` to :meth:`ShardWriter.commit`; a :class:`ShardWriter`
@@ -86,7 +88,7 @@ def prepare_destination(dest: str, overwrite: bool) -> None:
     """Refuse an existing destination unless ``overwrite`` and it is a dpipe store; check the parent exists and
     that ``dest`` lies neither inside a dpipe store nor inside a dpipe model registry.
 
-    Takes :func:`dpipe._output.destination_lock` on ``dest`` for a moment unless this thread
+    Takes :func:`dpipe._locks.destination_lock` on ``dest`` for a moment unless this thread
     holds it (a writer holds it from this check to its final rename), which removes the
     ``.DEST.tmp-*`` / ``.DEST.old-*`` siblings a killed run left behind and fails at once
     when another process is writing ``dest``.
@@ -129,7 +131,7 @@ class ShardWriter:
     Notes
     -----
     Use as a context manager; leaving the block with an exception discards everything.
-    The writer holds :func:`dpipe._output.destination_lock` on ``dest`` from its creation
+    The writer holds :func:`dpipe._locks.destination_lock` on ``dest`` from its creation
     (before :func:`prepare_destination`) until :meth:`commit` has renamed the store into
     place or :meth:`abort` has removed the temporary: a second writer of ``dest`` fails at
     once. An OS error while writing (a full disk, a file-size limit) is a
@@ -332,7 +334,7 @@ class ShardWriter:
             return self._commit(manifest_fields)
 
     def _commit(self, manifest_fields: dict[str, Any]) -> Manifest:
-        from .. import __version__
+        from .._version import __version__
 
         if self._buf_rows:
             self._flush(self._buf_rows)

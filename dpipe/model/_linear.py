@@ -12,14 +12,14 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._formats import MODEL_FORMAT
+from .._locks import before_rename, destination_lock
 from .._modes import current_umask as _umask
-from .._output import before_rename, destination_lock
 from .._ramp import ramp
 from .._transform import FeatureTransform
 from .._wide import NamePattern, compact_names, decode_vector, encode_vector, expand_names, is_pattern
@@ -88,33 +88,11 @@ def _check_document(d: Any, where: str) -> None:
     def bad(field: str, problem: str) -> ParameterError:
         return ParameterError(f"{where}: model field '{field}': {problem}")
 
-    if not isinstance(d, Mapping):
-        raise ParameterError(f"{where}: not a dpipe model file (a JSON object is expected, got {_kind(d)})")
-    if d.get("format") != MODEL_FORMAT:
-        raise ParameterError(f"{where}: not a dpipe model file (format {d.get('format')!r})")
-    version = d.get("format_version")
-    if not (isinstance(version, int) and not isinstance(version, bool)) or version != MODEL_FORMAT_VERSION:
-        raise ParameterError(f"{where}: unsupported model format_version {version!r} (this dpipe reads {MODEL_FORMAT_VERSION})")
+    _check_format(d, where)
     for field in ("coef", "intercept"):
         if field not in d:
             raise bad(field, "missing")
-    coef = d["coef"]
-    if isinstance(coef, Mapping):  # a wide model's weights: base64 of little-endian float64
-        try:
-            coef = decode_vector(coef)
-        except ValueError as exc:
-            raise bad("coef", str(exc)) from None
-        bad_at = np.flatnonzero(~np.isfinite(coef))
-        if bad_at.size:
-            raise bad(f"coef[{int(bad_at[0])}]", f"expected a finite number, got {float(coef[bad_at[0]])!r}")
-    elif not isinstance(coef, list):
-        raise bad("coef", f"expected a list of numbers, got {_kind(coef)}")
-    else:
-        for i, v in enumerate(coef):
-            if not _is_number(v):
-                raise bad(f"coef[{i}]", f"expected a number, got {_kind(v)}")
-            if not math.isfinite(v):
-                raise bad(f"coef[{i}]", f"expected a finite number, got {v!r}")
+    coef = _checked_coef(d["coef"], bad)
     intercept = d["intercept"]
     if not _is_number(intercept):
         raise bad("intercept", f"expected a number, got {_kind(intercept)}")
@@ -123,26 +101,63 @@ def _check_document(d: Any, where: str) -> None:
     problem = _weights_problem(np.asarray(coef, dtype=np.float64), float(intercept))
     if problem is not None:
         raise bad(*problem)
-    names = d.get("feature_names")
-    if is_pattern(names):
-        try:
-            names = expand_names(names, where)
-        except ValueError as exc:
-            raise ParameterError(str(exc)) from None
-    if names is not None:
-        if not isinstance(names, (list, NamePattern)):
-            raise bad("feature_names", f"expected a list of strings, got {_kind(names)}")
-        for i, v in enumerate(names if isinstance(names, list) else ()):  # a pattern's names are strings
-            if not isinstance(v, str):
-                raise bad(f"feature_names[{i}]", f"expected a string, got {_kind(v)}")
-        if len(names) != len(coef):
-            raise bad("feature_names", f"{len(names)} names for {len(coef)} weights in 'coef'")
+    _check_names(d.get("feature_names"), len(coef), where, bad)
     for field in _STRING_FIELDS:
         if d.get(field) is not None and not isinstance(d[field], str):
             raise bad(field, f"expected a string, got {_kind(d[field])}")
     for field in _MAPPING_FIELDS:
         if d.get(field) is not None and not isinstance(d[field], Mapping):
             raise bad(field, f"expected an object, got {_kind(d[field])}")
+
+
+def _check_format(d: Any, where: str) -> None:
+    """A JSON object marked as a dpipe model of the format version this dpipe reads."""
+    if not isinstance(d, Mapping):
+        raise ParameterError(f"{where}: not a dpipe model file (a JSON object is expected, got {_kind(d)})")
+    if d.get("format") != MODEL_FORMAT:
+        raise ParameterError(f"{where}: not a dpipe model file (format {d.get('format')!r})")
+    version = d.get("format_version")
+    if not (isinstance(version, int) and not isinstance(version, bool)) or version != MODEL_FORMAT_VERSION:
+        raise ParameterError(f"{where}: unsupported model format_version {version!r} (this dpipe reads {MODEL_FORMAT_VERSION})")
+
+
+def _checked_coef(coef: Any, bad: Callable[[str, str], ParameterError]) -> Any:
+    """The weights, finite numbers: a list, or a wide model's base64 of little-endian float64 (decoded)."""
+    if isinstance(coef, Mapping):
+        try:
+            coef = decode_vector(coef)
+        except ValueError as exc:
+            raise bad("coef", str(exc)) from None
+        bad_at = np.flatnonzero(~np.isfinite(coef))
+        if bad_at.size:
+            raise bad(f"coef[{int(bad_at[0])}]", f"expected a finite number, got {float(coef[bad_at[0]])!r}")
+        return coef
+    if not isinstance(coef, list):
+        raise bad("coef", f"expected a list of numbers, got {_kind(coef)}")
+    for i, v in enumerate(coef):
+        if not _is_number(v):
+            raise bad(f"coef[{i}]", f"expected a number, got {_kind(v)}")
+        if not math.isfinite(v):
+            raise bad(f"coef[{i}]", f"expected a finite number, got {v!r}")
+    return coef
+
+
+def _check_names(names: Any, n_weights: int, where: str, bad: Callable[[str, str], ParameterError]) -> None:
+    """``feature_names``, when given: strings (or a name pattern), one per weight."""
+    if is_pattern(names):
+        try:
+            names = expand_names(names, where)
+        except ValueError as exc:
+            raise ParameterError(str(exc)) from None
+    if names is None:
+        return
+    if not isinstance(names, (list, NamePattern)):
+        raise bad("feature_names", f"expected a list of strings, got {_kind(names)}")
+    for i, v in enumerate(names if isinstance(names, list) else ()):  # a pattern's names are strings
+        if not isinstance(v, str):
+            raise bad(f"feature_names[{i}]", f"expected a string, got {_kind(v)}")
+    if len(names) != n_weights:
+        raise bad("feature_names", f"{len(names)} names for {n_weights} weights in 'coef'")
 
 
 def _is_sparse(X: Any) -> bool:
@@ -222,7 +237,7 @@ class LinearModel:
         self._name_index: dict[str, int] | None = None  # feature name -> column, built on the first sparse record
         self.created = created or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         if dpipe_version is None:
-            from .. import __version__ as dpipe_version
+            from .._version import __version__ as dpipe_version
         self.dpipe_version = dpipe_version
 
     def __repr__(self) -> str:
@@ -531,7 +546,7 @@ class LinearModel:
         Replaces an existing ``path``: the callers that take a user's path check it first
         (:func:`dpipe.train`'s ``out=``: never a file inside a store or a registry, an existing
         one only with ``overwrite``). Holds the destination's lock while writing
-        (:func:`dpipe._output.destination_lock`: one writer of ``path`` at a time).
+        (:func:`dpipe._locks.destination_lock`: one writer of ``path`` at a time).
 
         Raises
         ------

@@ -135,7 +135,25 @@ def inspect_registry(root: str) -> Findings:
     by_id = {r["id"]: r for r in disk.records}
     found = Findings(records=list(disk.records), temporaries=disk.temporaries, links=[p for p in disk.temporaries if os.path.islink(p)])
     unrecorded = set(disk.unrecorded)
-    named = set()
+    named = _restore_from_history(found, lines, by_id, unrecorded)
+    pointer = read_pointer(root)
+    named |= _restore_from_pointer(found, pointer, by_id, unrecorded)
+    for version in sorted(unrecorded - named):
+        found.unsettled.append(f"versions/{version} has no {RECORD_NAME} and no history line names it: dpipe cannot tell whether it was "
+                               "committed; move it out of versions/ or restore its record")
+    found.records = sorted(found.records + found.restore, key=lambda r: r["seq"])
+    _check_versions(found, root)
+    if not os.path.exists(os.path.join(root, MARKER_NAME)):
+        found.marker = f"missing; the folder holds {len(found.records)} decision records (rebuilt by a repair)"
+    _check_history(found, raw)
+    _check_pointer(found, pointer)
+    return found
+
+
+def _restore_from_history(found: Findings, lines: list[dict[str, Any]], by_id: dict[str, dict[str, Any]], unrecorded: set[str]) -> set[str | None]:
+    """The history lines whose record file is gone, to restore (or, when their version folder is gone too, unsettled);
+    returns the versions they name."""
+    named: set[str | None] = set()
     for number, line in enumerate(lines, 1):
         record = by_id.get(line["id"])
         if record is not None:
@@ -153,23 +171,28 @@ def inspect_registry(root: str) -> Findings:
             found.restore.append(line)
             if line.get("action") in VERSION_ACTIONS:
                 named.add(version)
-    pointer = read_pointer(root)
+    return named
+
+
+def _restore_from_pointer(found: Findings, pointer: dict[str, Any] | None, by_id: dict[str, dict[str, Any]], unrecorded: set[str]) -> set[str | None]:
+    """``champion.json`` carries a whole committed record: one whose record file and history line are gone is restored
+    from it (or unsettled, when its version folder is gone); returns the version it names, if restored."""
     restored = {r["id"] for r in found.restore}
-    if pointer and isinstance(pointer.get("id"), str) and pointer["id"] not in by_id and pointer["id"] not in restored and isinstance(pointer.get("seq"), int):
-        # champion.json carries a whole committed record: one whose record file and history line are gone
-        version = pointer.get("version")
-        if pointer.get("action") in VERSION_ACTIONS and version not in unrecorded:
-            found.unsettled.append(f"{CHAMPION_NAME} names {version} as the champion ({pointer['action']} at {pointer.get('time')}), but "
-                                   f"versions/{version} is missing: restore the folder from a backup")
-        else:
-            found.restore.append(pointer)
-            if pointer.get("action") in VERSION_ACTIONS:
-                named.add(version)
-    for version in sorted(unrecorded - named):
-        found.unsettled.append(f"versions/{version} has no {RECORD_NAME} and no history line names it: dpipe cannot tell whether it was "
-                               "committed; move it out of versions/ or restore its record")
-    found.records = sorted(found.records + found.restore, key=lambda r: r["seq"])
-    for record in found.records:  # a committed version keeps its model and its entry
+    if not (pointer and isinstance(pointer.get("id"), str) and pointer["id"] not in by_id and pointer["id"] not in restored
+            and isinstance(pointer.get("seq"), int)):
+        return set()
+    version = pointer.get("version")
+    if pointer.get("action") in VERSION_ACTIONS and version not in unrecorded:
+        found.unsettled.append(f"{CHAMPION_NAME} names {version} as the champion ({pointer['action']} at {pointer.get('time')}), but "
+                               f"versions/{version} is missing: restore the folder from a backup")
+        return set()
+    found.restore.append(pointer)
+    return {version} if pointer.get("action") in VERSION_ACTIONS else set()
+
+
+def _check_versions(found: Findings, root: str) -> None:
+    """A committed version keeps its model and its entry, and a decision names registered versions only."""
+    for record in found.records:
         if record["action"] in VERSION_ACTIONS:
             for name, what in (("model.json", "model file"), ("entry.json", "entry")):
                 if not os.path.isfile(os.path.join(root, "versions", record["version"], name)):
@@ -184,11 +207,6 @@ def inspect_registry(root: str) -> Findings:
             if version not in registered:
                 found.unsettled.append(f"decision {record['seq']} ({record['action']} at {record.get('time')}) names {version}, but "
                                        f"versions/{version} is missing: restore the folder from a backup")
-    if not os.path.exists(os.path.join(root, MARKER_NAME)):
-        found.marker = f"missing; the folder holds {len(found.records)} decision records (rebuilt by a repair)"
-    _check_history(found, raw)
-    _check_pointer(found, pointer)
-    return found
 
 
 def _check_history(found: Findings, raw: bytes | None) -> None:

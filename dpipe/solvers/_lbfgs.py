@@ -133,12 +133,8 @@ def minimize_lbfgs(
     x0 = np.asarray(x0, dtype=float)
     scale, pending = 1.0, None  # x = scale * y, y the coordinates L-BFGS-B sees
     if whitened:
-        f0, g0 = objective.value_and_grad(x0)
+        scale, pending = _whitened_start(objective, x0)
         nfev += 1
-        pending = (float(f0), np.asarray(g0, dtype=float))
-        g_norm = float(np.linalg.norm(pending[1]))
-        if np.isfinite(g_norm) and g_norm > 0:
-            scale = g_norm
 
     def fun(y: np.ndarray) -> tuple[float, np.ndarray]:
         nonlocal nfev, pending
@@ -150,12 +146,7 @@ def minimize_lbfgs(
             f, g = objective.value_and_grad(x)
         pending = None
         last.update(x=x.copy(), f=float(f), g=np.asarray(g, dtype=float))
-        norm = float(np.linalg.norm(last["g"]))
-        if "g0" not in last:  # the start: the first reference of the relative rule
-            last["g0"] = norm
-            last["g_top"] = max(norm if np.isfinite(norm) else 0.0, grad_reference or 0.0)
-        elif history and np.isfinite(norm):  # not the first line search's trials: its first step has unit length whatever the scale
-            last["g_top"] = max(last["g_top"], norm)
+        _track_gradient_norm(last, float(np.linalg.norm(last["g"])), bool(history), grad_reference)
         return float(f), scale * np.asarray(g, dtype=float)
 
     monitor_seconds = 0.0
@@ -185,16 +176,7 @@ def minimize_lbfgs(
         elif rtol is not None and same and rec["grad_norm"] <= rtol * last["g_top"]:
             stopped.append(False)  # the relative rule, not the objective's
         if log_every and rec["iteration"] % log_every == 0:
-            # one line per iteration: a short one at INFO (one terminal line), every figure at VERBOSE (-v)
-            if log.isEnabledFor(VERBOSE):
-                extra = "".join(
-                    f" {k}={v:.6g}" for k, v in rec.items()
-                    if k not in ("iteration", "fun", "grad_norm", "nfev", "seconds", "stage") and isinstance(v, (float, int)) and not isinstance(v, bool)
-                )
-                log.log(VERBOSE, "%siter %4d  f=%.10g  |g|=%.3e  evals=%d  %.2fs%s", name, rec["iteration"], rec["fun"], rec["grad_norm"], nfev,
-                        rec["seconds"], extra)
-            elif pace.due():
-                log.info("%siter %4d  f=%.7g  |g|=%.2e  %.1fs", name, rec["iteration"], rec["fun"], rec["grad_norm"], rec["seconds"])
+            _log_iteration(rec, name, nfev, pace)
         why = callback(xk, rec) if callback is not None and not stopped else None
         if why:
             halted.append(str(why))
@@ -210,44 +192,20 @@ def minimize_lbfgs(
         options={"maxcor": int(memory), "maxiter": int(max_iter), "gtol": float(tol) * scale, "ftol": FTOL},
     )
     elapsed = time.perf_counter() - t0
-    gmax = float(np.max(np.abs(res.jac))) / scale if res.jac is not None and np.size(res.jac) else 0.0
-    g_end = float(np.linalg.norm(res.jac)) / scale if res.jac is not None and np.size(res.jac) else 0.0
+    gmax, g_end = _end_gradient(res.jac, scale)
     # the rule that was asked for, as the warnings word it
-    rule = f"||g|| = {g_end:.2e} > rtol max ||g|| = {(rtol or 0.0) * last.get('g_top', 0.0):.2e}" if rtol is not None else f"max|gradient| = {gmax:.2e} > tol = {tol:g}"
-    msg = str(res.message)
+    rule = _rule(rtol, g_end, last.get("g_top", 0.0), gmax, tol)
     if stopped:
         status, success = 0, True
         msg = "CONVERGENCE: the objective's stopping rule holds" if stopped[0] else "CONVERGENCE: ||g|| <= rtol max ||g||"
     elif halted:
         status, success, msg = 2, True, halted[0]
-    elif res.status == 0:
-        status, success = 0, True
-    elif res.nit >= max_iter:
-        status, success = 1, False
     else:
-        g_top = last.get("g_top", 0.0)
-        at_floor = False
-        if len(history) >= 2 and history[-2]["grad_norm"] > 0 and np.isfinite(history[-2]["fun"]) and np.isfinite(history[-1]["fun"]):
-            ahead = max(history[-2]["fun"] - history[-1]["fun"], 0.0) * (history[-1]["grad_norm"] / history[-2]["grad_norm"]) ** 2
-            at_floor = ahead <= 10 * FTOL * max(1.0, abs(history[-1]["fun"]))
-        status, success = 2, gmax <= 10 * tol or (rtol is not None and (g_end <= max(10 * rtol, LINE_SEARCH_FLOOR) * g_top
-                                                                        or (g_end <= ROUNDING_FLOOR_GRADIENT * g_top and at_floor)))
+        status, success = _scipy_outcome(res, history, max_iter, tol, rtol, gmax, g_end, last.get("g_top", 0.0))
+        msg = str(res.message)
     log.log(logging.INFO if log_every else logging.DEBUG, "%sdone: %s after %d iterations, %d evaluations, f=%.10g, max|g|=%.2e, %.2fs",
             name, msg, res.nit, nfev, res.fun, gmax, elapsed)
-    if status == 1:
-        warnings.warn(
-            f"{name}L-BFGS stopped at the iteration limit ({max_iter}) with {rule}; "
-            "raise 'max_iter' or loosen 'tol'.",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
-    elif status == 2 and not success:
-        warnings.warn(
-            f"{name}L-BFGS stopped early ({msg}) with {rule}; "
-            "the objective may be badly scaled: try a larger penalty 'lam' or a looser 'tol'.",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
+    _warn_unconverged(status, success, f"{name}L-BFGS", max_iter, msg, rule)
     return FitResult(
         x=scale * np.asarray(res.x),
         fun=float(res.fun),
@@ -260,3 +218,85 @@ def minimize_lbfgs(
         time_solve=elapsed,
         info={"grad_norm0": last.get("g0"), "grad_norm_max": last.get("g_top")},
     )
+
+
+def _log_iteration(rec: dict[str, Any], name: str, nfev: int, pace: Throttle) -> None:
+    """One progress line for an iteration: a short one at INFO (one terminal line, throttled), every figure at VERBOSE (-v)."""
+    if log.isEnabledFor(VERBOSE):
+        extra = "".join(
+            f" {k}={v:.6g}" for k, v in rec.items()
+            if k not in ("iteration", "fun", "grad_norm", "nfev", "seconds", "stage") and isinstance(v, (float, int)) and not isinstance(v, bool)
+        )
+        log.log(VERBOSE, "%siter %4d  f=%.10g  |g|=%.3e  evals=%d  %.2fs%s", name, rec["iteration"], rec["fun"], rec["grad_norm"], nfev,
+                rec["seconds"], extra)
+    elif pace.due():
+        log.info("%siter %4d  f=%.7g  |g|=%.2e  %.1fs", name, rec["iteration"], rec["fun"], rec["grad_norm"], rec["seconds"])
+
+
+def _scipy_outcome(res: Any, history: list[dict[str, Any]], max_iter: int, tol: float, rtol: float | None, gmax: float, g_end: float,
+                   g_top: float) -> tuple[int, bool]:
+    """``(status, success)`` of a run L-BFGS-B ended itself: converged (0), at the iteration limit (1), or stopped in the
+    line search (2), a success when the gradient is small by ``tol`` or ``rtol``, or the objective's rounding floor is reached."""
+    if res.status == 0:
+        return 0, True
+    if res.nit >= max_iter:
+        return 1, False
+    at_floor = False
+    if len(history) >= 2 and history[-2]["grad_norm"] > 0 and np.isfinite(history[-2]["fun"]) and np.isfinite(history[-1]["fun"]):
+        ahead = max(history[-2]["fun"] - history[-1]["fun"], 0.0) * (history[-1]["grad_norm"] / history[-2]["grad_norm"]) ** 2
+        at_floor = ahead <= 10 * FTOL * max(1.0, abs(history[-1]["fun"]))
+    return 2, bool(gmax <= 10 * tol or (rtol is not None and (g_end <= max(10 * rtol, LINE_SEARCH_FLOOR) * g_top
+                                                              or (g_end <= ROUNDING_FLOOR_GRADIENT * g_top and at_floor))))
+
+
+def _whitened_start(objective: Objective, x0: np.ndarray) -> tuple[float, tuple[float, np.ndarray]]:
+    """``whitened``: the start's value and gradient (one evaluation, reused as L-BFGS-B's first) and the scale of the
+    coordinates L-BFGS-B sees, the gradient's norm (1 when it is 0 or not finite)."""
+    f0, g0 = objective.value_and_grad(x0)
+    pending = (float(f0), np.asarray(g0, dtype=float))
+    g_norm = float(np.linalg.norm(pending[1]))
+    return (g_norm if np.isfinite(g_norm) and g_norm > 0 else 1.0), pending
+
+
+def _warn_unconverged(status: int, success: bool, who: str, max_iter: int, msg: str, rule: str) -> None:
+    """The :class:`ConvergenceWarning` of a run at the iteration limit, or stopped early far from a stationary point (issued
+    at the caller of :func:`minimize_lbfgs`)."""
+    if status == 1:
+        warnings.warn(
+            f"{who} stopped at the iteration limit ({max_iter}) with {rule}; "
+            "raise 'max_iter' or loosen 'tol'.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    elif status == 2 and not success:
+        warnings.warn(
+            f"{who} stopped early ({msg}) with {rule}; "
+            "the objective may be badly scaled: try a larger penalty 'lam' or a looser 'tol'.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+
+
+def _end_gradient(jac: np.ndarray | None, scale: float) -> tuple[float, float]:
+    """The largest component and the norm of the last gradient, in the caller's coordinates (0 without one)."""
+    if jac is None or not np.size(jac):
+        return 0.0, 0.0
+    return float(np.max(np.abs(jac))) / scale, float(np.linalg.norm(jac)) / scale
+
+
+def _rule(rtol: float | None, g_end: float, g_top: float, gmax: float, tol: float) -> str:
+    """The stopping rule that was asked for, as the warnings word it."""
+    if rtol is not None:
+        return f"||g|| = {g_end:.2e} > rtol max ||g|| = {rtol * g_top:.2e}"
+    return f"max|gradient| = {gmax:.2e} > tol = {tol:g}"
+
+
+def _track_gradient_norm(last: dict[str, Any], norm: float, counts: bool, grad_reference: float | None) -> None:
+    """Keep the references of the relative rule: the start's gradient norm (``g0``) and the largest so far (``g_top``, from
+    ``grad_reference`` on); ``counts``: False during the first line search, whose trials do not count (its first step has
+    unit length whatever the objective's scale)."""
+    if "g0" not in last:  # the start: the first reference of the relative rule
+        last["g0"] = norm
+        last["g_top"] = max(norm if np.isfinite(norm) else 0.0, grad_reference or 0.0)
+    elif counts and np.isfinite(norm):
+        last["g_top"] = max(last["g_top"], norm)

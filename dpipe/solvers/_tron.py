@@ -105,6 +105,22 @@ def _truncated_cg(objective: NewtonObjective, g: np.ndarray, delta: float, max_c
     return s, r, max_cg, False
 
 
+def _new_radius(delta: float, snorm: float, gs: float, curvature_gap: float, actual: float, predicted: float) -> float:
+    """LIBLINEAR's trust-region update: the radius after a step of norm ``snorm`` that reduced ``f`` by ``actual`` where the
+    model predicted ``predicted`` (``gs = g.s``; ``curvature_gap = f(w + s) - f(w) - g.s``, which sets the step's
+    interpolated length ``alpha``)."""
+    eta0, eta1, eta2 = TRON_ETA
+    sigma1, sigma2, sigma3 = TRON_SIGMA
+    alpha = sigma3 if curvature_gap <= 0 else max(sigma1, -0.5 * (gs / curvature_gap))
+    if actual < eta0 * predicted:
+        return min(max(alpha, sigma1) * snorm, sigma2 * delta)
+    if actual < eta1 * predicted:
+        return max(sigma1 * delta, min(alpha * snorm, sigma2 * delta))
+    if actual < eta2 * predicted:
+        return max(sigma1 * delta, min(alpha * snorm, sigma3 * delta))
+    return max(delta, min(alpha * snorm, sigma3 * delta))
+
+
 def minimize_tron(
     objective: NewtonObjective,
     x0: np.ndarray,
@@ -152,8 +168,7 @@ def minimize_tron(
         ``nit`` Newton iterations, ``nfev`` objective evaluations; ``info["cg_steps"]``
         (all CG steps, each one Hessian-vector product).
     """
-    eta0, eta1, eta2 = TRON_ETA
-    sigma1, sigma2, sigma3 = TRON_SIGMA
+    eta0 = TRON_ETA[0]
     t0 = time.perf_counter()
     w = np.array(x0, dtype=np.float64)
     max_cg = int(max_cg) if max_cg is not None else max(1, w.size)
@@ -187,16 +202,7 @@ def minimize_tron(
         snorm = float(np.linalg.norm(s))
         if nit == 0:
             delta = min(delta, snorm)
-        curvature_gap = f_new - f - gs
-        alpha = sigma3 if curvature_gap <= 0 else max(sigma1, -0.5 * (gs / curvature_gap))
-        if actual < eta0 * predicted:
-            delta = min(max(alpha, sigma1) * snorm, sigma2 * delta)
-        elif actual < eta1 * predicted:
-            delta = max(sigma1 * delta, min(alpha * snorm, sigma2 * delta))
-        elif actual < eta2 * predicted:
-            delta = max(sigma1 * delta, min(alpha * snorm, sigma3 * delta))
-        else:
-            delta = max(delta, min(alpha * snorm, sigma3 * delta))
+        delta = _new_radius(delta, snorm, gs, f_new - f - gs, actual, predicted)
         if actual > eta0 * predicted:
             nit += 1
             w = w + s

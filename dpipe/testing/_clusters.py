@@ -76,7 +76,7 @@ def train_killing_workers(store: str, fit: dict[str, Any], *, kill: int | None =
     """
     from distributed import Client, LocalCluster
 
-    import dpipe
+    from ..fit import train
 
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:
@@ -94,7 +94,7 @@ def train_killing_workers(store: str, fit: dict[str, Any], *, kill: int | None =
         try:
             # every iteration's progress line: they are the kill's clock (by default the solvers log one every progress-interval)
             with dask.config.set({"dpipe.progress-interval": 0, **(settings or {})}):
-                model = dpipe.train(store, **fit, client=client, cache="memory")
+                model = train(store, **fit, client=client, cache="memory")
         finally:
             for lg, level in zip(loggers, levels):
                 lg.removeHandler(killer)

@@ -1,10 +1,10 @@
-"""The fit layer: no import cycles, one declaration per parameter, every option honoured or refused."""
+"""The fit layer: one declaration per parameter, every option honoured or refused (the layering of the whole package:
+tests/test_architecture.py)."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import importlib.util
 import inspect
 import pathlib
 
@@ -20,120 +20,6 @@ from dpipe.io._ingest_options import IngestOptions
 from dpipe.testing import write_store
 
 PACKAGE = pathlib.Path(dpipe.__file__).parent
-
-
-def _module_name(path: pathlib.Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _lazy_exports(files: dict[str, pathlib.Path]) -> dict[str, dict[str, str]]:
-    """Package -> its ``_LAZY`` map (exported name -> absolute module name: :mod:`dpipe._lazy`)."""
-    out = {}
-    for mod, path in files.items():
-        if path.name != "__init__.py":
-            continue
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets):
-                out[mod] = {k: importlib.util.resolve_name(v, mod) for k, v in ast.literal_eval(node.value).items()}
-    return out
-
-
-def _import_graph() -> dict[str, set[str]]:
-    """Module -> the dpipe modules it imports (anywhere in the file, functions included), through the packages' lazy
-    exports: ``from dpipe.engine import LocalDataset`` imports :mod:`dpipe.engine._dataset` when the name is first used."""
-    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    lazy = _lazy_exports(files)
-    graph: dict[str, set[str]] = {m: set() for m in files}
-    for mod, path in files.items():
-        is_pkg = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text())):
-            targets = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = mod.split(".")
-                if node.level:
-                    base = base[: len(base) - node.level + (1 if is_pkg else 0)]
-                    name = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    name = node.module or ""
-                targets = [name] + [lazy.get(name, {}).get(a.name, f"{name}.{a.name}") for a in node.names]
-            graph[mod].update(t for t in targets if t in files and t != mod)
-    return graph
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan)."""
-    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
-
-
-def test_no_import_cycle_anywhere_in_dpipe():
-    graph = _import_graph()
-    assert "dpipe.fit._train" in graph and "dpipe._evaluate" in graph["dpipe.fit._train"]  # the walk sees real edges
-    # ... and the edges through the lazy exports: fit._train imports open_dataset from dpipe.engine, cluster_client in a function
-    assert {"dpipe.engine", "dpipe.engine._open", "dpipe.engine._client"} <= graph["dpipe.fit._train"]
-    assert _cycles(graph) == []
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-
-
-def _layer(module: str) -> str:
-    """The package (or top-level module) of ``dpipe`` a module belongs to: ``dpipe.fit._train`` -> ``dpipe.fit``."""
-    return ".".join(module.split(".")[:2])
-
-
-def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The module graph collapsed onto dpipe's packages and top-level modules (an import inside a function counts)."""
-    out: dict[str, set[str]] = {}
-    for a, targets in graph.items():
-        out.setdefault(_layer(a), set()).update(_layer(b) for b in targets if _layer(b) != _layer(a))
-    for targets in list(out.values()):
-        for b in targets:
-            out.setdefault(b, set())
-    return out
-
-
-def test_no_two_way_dependency_between_packages():
-    """No package imports, even in a function, a package that imports it back: evaluation below fit, outputs below io."""
-    packages = _package_graph(_import_graph())
-    assert "dpipe._evaluate" in packages["dpipe.fit"] and "dpipe._output" in packages["dpipe.io"]  # the walk sees the layers' real edges
-    assert _cycles(packages) == []
-
-
-def test_a_planted_cycle_between_packages_is_found():
-    graph = _import_graph()
-    graph["dpipe.io._manifest"] = graph["dpipe.io._manifest"] | {"dpipe.fit._params"}  # io reaching up into fit, in a function say
-    assert any({"dpipe.fit", "dpipe.io"} <= set(cycle) for cycle in _cycles(_package_graph(graph)))
 
 
 def test_train_estimator_and_cli_agree_with_the_declaration():

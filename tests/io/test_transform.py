@@ -280,7 +280,7 @@ def test_bernoulli_split_with_a_transform_fits_on_its_training_rows(tmp_path):
 @pytest.mark.parametrize("scale", ["minmax", "standard"])
 def test_sample_weights_count_as_repeated_rows_in_the_fit(tmp_path, scale):
     """A row of weight k fits the transform as k copies of it (weight 0: absent, also from the minimum and maximum)."""
-    from dpipe.io._fit_transform import transform_store
+    from dpipe.io._transform_store import transform_store
     from dpipe.testing import classification_data, write_store
 
     X, y = classification_data(2000, 4, seed=7, scales=False)
