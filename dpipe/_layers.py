@@ -26,8 +26,9 @@ class Layer(NamedTuple):
 #: layer number -> :class:`Layer`, from the bottom
 LAYERS: dict[int, Layer] = {
     0: Layer(("exceptions", "_version", "_layers", "_formats", "_modes", "_lazy", "_log", "_compiles", "_runs", "_ramp", "_wide", "_jsonable",
-              "_transform", "_interrupts", "_faults", "_options"),
-             "errors, the version, this table, file markers, small shared helpers; the machinery of option sets declared once"),
+              "_transform", "_interrupts", "_faults", "_options", "_registries"),
+             "errors, the version, this table, file markers, small shared helpers; the machinery of option sets declared once; "
+             "the typed registry idiom (`dpipe/_registries.py`: entries by name, lazy references)"),
     1: Layer(("_config", "_validation", "_written", "_locks", "_output", "_worker_logs", "reduce"),
              "settings, argument checks; what dpipe wrote, one writer per destination, where an output may go; "
              "the pure worker-side kernels (numba) and the feature-block functions (`dpipe/reduce/_block.py`)"),

@@ -184,6 +184,18 @@ def _folds(ds: Dataset, p: Any) -> tuple[list[_Fold], str]:
     return folds, held_out
 
 
+def _chosen_fit(ds: Dataset, p: Any, fit: FitFunction, folds: list[_Fold], lam: float, refit: bool, warm_starts: bool) -> FitOutcome:
+    """The model at the chosen ``lam``: with ``refit`` one more fit on all the rows, from the folds' mean solution there;
+    else (the path measured on a validation set, fitted on every training row) the path's own fit."""
+    chosen = [f.best for f in folds]
+    if not refit:
+        assert chosen[0] is not None
+        return chosen[0]
+    start = np.mean([c.coef for c in chosen if c is not None], axis=0)
+    kw = {"warm": WarmStart(start, folds[0].reference)} if warm_starts else {}
+    return fit(ds, dataclasses.replace(p, lam=lam, C=None), None, **kw)
+
+
 def fit_lam_path(ds: Dataset, p: Any, fit: FitFunction, validate: Measure | None = None, warm_starts: bool = True) -> FitOutcome:
     """Fit ``p`` (``lam="auto"``) on the opened dataset ``ds``: the path on the held-out rows, then the chosen ``lam``.
 
@@ -268,15 +280,7 @@ def fit_lam_path(ds: Dataset, p: Any, fit: FitFunction, validate: Measure | None
     why = (f"the best {'mean ' if len(folds) > 1 else ''}held-out {label} ({score:.6f}) of {len(path)} lam values from {path[0]['lam']:.3g} "
            f"to {path[-1]['lam']:.3g} on {held_out}")
     log.info("%s: lam=auto chose lam=%.3g: %s", p.objective, lam, why)
-    final = dataclasses.replace(p, lam=lam, C=None)
-    chosen = [f.best for f in folds]
-    if validate is None:  # one more fit on all the rows, from the folds' mean solution at the chosen lam
-        start = np.mean([c.coef for c in chosen if c is not None], axis=0)
-        kw = {"warm": WarmStart(start, folds[0].reference)} if warm_starts else {}
-        outcome = fit(ds, final, None, **kw)
-    else:
-        assert chosen[0] is not None
-        outcome = chosen[0]
+    outcome = _chosen_fit(ds, p, fit, folds, lam, refit=validate is None, warm_starts=warm_starts)
     outcome.result.info["lam_path"] = {
         "metric": metric, "held_out": held_out, "folds": len(folds), "lams": [e["lam"] for e in path],
         "scores": [e["score"] for e in path], "fold_scores": [e["fold_scores"] for e in path], "score_se": [e["score_se"] for e in path],
