@@ -12,13 +12,17 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["watch_compiles", "compile_seconds", "COMPILE_ESTIMATE"]
+__all__ = ["watch_compiles", "compile_seconds", "COMPILE_ESTIMATE", "COMPILE_ESTIMATE_WITH_PARSER"]
 
 log = logging.getLogger("dpipe")
 
 #: what the first a9a train's compiles took on a 2-core machine, in seconds (said by the log line): 6 kernels in 0.99 s
 #: (2026-12-07, load 3.4; ``python bench/first_run.py --kernels STORE`` lists them)
 COMPILE_ESTIMATE = 1
+#: the same when the run first reads a svmlight file (``dpipe train a9a.svm``: the parser's kernel, 1.4-1.6 s, then the
+#: fit's; 2.5 s in all, 2026-12-08, the other processes frozen); said when the first kernel compiled is the parser's
+COMPILE_ESTIMATE_WITH_PARSER = 3
+_PARSER_MODULE = "dpipe.io._svmlight"
 _state: dict[str, Any] = {"listener": None, "said": False, "seconds": 0.0, "depth": 0, "start": 0.0}
 _lock = threading.Lock()
 
@@ -44,7 +48,8 @@ def watch_compiles() -> None:
             with _lock:
                 if not _state["said"]:
                     _state["said"] = True
-                    log.info("compiling dpipe's kernels once, about %d s (numba; later runs load them from its cache)", COMPILE_ESTIMATE)
+                    about = COMPILE_ESTIMATE_WITH_PARSER if module == _PARSER_MODULE else COMPILE_ESTIMATE
+                    log.info("compiling dpipe's kernels once, about %d s (numba; later runs load them from its cache)", about)
                 if _state["depth"] == 0:
                     _state["start"] = time.perf_counter()
                 _state["depth"] += 1

@@ -77,7 +77,7 @@ class SvmBlock:
 # ---------------------------------------------------------------------------------
 # numba kernel
 # ---------------------------------------------------------------------------------
-@numba.njit(nogil=True, cache=True, inline="always")
+@numba.njit(nogil=True, cache=True)
 def _is_ws(c):
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
 
