@@ -14,7 +14,7 @@ from dpipe.cli.main import main
 from dpipe.engine import LocalDataset
 from dpipe.engine._split import DatasetPart
 from dpipe.exceptions import ParameterError
-from dpipe.fit._lam_path import FOLD_SEED, FOLDS, ONE_FOLD_MINORITY, PATH_END, PATH_FACTOR, PATH_PATIENCE, PATH_REACHES, FoldSplit, folds_used, path_lams
+from dpipe.fit._lam_path import FOLD_SEED, FOLDS, ONE_FOLD_MINORITY, PATH_END, PATH_FACTOR, PATH_LOOSER, PATH_PATIENCE, PATH_REACHES, FoldSplit, folds_used, half_steps, path_lams, path_params
 from dpipe.testing import classification_data, write_store
 
 
@@ -36,8 +36,15 @@ def _check_path(path, folds=None):
     # it ends PATH_PATIENCE steps after the best tenfold step, and not above the fixed default lam or PATH_REACHES
     ends = max(decades.index(centre) + PATH_PATIENCE, next(i for i, lam in enumerate(path_lams()) if lam <= max(path["fixed_default"], PATH_REACHES) * (1 + 1e-9)))
     assert len(decades) == min(ends + 1, len(path_lams()))
-    half = [lam for lam, r in zip(lams, refined) if r]  # then the half-steps either side of the best tenfold step
-    assert half == [lam for lam in (float(f"{centre * PATH_FACTOR**0.5:.3g}"), float(f"{centre / PATH_FACTOR**0.5:.3g}")) if lam >= PATH_END]
+    half = [lam for lam, r in zip(lams, refined) if r]  # then the half-steps beside the best tenfold step: toward its better neighbour
+    i = decades.index(centre)
+    stronger = decade_scores[i - 1] if i > 0 else np.nan
+    weaker = decade_scores[i + 1] if i + 1 < len(decades) else np.nan
+    sides = [centre * PATH_FACTOR**0.5, centre / PATH_FACTOR**0.5]
+    if np.isfinite(stronger) and np.isfinite(weaker) and stronger != weaker:
+        sides = sides[:1] if stronger > weaker else sides[1:]
+    assert half == [lam for lam in (float(f"{side:.3g}") for side in sides) if lam >= PATH_END]
+    assert half_steps(centre, dict(zip(decades, decade_scores))) == [float(f"{side:.3g}") for side in sides]
     k = path["folds"]
     assert folds is None or k == folds
     assert all(len(f) == k for f in path["fold_scores"]) and len(path["iterations"]) == len(lams)
@@ -65,6 +72,26 @@ def test_folds_are_stratified_seeded_disjoint_and_cover_every_row():
         if n >= 100:  # another seed deals other rows
             assert (FoldSplit(1 / FOLDS, 1, folds=FOLDS, fold=0).validation_rows(shard) != masks[0]).any()
     assert folds_used(FOLDS * ONE_FOLD_MINORITY) == 1 and folds_used(FOLDS * ONE_FOLD_MINORITY - 1) == FOLDS
+
+
+def test_the_path_fits_stop_looser_than_the_fit_and_only_there():
+    newton = dpipe.fit.resolve("auc", {"lam": "auto", "solver": "newton"}, "test")
+    lbfgs = dpipe.fit.resolve("prbep-smooth", {"lam": "auto", "solver": "lbfgs"}, "test")
+    assert newton.solver == "newton" and lbfgs.solver == "lbfgs"
+    q = path_params(newton, 1e-3)
+    assert q.lam == 1e-3 and q.eps == pytest.approx(newton.eps * PATH_LOOSER["newton"]) and q.eps > newton.eps
+    q = path_params(lbfgs, 1e-4)
+    assert q.lam == 1e-4 and q.tol == pytest.approx(lbfgs.tol * PATH_LOOSER["lbfgs"]) and q.tol > lbfgs.tol
+    structural = dpipe.fit.resolve("rocarea", {"lam": 1.0}, "test")  # the cutting plane's eps is its gap: kept
+    assert path_params(structural, 1e-3).eps == structural.eps
+
+
+def test_the_half_steps_go_toward_the_better_neighbour():
+    assert half_steps(1e-4, {1e-3: 0.9, 1e-4: 0.95, 1e-5: 0.94}) == [3.16e-5]
+    assert half_steps(1e-4, {1e-3: 0.94, 1e-4: 0.95, 1e-5: 0.9}) == [3.16e-4]
+    assert half_steps(1e-4, {1e-3: 0.94, 1e-4: 0.95, 1e-5: 0.94}) == [3.16e-4, 3.16e-5]  # a tie: both
+    assert half_steps(1e-2, {1e-2: 0.95, 1e-3: 0.9}) == [3.16e-2, 3.16e-3]  # the path's start: no stronger neighbour, both
+    assert half_steps(1e-4, {1e-3: 0.94, 1e-4: 0.95, 1e-5: float("nan")}) == [3.16e-4, 3.16e-5]
 
 
 def test_a_fold_part_weighs_exactly_the_other_folds_rows(dense):
