@@ -14,7 +14,7 @@ from dpipe.cli.main import main
 from dpipe.engine import LocalDataset
 from dpipe.engine._split import DatasetPart
 from dpipe.exceptions import ParameterError
-from dpipe.fit._lam_path import FOLD_SEED, FOLDS, ONE_FOLD_MINORITY, PATH_END, PATH_FACTOR, PATH_PATIENCE, PATH_REACHES, FoldSplit, folds_used, path_lams
+from dpipe.fit._lam_path import FOLD_SEED, FOLDS, ONE_FOLD_MINORITY, PATH_END, PATH_FACTOR, PATH_LOOSER, PATH_PATIENCE, PATH_REACHES, FoldSplit, choose, folds_used, half_steps, path_lams, path_params
 from dpipe.testing import classification_data, write_store
 
 
@@ -30,14 +30,28 @@ def _check_path(path, folds=None):
     decades = [lam for lam, r in zip(lams, refined) if not r]
     assert decades == path_lams()[: len(decades)]  # the tenfold steps from the start
     best = int(np.argmax(scores))  # the first best: a tie goes to the stronger lam
-    assert path["chosen"] == lams[best] and path["chosen_score"] == scores[best]
+    assert path["best"] == lams[best]
+    chosen = best
+    if path["folds"] > 1:  # several folds: of the lam within one paired standard error of the best mean, the nearest the fixed default
+        fs = np.array(path["fold_scores"])
+        near = [i for i in range(len(lams)) if scores[i] >= scores[best] - np.std(fs[i] - fs[best], ddof=1) / np.sqrt(fs.shape[1])]
+        assert best in near
+        chosen = min(near, key=lambda i: (round(abs(np.log(lams[i] / path["fixed_default"])), 9), -scores[i]))
+    assert path["chosen"] == lams[chosen] and path["chosen_score"] == scores[chosen]
     decade_scores = [s for s, r in zip(scores, refined) if not r]
     centre = decades[int(np.argmax(decade_scores))]
     # it ends PATH_PATIENCE steps after the best tenfold step, and not above the fixed default lam or PATH_REACHES
     ends = max(decades.index(centre) + PATH_PATIENCE, next(i for i, lam in enumerate(path_lams()) if lam <= max(path["fixed_default"], PATH_REACHES) * (1 + 1e-9)))
     assert len(decades) == min(ends + 1, len(path_lams()))
-    half = [lam for lam, r in zip(lams, refined) if r]  # then the half-steps either side of the best tenfold step
-    assert half == [lam for lam in (float(f"{centre * PATH_FACTOR**0.5:.3g}"), float(f"{centre / PATH_FACTOR**0.5:.3g}")) if lam >= PATH_END]
+    half = [lam for lam, r in zip(lams, refined) if r]  # then the half-steps beside the best tenfold step: toward its better neighbour
+    i = decades.index(centre)
+    stronger = decade_scores[i - 1] if i > 0 else np.nan
+    weaker = decade_scores[i + 1] if i + 1 < len(decades) else np.nan
+    sides = [centre * PATH_FACTOR**0.5, centre / PATH_FACTOR**0.5]
+    if np.isfinite(stronger) and np.isfinite(weaker) and stronger != weaker:
+        sides = sides[:1] if stronger > weaker else sides[1:]
+    assert half == [lam for lam in (float(f"{side:.3g}") for side in sides) if lam >= PATH_END]
+    assert half_steps(centre, dict(zip(decades, decade_scores))) == [float(f"{side:.3g}") for side in sides]
     k = path["folds"]
     assert folds is None or k == folds
     assert all(len(f) == k for f in path["fold_scores"]) and len(path["iterations"]) == len(lams)
@@ -65,6 +79,45 @@ def test_folds_are_stratified_seeded_disjoint_and_cover_every_row():
         if n >= 100:  # another seed deals other rows
             assert (FoldSplit(1 / FOLDS, 1, folds=FOLDS, fold=0).validation_rows(shard) != masks[0]).any()
     assert folds_used(FOLDS * ONE_FOLD_MINORITY) == 1 and folds_used(FOLDS * ONE_FOLD_MINORITY - 1) == FOLDS
+
+
+def test_the_path_fits_stop_looser_than_the_fit_and_only_there():
+    newton = dpipe.fit.resolve("auc", {"lam": "auto", "solver": "newton"}, "test")
+    lbfgs = dpipe.fit.resolve("prbep-smooth", {"lam": "auto", "solver": "lbfgs"}, "test")
+    assert newton.solver == "newton" and lbfgs.solver == "lbfgs"
+    q = path_params(newton, 1e-3)
+    assert q.lam == 1e-3 and q.eps == pytest.approx(newton.eps * PATH_LOOSER["newton"]) and q.eps > newton.eps
+    q = path_params(lbfgs, 1e-4)
+    assert q.lam == 1e-4 and q.tol == pytest.approx(lbfgs.tol * PATH_LOOSER["lbfgs"]) and q.tol > lbfgs.tol
+    structural = dpipe.fit.resolve("rocarea", {"lam": 1.0}, "test")  # the cutting plane's eps is its gap: kept
+    assert path_params(structural, 1e-3).eps == structural.eps
+
+
+def test_the_half_steps_go_toward_the_better_neighbour():
+    assert half_steps(1e-4, {1e-3: 0.9, 1e-4: 0.95, 1e-5: 0.94}) == [3.16e-5]
+    assert half_steps(1e-4, {1e-3: 0.94, 1e-4: 0.95, 1e-5: 0.9}) == [3.16e-4]
+    assert half_steps(1e-4, {1e-3: 0.94, 1e-4: 0.95, 1e-5: 0.94}) == [3.16e-4, 3.16e-5]  # a tie: both
+    assert half_steps(1e-2, {1e-2: 0.95, 1e-3: 0.9}) == [3.16e-2, 3.16e-3]  # the path's start: no stronger neighbour, both
+    assert half_steps(1e-4, {1e-3: 0.94, 1e-4: 0.95, 1e-5: float("nan")}) == [3.16e-4, 3.16e-5]
+
+
+def _entry(lam, fold_scores):
+    return {"lam": lam, "fold_scores": fold_scores, "score": float(np.mean(fold_scores)),
+            "score_se": float(np.std(fold_scores, ddof=1) / np.sqrt(len(fold_scores))) if len(fold_scores) > 1 else None}
+
+
+def test_several_folds_choose_the_lam_nearest_the_fixed_default_within_a_paired_standard_error():
+    best = _entry(1e-4, [0.960, 0.970, 0.980])
+    level = _entry(1e-5, [0.959, 0.971, 0.9795])  # 1.7e-4 below on the mean, paired differences -1e-3, 1e-3, -5e-4: within
+    falls = _entry(1e-6, [0.955, 0.966, 0.976])  # 4.3e-3 below, every fold lower: outside
+    assert choose([best, level, falls], best, 1e-6)[0] is level  # nearest the default of those within
+    assert choose([best, level, falls], best, 1e-3)[0] is best  # the default on the strong side: the best is nearest
+    assert choose([best, level], best, 1e-4)[0] is best
+    # the folds' own levels cancel: a neighbour lower on every fold by 1e-4 is outside although the folds spread by 1e-2
+    steady = _entry(1e-5, [0.9599, 0.9699, 0.9799])
+    assert choose([best, steady], best, 1e-6)[0] is best
+    one = _entry(1e-4, [0.96])  # one fold: the best, whatever the default
+    assert choose([one, _entry(1e-5, [0.959])], one, 1e-6)[0] is one
 
 
 def test_a_fold_part_weighs_exactly_the_other_folds_rows(dense):
