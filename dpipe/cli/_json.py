@@ -149,7 +149,7 @@ def lam_path_summary(info: dict[str, Any]) -> dict[str, Any] | None:
         return None
     out = {k: path[k] for k in ("metric", "held_out", "lams", "scores", "iterations", "chosen", "chosen_score", "why", "refit")}
     # the folds, their measures and the fixed default: models written before the folds (one held-out share) have none
-    out.update({k: path.get(k) for k in ("folds", "fold_scores", "score_se", "refined", "fixed_default")})
+    out.update({k: path.get(k) for k in ("folds", "fold_scores", "score_se", "refined", "fixed_default", "best")})
     return out
 
 

@@ -202,6 +202,7 @@ def test_dpipe_info_and_train_json_show_the_path(dense, tmp_path, capsys):
     trained = json.loads(capsys.readouterr().out)
     assert trained["lam_path"]["folds"] == 1 and trained["lam_path"]["fixed_default"] == 1e-6 and len(trained["lam_path"]["fold_scores"]) == len(trained["lam_path"]["lams"])
     assert trained["lam_path"]["chosen"] == json.loads(out.read_text())["fit"]["info"]["lam_path"]["chosen"]
+    assert trained["lam_path"]["best"] == json.loads(out.read_text())["fit"]["info"]["lam_path"]["best"] is not None
     main(["info", str(out), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert doc["format"] == "dpipe-model-info" and doc["lam_path"] == trained["lam_path"] and doc["fit"]["lam"] == doc["lam_path"]["chosen"]
