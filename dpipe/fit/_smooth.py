@@ -215,8 +215,10 @@ def _feature_scales(ds: Dataset, p: SmoothParams, d: int, preconditioner: str, m
     """The ``d`` features' scales (ones unless standardized or preconditioned): the moments' when there are, else a column pass."""
     if not (p.standardize or preconditioner != "none"):
         return np.ones(d)
+    scale: np.ndarray  # the lazy exports' (reduce's, engine's) results, typed where they enter
     if moments is not None:
-        return moments.scales()
+        scale = moments.scales()
+        return scale
     scale = column_scales(ds)
     setup_passes.append("column scales")
     return scale

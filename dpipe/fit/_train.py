@@ -9,7 +9,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 __all__ = ["train", "fit_dataset", "finish_fit", "fit_probability", "model_params"]
 
 log = logging.getLogger("dpipe.train")
+
+#: a store as train takes it: its path or the opened store
+_StorePath: TypeAlias = str | os.PathLike | Store
 
 def model_params(params: FitParams) -> dict[str, Any]:
     """The resolved hyper-parameters a model keeps (the record without who resolved it)."""
@@ -237,7 +240,7 @@ def train(
     return model
 
 
-def _check_stores(objective: str, family: Family, p: FitParams, validation: Any, datasets: Mapping[str, Any] | None) -> None:
+def _check_stores(objective: str, family: Family, p: FitParams, validation: _StorePath | None, datasets: Mapping[str, _StorePath] | None) -> None:
     """A :class:`ParameterError` when ``validation`` or ``datasets`` is given to an objective that takes none, or is missing."""
     if validation is not None and family.validates is not None:
         why = family.validates
@@ -253,21 +256,25 @@ def _check_stores(objective: str, family: Family, p: FitParams, validation: Any,
         raise ParameterError("The 'datasets' parameter of train cannot name a store 'train': that alias is the training store.")
 
 
-def _constraint_validation_stores(objective: str, family: Family, constraint_validation: Any, datasets: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _constraint_validation_stores(objective: str, family: Family, constraint_validation: _StorePath | dict[str, _StorePath] | None,
+                                  datasets: Mapping[str, _StorePath] | None) -> dict[str, _StorePath] | None:
     """``constraint_validation`` by alias (one store: ``"train"``'s), checked: a rate objective's, naming the training store or ``datasets``."""
-    if constraint_validation is not None and not isinstance(constraint_validation, dict):
-        constraint_validation = {"train": constraint_validation}
-    if constraint_validation and family.fit_datasets is None:
+    stores: dict[str, _StorePath] | None
+    if constraint_validation is None or isinstance(constraint_validation, dict):
+        stores = constraint_validation
+    else:
+        stores = {"train": constraint_validation}
+    if stores and family.fit_datasets is None:
         raise ParameterError(f"The 'constraint_validation' parameter of train names stores on which rate constraints must hold; objective "
                              f"{objective!r} takes no constraints: use objective='error-rate' (or another *-rate).")
-    unknown = sorted(set(constraint_validation or {}) - {"train", *(datasets or {})})
+    unknown = sorted(set(stores or {}) - {"train", *(datasets or {})})
     if unknown:
         raise ParameterError(f"The 'constraint_validation' parameter of train names {', '.join(map(repr, unknown))}, which is not 'train' nor "
                              "an alias of datasets=.")
-    return constraint_validation
+    return stores
 
 
-def _check_output(out: str | os.PathLike | None, overwrite: Any) -> None:
+def _check_output(out: str | os.PathLike | None, overwrite: object) -> None:
     """``out`` writable before any pass (a fit must not be lost to an unwritable path); ``overwrite`` a bool, and only with ``out``."""
     if overwrite and out is None:
         raise ParameterError("The 'overwrite' parameter of train applies to out=, which is not given.")
@@ -277,7 +284,7 @@ def _check_output(out: str | os.PathLike | None, overwrite: Any) -> None:
         check_output_path(out, overwrite=bool(overwrite), what="model")
 
 
-def _open_validation(stack: contextlib.ExitStack, validation: Any, verify: bool | None, m: Manifest, opened: ClusterSpec,
+def _open_validation(stack: contextlib.ExitStack, validation: _StorePath | None, verify: bool | None, m: Manifest, opened: ClusterSpec,
                      p: FitParams) -> tuple[Callable[[np.ndarray, float], dict[str, float]] | None, Dataset | None]:
     """The validation store opened on ``stack`` (scored only: streamed) and its validator, or None and None without one."""
     if validation is None:
@@ -289,7 +296,7 @@ def _open_validation(stack: contextlib.ExitStack, validation: Any, verify: bool 
     return make_validator(validation_ds, p), validation_ds
 
 
-def _other_stores(datasets: Mapping[str, Any] | None, verify: bool | None, m: Manifest) -> dict[str, Store]:
+def _other_stores(datasets: Mapping[str, _StorePath] | None, verify: bool | None, m: Manifest) -> dict[str, Store]:
     """The stores ``datasets`` names, by alias, each with the training store's features."""
     others = {alias: as_store(other, verify, "train") for alias, other in (datasets or {}).items()}
     for other in others.values():
@@ -297,7 +304,7 @@ def _other_stores(datasets: Mapping[str, Any] | None, verify: bool | None, m: Ma
     return others
 
 
-def _open_constraint_validation(stack: contextlib.ExitStack, constraint_validation: dict[str, Any] | None, verify: bool | None, m: Manifest,
+def _open_constraint_validation(stack: contextlib.ExitStack, constraint_validation: dict[str, _StorePath] | None, verify: bool | None, m: Manifest,
                                 others: dict[str, Store], opened: ClusterSpec) -> dict[str, Dataset]:
     """The constraint validation stores opened on ``stack``, by alias; each with the features and groups of the store it validates."""
     checked = {}
