@@ -45,6 +45,7 @@ log = logging.getLogger("dpipe.train")
 #: a store as train takes it: its path or the opened store
 _StorePath: TypeAlias = str | os.PathLike | Store
 
+
 def model_params(params: FitParams) -> dict[str, Any]:
     """The resolved hyper-parameters a model keeps (the record without who resolved it)."""
     out = {f.name: vars(params)[f.name] for f in dataclasses.fields(params) if f.name != "owner"}
