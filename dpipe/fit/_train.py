@@ -208,7 +208,7 @@ def train(
     spec = OBJECTIVES[objective]
     family = FAMILIES[spec.family]
     _check_stores(objective, family, p, validation, datasets)
-    constraint_validation = _constraint_validation_stores(objective, family, constraint_validation, datasets)
+    constraint_stores = _constraint_validation_stores(objective, family, constraint_validation, datasets)
     _check_output(out, overwrite)
     st = as_store(store, verify, "train")
     st.require_labels("training")
@@ -223,7 +223,7 @@ def train(
         validate, validation_ds = _open_validation(stack, validation, verify, m, opened, p)
         others = _other_stores(datasets, verify, m)
         extra = {alias: stack.enter_context(open_dataset(other, opened, worker_row_bytes=spec.worker_row_bytes)) for alias, other in others.items()}
-        checked = _open_constraint_validation(stack, constraint_validation, verify, m, others, opened)
+        checked = _open_constraint_validation(stack, constraint_stores, verify, m, others, opened)
         log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
         outcome = fit_dataset(ds, p, validate, extra, checked)
         outcome.result.time_data += getattr(ds, "load_seconds", 0.0)  # an optional capability of a dataset (engine/_protocols.py)
