@@ -38,16 +38,31 @@ def test_mypy_reports_planted_errors_at_the_configured_strictness(tmp_path):
 
 
 @needs_mypy
-def test_the_fit_layer_returns_no_any(tmp_path):
-    """warn_return_any is on for dpipe.fit (pyproject.toml's override): a planted fit module returning an Any is an error."""
-    package = tmp_path / "dpipe" / "fit"
-    package.mkdir(parents=True)
+@pytest.mark.parametrize("package, module", [("fit", "_planted"), ("engine", "_protocols")])
+def test_the_fit_layer_and_the_engine_protocols_return_no_any(tmp_path, package, module):
+    """warn_return_any is on for dpipe.fit and dpipe.engine._protocols (pyproject.toml's override): a planted module there
+    returning an Any is an error."""
+    directory = tmp_path / "dpipe" / package
+    directory.mkdir(parents=True)
     (tmp_path / "dpipe" / "__init__.py").write_text("")
-    (package / "__init__.py").write_text("")
-    (package / "_planted.py").write_text("from typing import Any\n\n\ndef f(x: Any) -> float:\n    return x\n")
+    (directory / "__init__.py").write_text("")
+    (directory / f"{module}.py").write_text("from typing import Any\n\n\ndef f(x: Any) -> float:\n    return x\n")
     run = subprocess.run([sys.executable, "-m", "mypy", "--no-color-output", "--config-file", str(ROOT / "pyproject.toml"),
-                          "--cache-dir", str(tmp_path / "cache"), "-p", "dpipe.fit"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 1 and "_planted.py:5:" in run.stdout and "[no-any-return]" in run.stdout, run.stdout + run.stderr
+                          "--cache-dir", str(tmp_path / "cache"), "-p", f"dpipe.{package}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and f"{module}.py:5:" in run.stdout and "[no-any-return]" in run.stdout, run.stdout + run.stderr
+
+
+@needs_mypy
+def test_the_engine_returns_any_outside_its_protocols(tmp_path):
+    """... and only there in the engine: the same module beside the protocols is not checked for it (the control of the test above)."""
+    directory = tmp_path / "dpipe" / "engine"
+    directory.mkdir(parents=True)
+    (tmp_path / "dpipe" / "__init__.py").write_text("")
+    (directory / "__init__.py").write_text("")
+    (directory / "_planted.py").write_text("from typing import Any\n\n\ndef f(x: Any) -> float:\n    return x\n")
+    run = subprocess.run([sys.executable, "-m", "mypy", "--no-color-output", "--config-file", str(ROOT / "pyproject.toml"),
+                          "--cache-dir", str(tmp_path / "cache"), "-p", "dpipe.engine"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def _type_checking_imports(init: pathlib.Path) -> dict[str, str] | None:

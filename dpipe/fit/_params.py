@@ -369,46 +369,103 @@ def resolve(objective: str, given: Mapping[str, Any], owner: str) -> FitParams:
     ``None`` means "not given". Every option given must apply to the objective (and its
     solver); otherwise the :class:`ParameterError` names it, the objective, where it
     applies and what to use instead.
+
+    Parameters
+    ----------
+    objective : str
+        A name of :data:`dpipe.fit.OBJECTIVES`.
+    given : mapping of str to value
+        The options as given, by name (a value of None is not given).
+    owner : str
+        Who asks (``"train"``, ``"DPipeClassifier"``), for the messages.
+
+    Returns
+    -------
+    FitParams
+        The objective's family's record (:data:`RECORDS`): the options given, validated, and the defaults of the others.
+
+    Raises
+    ------
+    ParameterError
+        An unknown option, one that does not apply to the objective or its solver, a value out of range, or options that
+        exclude each other.
     """
     spec = get_objective(objective, owner)
+    _check_known(given, owner)
+    solver = _resolve_solver(spec, given, owner)
+    values: dict[str, Any] = {"objective": objective, "solver": solver, **_checked_options(spec, solver, given, owner)}
+    given_names = tuple(sorted(set(values) - {"objective", "solver"}))
+    _lam_of_c(values, spec, owner)
+    _check_combinations(values, owner)
+    record = RECORDS[spec.family]
+    _fill_defaults(values, record, spec, solver)
+    _settle_given(values, given_names, spec, owner)
+    return record(**values, given=given_names, owner=owner)
+
+
+def _check_known(given: Mapping[str, Any], owner: str) -> None:
+    """A :class:`ParameterError` naming the options ``given`` that :data:`PARAMS` does not declare."""
     unknown = sorted(set(given) - set(PARAMS))
     if unknown:
         raise ParameterError(f"{owner} got unknown parameter(s) {', '.join(map(repr, unknown))}; valid: {', '.join(PARAMS)}")
+
+
+def _resolve_solver(spec: Objective, given: Mapping[str, Any], owner: str) -> str:
+    """The solver ``given`` (checked against the objective's), else its default: its first, or the one the options leave."""
     solver = given.get("solver")
     if solver is None:
-        solver = spec.solvers[0] if spec.solver_by_size is None else _solver_left(spec, given, owner)
-    elif solver not in spec.solvers:
+        return spec.solvers[0] if spec.solver_by_size is None else _solver_left(spec, given, owner)
+    if solver not in spec.solvers:
         pairs = "; ".join(f"{o.name}: {', '.join(o.solvers)}" for o in OBJECTIVES.values())
-        raise ParameterError(f"The 'solver' parameter of {owner} cannot be {solver!r} for objective {objective!r}. Valid pairs: {pairs}.")
-    values: dict[str, Any] = {"objective": objective, "solver": solver}
+        raise ParameterError(f"The 'solver' parameter of {owner} cannot be {solver!r} for objective {spec.name!r}. Valid pairs: {pairs}.")
+    return str(solver)
+
+
+def _checked_options(spec: Objective, solver: str, given: Mapping[str, Any], owner: str) -> dict[str, Any]:
+    """The options ``given`` but ``solver``, each checked to apply to ``spec`` with ``solver`` and validated (:meth:`Param.check`)."""
+    values: dict[str, Any] = {}
     for name, value in given.items():
         if value is None or name == "solver":
             continue
         p = PARAMS[name]
         if not p.applies(spec, solver):
-            hint = f"; {p.hint_for(spec)}" if p.hint_for(spec) else ""
-            with_solver = (p.solvers or p.excludes) and (spec.family in p.scope or spec.name in p.scope)
-            raise ParameterError(f"The {name!r} parameter of {owner} does not apply to objective {objective!r}"
-                                 f"{' with solver ' + repr(solver) if with_solver else ''}: it applies to {p.where}{hint}.")
+            raise ParameterError(_not_applicable(p, spec, solver, owner))
         values[name] = p.check(value, owner)
-    given_names = tuple(sorted(set(values) - {"objective", "solver"}))
+    return values
+
+
+def _not_applicable(p: Param, spec: Objective, solver: str, owner: str) -> str:
+    """The message of option ``p`` given for ``spec`` with ``solver``, where it does not apply: where it does, and what to use instead."""
+    hint = f"; {p.hint_for(spec)}" if p.hint_for(spec) else ""
+    with_solver = (p.solvers or p.excludes) and (spec.family in p.scope or spec.name in p.scope)
+    return (f"The {p.name!r} parameter of {owner} does not apply to objective {spec.name!r}"
+            f"{' with solver ' + repr(solver) if with_solver else ''}: it applies to {p.where}{hint}.")
+
+
+def _lam_of_c(values: dict[str, Any], spec: Objective, owner: str) -> None:
+    """``lam`` in ``values`` from ``C`` (one weight, two names: never both), and ``lam="auto"`` checked against the family."""
     if "C" in values:
         if "lam" in values:
-            raise ParameterError(f"The 'C' and 'lam' parameters of {owner} are two names for one weight ({objective}: "
+            raise ParameterError(f"The 'C' and 'lam' parameters of {owner} are two names for one weight ({spec.name}: "
                                  f"{C_CONVENTIONS[spec.c_means]}); give one.")
         # SVM-perf's needs no row count: the record's lam is the fit's; the others' lam is decided at fit time (fit_lam)
         values["lam"] = lam_from_c(values["C"], spec.c_means, 0.0, 0.0) if spec.c_means == "svm-perf" else None
     if values.get("lam") == "auto" and spec.family not in LAM_AUTO_FAMILIES:
-        raise ParameterError(f"The 'lam' parameter of {owner} cannot be 'auto' for objective {objective!r}: the regularization path applies to "
+        raise ParameterError(f"The 'lam' parameter of {owner} cannot be 'auto' for objective {spec.name!r}: the regularization path applies to "
                              f"the {' and '.join(LAM_AUTO_FAMILIES)} objectives ({FAMILIES[spec.family].lam_auto}); give a number.")
-    _check_combinations(values, owner)
-    record = RECORDS[spec.family]
+
+
+def _fill_defaults(values: dict[str, Any], record: type[FitParams], spec: Objective, solver: str) -> None:
+    """Every field of ``record`` not in ``values`` set to its default for ``spec`` (None where the option does not apply to ``solver``)."""
     for f in dataclasses.fields(record):
-        if f.name in ("given", "owner"):
+        if f.name in ("given", "owner") or f.name in values:
             continue
-        if f.name not in values:
-            p = PARAMS[f.name]
-            values[f.name] = p.default_for(spec) if p.applies(spec, solver) else None
+        p = PARAMS[f.name]
+        values[f.name] = p.default_for(spec) if p.applies(spec, solver) else None
+
+
+def _settle_given(values: dict[str, Any], given_names: tuple[str, ...], spec: Objective, owner: str) -> None:
+    """The defaults an option given replaces (``k``: the fraction; the squared hinge: the width), and the cutting plane's positive ``lam``."""
     if "k" in given_names:  # the count replaces the default fraction
         values["k_fraction"] = None
     if values.get("surrogate") == "squared-hinge":  # not smoothed: no width
@@ -418,7 +475,6 @@ def resolve(objective: str, given: Mapping[str, Any], owner: str) -> FitParams:
         values["smoothing"] = None
     if spec.family == "structural" and values["lam"] == 0:
         raise ParameterError(f"The 'lam' parameter of {owner} must be a float in the range (0, inf) for the cutting plane. Got 0 instead.")
-    return record(**values, given=given_names, owner=owner)
 
 
 def _solver_left(spec: Objective, given: Mapping[str, Any], owner: str) -> str:

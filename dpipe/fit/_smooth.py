@@ -3,6 +3,7 @@ gradient pass per evaluation. ``auc``'s default solver, trust-region Newton-CG, 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -163,6 +164,112 @@ def _resolve_auto(p: SmoothParams, d: int) -> tuple[str, str | None]:
     return precondition, init
 
 
+@dataclasses.dataclass(frozen=True)
+class _Coordinates:
+    """L-BFGS's coordinates ``u`` (``w = transform u``) and its start, as the setup before it settles them."""
+
+    preconditioner: str
+    init: str | None
+    transform: np.ndarray
+    start: np.ndarray
+    info: dict[str, Any]
+
+
+def _moment_uses(init: str | None, preconditioner: str) -> tuple[str, ...]:
+    """The options of this fit that use the auc-moment ray (keys of :data:`MOMENT_RAY_FALLBACKS`)."""
+    return tuple(u for u, on in zip(MOMENT_RAY_FALLBACKS, (init == "auc-moment", preconditioner == "moments")) if on)
+
+
+def _check_ridge_used(p: SmoothParams, uses: tuple[str, ...], init: str | None, preconditioner: str) -> None:
+    """A :class:`ParameterError` when ``ridge`` is given and no auc-moment direction (the only use of it) is."""
+    if "ridge" in p.given and not uses:
+        raise ParameterError(f"The 'ridge' parameter of {p.owner} applies to {p.objective} only through the auc-moment direction "
+                             f"(init='auc-moment' or precondition='moments'), which this fit does not use (init={init!r}, precondition={preconditioner!r}).")
+
+
+def _class_weights(ds: Dataset, p: SmoothParams, uses: tuple[str, ...], setup_passes: list[str]) -> tuple[ClassMoments | None, float, float]:
+    """The class moments (when the auc-moment ray is used; else None) and the positive and negative weight; both classes required."""
+    moments = None
+    if uses:
+        moments = class_moments(ds)
+        setup_passes.append("class moments")
+        negative, positive = (float(v) for v in moments.weight)
+    else:
+        positive, negative, _ = class_totals(ds)
+    if positive <= 0 or negative <= 0:
+        missing = "positive" if positive <= 0 else "negative"
+        raise DPipeError(f"the training data has no {missing} rows (weight {negative:g} negative, {positive:g} positive); {p.objective} needs both classes")
+    return moments, positive, negative
+
+
+def _smoothing_width(p: SmoothParams, total_weight: float) -> float | None:
+    """The smoothing width: as given, else the objective's default (:func:`default_smoothing`); None for auc (not smoothed)."""
+    width = p.smoothing
+    if width is None and (p.epsilon is not None or p.smoothing is not None):  # auc: neither applies
+        assert p.epsilon is not None and p.mu_scale is not None  # both apply where epsilon does (auc has neither)
+        width = default_smoothing(p.objective, total_weight, p.epsilon, p.mu_scale)
+    return width
+
+
+def _feature_scales(ds: Dataset, p: SmoothParams, d: int, preconditioner: str, moments: ClassMoments | None, setup_passes: list[str]) -> np.ndarray:
+    """The ``d`` features' scales (ones unless standardized or preconditioned): the moments' when there are, else a column pass."""
+    if not (p.standardize or preconditioner != "none"):
+        return np.ones(d)
+    scale: np.ndarray  # the lazy exports' (reduce's, engine's) results, typed where they enter
+    if moments is not None:
+        scale = moments.scales()
+        return scale
+    scale = column_scales(ds)
+    setup_passes.append("column scales")
+    return scale
+
+
+def _moment_coordinates(plain: _Coordinates, moments: ClassMoments, passes: RankPasses, p: SmoothParams, scale: np.ndarray, penalty: np.ndarray,
+                        lam: float, width: float | None, uses: tuple[str, ...], setup_passes: list[str]) -> _Coordinates:
+    """``plain`` with the auc-moment ray's start (``init="auc-moment"``) and whitening (``precondition="moments"``).
+
+    When the data has no moment direction and only the defaults chose it, the coordinates that need none
+    (:func:`_without_moment_ray`); when an option given chose it, the error.
+    """
+    first_width = width * CONTINUATION_START if p.continuation and width is not None else width  # fit_smooth's first stage
+    assert p.ridge is not None  # it applies to the smoothed objectives' L-BFGS route, this one (not to Newton's)
+    try:
+        direction, ray, info_ray = _moment_ray(moments, passes, score_risk(p.objective)(first_width), scale, penalty, lam, p.ridge, uses)
+    except DPipeError as error:
+        explicit = {"init='auc-moment'": p.init != "auto", "precondition='moments'": p.precondition != "auto"}
+        if any(explicit[u] for u in uses):
+            raise
+        return _without_moment_ray(error, p, scale, plain)
+    setup_passes.append("ray scores")
+    start, transform, info = plain.start, plain.transform, dict(plain.info)
+    if plain.init == "auc-moment":
+        start = ray.alpha * direction
+        info.update(info_ray, init_scale=ray.alpha)
+    if plain.preconditioner == "moments":
+        curvature = ray.curvature
+        if curvature <= 0:  # no pair in a quadratic piece along the ray: any positive scale will do, L-BFGS rescales after one step
+            curvature = max(lam, 1e-12)
+        transform = moment_preconditioner(moments, scale, penalty, lam, curvature)
+        info.update(precondition_curvature=curvature)
+    return dataclasses.replace(plain, start=start, transform=transform, info=info)
+
+
+def _without_moment_ray(error: DPipeError, p: SmoothParams, scale: np.ndarray, plain: _Coordinates) -> _Coordinates:
+    """The defaults chose the moment ray, and this data has none: fall back to what needs no moment direction (logged)."""
+    preconditioner = "none" if p.standardize else "diagonal"
+    log.warning("%s; the defaults fall back to precondition=%r, init='zeros'", error, preconditioner)
+    return dataclasses.replace(plain, preconditioner=preconditioner, init="zeros", transform=1.0 / scale)
+
+
+def _warm_start(warm: WarmStart | None, coordinates: PreconditionedObjective, start: np.ndarray) -> tuple[np.ndarray, float | None]:
+    """The start and the gradient norm stopping is relative to: a path's next ``lam`` starts from the last solution, relative
+    to the gradient at this fit's own start (evaluated here unless the path knows it); a cold fit from ``start`` (None)."""
+    if warm is None:
+        return start, None
+    reference = warm.grad_norm if warm.grad_norm is not None else float(np.linalg.norm(coordinates.value_and_grad(coordinates.from_raw(start))[1]))
+    return np.array(warm.coef, dtype=np.float64), reference
+
+
 def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, float], dict[str, float]] | None = None,
                  warm: WarmStart | None = None) -> FitOutcome:
     """Fit a smoothed rank objective on an opened dataset (two passes per evaluation).
@@ -174,93 +281,59 @@ def fit_smoothed(ds: Dataset, p: SmoothParams, validate: Callable[[np.ndarray, f
     :func:`moment_preconditioner` with ``precondition="moments"``. With
     ``init="auc-moment"`` or ``precondition="moments"`` a moments pass and one score
     pass come first; the moments also give the feature scales (no column pass).
+
+    Parameters
+    ----------
+    ds : Dataset
+        The opened training dataset.
+    p : SmoothParams
+        The resolved record (:func:`dpipe.fit.resolve`).
+    validate : callable, optional
+        ``validate(coef, intercept)``: the validation metrics of an iterate (the fit history; early stopping).
+    warm : WarmStart, optional
+        A regularization path's last solution, this fit's start.
+
+    Returns
+    -------
+    FitOutcome
+        The coefficients on raw features (no intercept: the threshold is calibrated after) and the solver's result.
     """
     d = int(ds.n_features)
     passes = RankPasses(ds)
     preconditioner, init = _resolve_auto(p, d)
-    moments, t_setup, setup_passes = None, 0.0, []  # the data passes before L-BFGS, in order
-    uses = tuple(u for u, on in zip(MOMENT_RAY_FALLBACKS, (init == "auc-moment", preconditioner == "moments")) if on)
-    if "ridge" in p.given and not uses:
-        raise ParameterError(f"The 'ridge' parameter of {p.owner} applies to {p.objective} only through the auc-moment direction "
-                             f"(init='auc-moment' or precondition='moments'), which this fit does not use (init={init!r}, precondition={preconditioner!r}).")
+    setup_passes: list[str] = []  # the data passes before L-BFGS, in order
+    uses = _moment_uses(init, preconditioner)
+    _check_ridge_used(p, uses, init, preconditioner)
     t0 = time.perf_counter()
-    if uses:
-        moments = class_moments(ds)
-        setup_passes.append("class moments")
-        negative, positive = (float(v) for v in moments.weight)
-    else:
-        positive, negative, _ = class_totals(ds)
-    if positive <= 0 or negative <= 0:
-        missing = "positive" if positive <= 0 else "negative"
-        raise DPipeError(f"the training data has no {missing} rows (weight {negative:g} negative, {positive:g} positive); {p.objective} needs both classes")
-    total_weight = positive + negative
+    moments, positive, negative = _class_weights(ds, p, uses, setup_passes)
     lam = fit_lam(p, positive, negative, d)
-    smoothed = p.epsilon is not None or p.smoothing is not None  # auc: neither applies
-    width = p.smoothing
-    if width is None and smoothed:
-        assert p.epsilon is not None and p.mu_scale is not None  # both apply where epsilon does (auc has neither)
-        width = default_smoothing(p.objective, total_weight, p.epsilon, p.mu_scale)
-    make_risk = score_risk(p.objective)
-    scale = np.ones(d)
-    if p.standardize or preconditioner != "none":
-        if moments is not None:
-            scale = moments.scales()
-        else:
-            scale = column_scales(ds)
-            setup_passes.append("column scales")
+    width = _smoothing_width(p, positive + negative)
+    scale = _feature_scales(ds, p, d, preconditioner, moments, setup_passes)
     penalty = scale**2 if p.standardize else np.ones(d)
     transform = 1.0 / scale if p.standardize or preconditioner == "diagonal" else np.ones(d)
-    start = np.zeros(d)
-    info: dict[str, Any] = {"init_scale": None}
+    setup = _Coordinates(preconditioner, init, transform, np.zeros(d), {"init_scale": None})
     if moments is not None:
-        first_width = width * CONTINUATION_START if p.continuation and width is not None else width  # fit_smooth's first stage
-        assert p.ridge is not None  # it applies to the smoothed objectives' L-BFGS route, this one (not to Newton's)
-        try:
-            direction, ray, info_ray = _moment_ray(moments, passes, make_risk(first_width), scale, penalty, lam, p.ridge, uses)
-        except DPipeError as error:
-            explicit = {"init='auc-moment'": p.init != "auto", "precondition='moments'": p.precondition != "auto"}
-            if any(explicit[u] for u in uses):
-                raise
-            # the defaults chose the moment ray, and this data has none: fall back to what needs no moment direction
-            preconditioner = "none" if p.standardize else "diagonal"
-            init = "zeros"
-            transform = 1.0 / scale
-            log.warning("%s; the defaults fall back to precondition=%r, init='zeros'", error, preconditioner)
-            moments = None
-        else:
-            setup_passes.append("ray scores")
-    if moments is not None:
-        if init == "auc-moment":
-            start = ray.alpha * direction
-            info.update(info_ray, init_scale=ray.alpha)
-        if preconditioner == "moments":
-            curvature = ray.curvature
-            if curvature <= 0:  # no pair in a quadratic piece along the ray: any positive scale will do, L-BFGS rescales after one step
-                curvature = max(lam, 1e-12)
-            transform = moment_preconditioner(moments, scale, penalty, lam, curvature)
-            info.update(precondition_curvature=curvature)
+        setup = _moment_coordinates(setup, moments, passes, p, scale, penalty, lam, width, uses, setup_passes)
     t_setup = time.perf_counter() - t0
     if setup_passes:
         log.info("%s before L-BFGS: %.3f s", ", ".join(setup_passes), t_setup)
 
     def make(width: float | None) -> PreconditionedObjective:
-        return smoothed_objective(passes, p.objective, width, lam, transform, penalty)
+        return smoothed_objective(passes, p.objective, width, lam, setup.transform, penalty)
 
     coordinates = make(width)  # the change of variables does not depend on the width
     w_validate = None if validate is None else (lambda u: validate(coordinates.to_raw(u), 0.0))
     stopping = early_stopping(p, validate)
-    reference = None
-    if warm is not None:  # a path's next lam: from the last solution, stopping relative to the gradient at this fit's own start
-        reference = warm.grad_norm if warm.grad_norm is not None else float(np.linalg.norm(coordinates.value_and_grad(coordinates.from_raw(start))[1]))
-        start = np.array(warm.coef, dtype=np.float64)
+    start, reference = _warm_start(warm, coordinates, setup.start)
     assert p.memory is not None and p.tol is not None  # L-BFGS's options: they apply to this route
     result = fit_smooth(
         make, coordinates.from_raw(start), width, grad_reference=reference, memory=p.memory, max_iter=p.max_iter, tol=p.tol,
-        continuation=bool(p.continuation), continuation_factor=p.continuation_factor or 10.0, validate=w_validate, name=f"{p.objective}: ", whitened=preconditioner == "moments",
-        callback=stopping,
+        continuation=bool(p.continuation), continuation_factor=p.continuation_factor or 10.0, validate=w_validate, name=f"{p.objective}: ",
+        whitened=setup.preconditioner == "moments", callback=stopping,
     )
     result.time_data = t_setup
-    result.info.update(lam=lam, standardized=bool(p.standardize), preconditioner=preconditioner, init=init, setup_passes=setup_passes, **info)
+    result.info.update(lam=lam, standardized=bool(p.standardize), preconditioner=setup.preconditioner, init=setup.init, setup_passes=setup_passes,
+                       **setup.info)
     if stopping is not None:  # the best iterate by the validation metric
         stopping.finish(result)
     return FitOutcome(coordinates.to_raw(result.x), 0.0, result)

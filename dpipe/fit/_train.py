@@ -9,7 +9,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -32,14 +32,19 @@ from ._outcome import FitOutcome
 from ._params import numpydoc, resolve, settle_solver
 from ._probability import calibrate_probability
 from ._records import FitParams, RateParams
-from ._registry import DEFAULT_OBJECTIVE, FAMILIES, OBJECTIVES
+from ._registry import DEFAULT_OBJECTIVE, FAMILIES, OBJECTIVES, Family
 
 if TYPE_CHECKING:
     from ..engine._protocols import Dataset
+    from ..io._manifest import Manifest
 
 __all__ = ["train", "fit_dataset", "finish_fit", "fit_probability", "model_params"]
 
 log = logging.getLogger("dpipe.train")
+
+#: a store as train takes it: its path or the opened store
+_StorePath: TypeAlias = str | os.PathLike | Store
+
 
 def model_params(params: FitParams) -> dict[str, Any]:
     """The resolved hyper-parameters a model keeps (the record without who resolved it)."""
@@ -202,6 +207,42 @@ def train(
     p = resolve(objective, {name: value for name, value in given.items() if value is not None}, "train")
     spec = OBJECTIVES[objective]
     family = FAMILIES[spec.family]
+    _check_stores(objective, family, p, validation, datasets)
+    constraint_stores = _constraint_validation_stores(objective, family, constraint_validation, datasets)
+    _check_output(out, overwrite)
+    st = as_store(store, verify, "train")
+    st.require_labels("training")
+    m = st.manifest
+    engine = resolve_engine(cluster, st)
+    if engine != "local":  # here, not at the top: the local engine never imports distributed
+        from ..engine import client_for
+    with contextlib.ExitStack() as stack:
+        c = None if engine == "local" else stack.enter_context(client_for(cluster))
+        opened = cluster.replace(engine=engine, client=c)  # every store of this fit on the one cluster
+        ds = stack.enter_context(open_dataset(st, opened, worker_row_bytes=spec.worker_row_bytes))
+        validate, validation_ds = _open_validation(stack, validation, verify, m, opened, p)
+        others = _other_stores(datasets, verify, m)
+        extra = {alias: stack.enter_context(open_dataset(other, opened, worker_row_bytes=spec.worker_row_bytes)) for alias, other in others.items()}
+        checked = _open_constraint_validation(stack, constraint_stores, verify, m, others, opened)
+        log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
+        outcome = fit_dataset(ds, p, validate, extra, checked)
+        outcome.result.time_data += getattr(ds, "load_seconds", 0.0)  # an optional capability of a dataset (engine/_protocols.py)
+        log.info("%s fit: %.3f s, objective %.8g", objective, outcome.result.time_solve, outcome.result.fun)
+        coef, intercept, metrics = finish_fit(ds, outcome, p, train_metrics)
+        calibration = fit_probability(ds, p, coef, intercept, validation_ds)
+        # every pass over the training store in this call: the load, the fit's, calibration, training metrics, probability folds
+        outcome.result.info["data_passes_total"] = ds.passes.total
+    model = LinearModel(coef, intercept, feature_names=m.feature_names, objective=objective, params=model_params(p), encoding=m.encoding,
+                        training=_training_record(st, engine), fit=outcome.result.to_dict(), metrics=metrics, probability=calibration)
+    if out is not None:
+        with locked_output(out, overwrite=bool(overwrite), what="model"):  # again (the fit took a while), then one writer of out to the rename
+            model.save(out)
+        log.info("model written to %s", out)
+    return model
+
+
+def _check_stores(objective: str, family: Family, p: FitParams, validation: _StorePath | None, datasets: Mapping[str, _StorePath] | None) -> None:
+    """A :class:`ParameterError` when ``validation`` or ``datasets`` is given to an objective that takes none, or is missing."""
     if validation is not None and family.validates is not None:
         why = family.validates
         raise ParameterError(f"The 'validation' parameter of train applies to the smoothed and structural objectives, not to {objective!r} ({why}); "
@@ -214,86 +255,85 @@ def train(
                              "takes no constraints: use objective='error-rate' (or another *-rate).")
     if datasets and "train" in datasets:
         raise ParameterError("The 'datasets' parameter of train cannot name a store 'train': that alias is the training store.")
-    if constraint_validation is not None and not isinstance(constraint_validation, dict):
-        constraint_validation = {"train": constraint_validation}
-    if constraint_validation and family.fit_datasets is None:
+
+
+def _constraint_validation_stores(objective: str, family: Family, constraint_validation: _StorePath | dict[str, _StorePath] | None,
+                                  datasets: Mapping[str, _StorePath] | None) -> dict[str, _StorePath] | None:
+    """``constraint_validation`` by alias (one store: ``"train"``'s), checked: a rate objective's, naming the training store or ``datasets``."""
+    stores: dict[str, _StorePath] | None
+    if constraint_validation is None or isinstance(constraint_validation, dict):
+        stores = constraint_validation
+    else:
+        stores = {"train": constraint_validation}
+    if stores and family.fit_datasets is None:
         raise ParameterError(f"The 'constraint_validation' parameter of train names stores on which rate constraints must hold; objective "
                              f"{objective!r} takes no constraints: use objective='error-rate' (or another *-rate).")
-    unknown = sorted(set(constraint_validation or {}) - {"train", *(datasets or {})})
+    unknown = sorted(set(stores or {}) - {"train", *(datasets or {})})
     if unknown:
         raise ParameterError(f"The 'constraint_validation' parameter of train names {', '.join(map(repr, unknown))}, which is not 'train' nor "
                              "an alias of datasets=.")
+    return stores
+
+
+def _check_output(out: str | os.PathLike | None, overwrite: object) -> None:
+    """``out`` writable before any pass (a fit must not be lost to an unwritable path); ``overwrite`` a bool, and only with ``out``."""
     if overwrite and out is None:
         raise ParameterError("The 'overwrite' parameter of train applies to out=, which is not given.")
-    if out is not None:  # before any pass: a fit must not be lost to an unwritable path
+    if out is not None:
         if not isinstance(overwrite, (bool, np.bool_)):
             raise ParameterError(f"The 'overwrite' parameter of train must be a bool. Got {overwrite!r} instead.")
         check_output_path(out, overwrite=bool(overwrite), what="model")
-    st = as_store(store, verify, "train")
-    st.require_labels("training")
+
+
+def _open_validation(stack: contextlib.ExitStack, validation: _StorePath | None, verify: bool | None, m: Manifest, opened: ClusterSpec,
+                     p: FitParams) -> tuple[Callable[[np.ndarray, float], dict[str, float]] | None, Dataset | None]:
+    """The validation store opened on ``stack`` (scored only: streamed) and its validator, or None and None without one."""
+    if validation is None:
+        return None, None
+    vst = as_store(validation, verify, "train")
+    vst.require_labels("validation")
+    check_same_features(m.feature_names, m.encoding, vst, "training store")
+    validation_ds = stack.enter_context(open_dataset(vst, opened.replace(cache="stream"), worker_row_bytes=0))  # scored only
+    return make_validator(validation_ds, p), validation_ds
+
+
+def _other_stores(datasets: Mapping[str, _StorePath] | None, verify: bool | None, m: Manifest) -> dict[str, Store]:
+    """The stores ``datasets`` names, by alias, each with the training store's features."""
+    others = {alias: as_store(other, verify, "train") for alias, other in (datasets or {}).items()}
+    for other in others.values():
+        check_same_features(m.feature_names, m.encoding, other, "training store")
+    return others
+
+
+def _open_constraint_validation(stack: contextlib.ExitStack, constraint_validation: dict[str, _StorePath] | None, verify: bool | None, m: Manifest,
+                                others: dict[str, Store], opened: ClusterSpec) -> dict[str, Dataset]:
+    """The constraint validation stores opened on ``stack``, by alias; each with the features and groups of the store it validates."""
+    checked = {}
+    for alias, path in (constraint_validation or {}).items():
+        vst = as_store(path, verify, "train")
+        if alias == "train":
+            vst.require_labels("constraint validation")
+        check_same_features(m.feature_names, m.encoding, vst, "training store")
+        own = m if alias == "train" else others[alias].manifest
+        if vst.manifest.groups != own.groups:  # the cells are the fitted store's: group codes must mean the same groups
+            raise ParameterError(f"The 'constraint_validation' store {vst.path} ({alias!r}) has groups {vst.manifest.groups}, the store it "
+                                 f"validates {own.groups}; ingest it like= that store.")
+        checked[alias] = stack.enter_context(open_dataset(vst, opened))
+    return checked
+
+
+def _training_record(st: Store, engine: str) -> dict[str, Any]:
+    """What the model keeps of its training store (path, manifest digest, class counts) and the engine that fitted it."""
     m = st.manifest
-    engine = resolve_engine(cluster, st)
-    if engine != "local":  # here, not at the top: the local engine never imports distributed
-        from ..engine import client_for
-    with contextlib.ExitStack() as stack:
-        c = None if engine == "local" else stack.enter_context(client_for(cluster))
-        opened = cluster.replace(engine=engine, client=c)  # every store of this fit on the one cluster
-        ds = stack.enter_context(open_dataset(st, opened, worker_row_bytes=spec.worker_row_bytes))
-        validate = validation_ds = None
-        if validation is not None:
-            vst = as_store(validation, verify, "train")
-            vst.require_labels("validation")
-            check_same_features(m.feature_names, m.encoding, vst, "training store")
-            validation_ds = stack.enter_context(open_dataset(vst, opened.replace(cache="stream"), worker_row_bytes=0))  # scored only
-            validate = make_validator(validation_ds, p)
-        others = {alias: as_store(other, verify, "train") for alias, other in (datasets or {}).items()}
-        for other in others.values():
-            check_same_features(m.feature_names, m.encoding, other, "training store")
-        extra = {alias: stack.enter_context(open_dataset(other, opened, worker_row_bytes=spec.worker_row_bytes)) for alias, other in others.items()}
-        checked = {}
-        for alias, path in (constraint_validation or {}).items():
-            vst = as_store(path, verify, "train")
-            if alias == "train":
-                vst.require_labels("constraint validation")
-            check_same_features(m.feature_names, m.encoding, vst, "training store")
-            own = m if alias == "train" else others[alias].manifest
-            if vst.manifest.groups != own.groups:  # the cells are the fitted store's: group codes must mean the same groups
-                raise ParameterError(f"The 'constraint_validation' store {vst.path} ({alias!r}) has groups {vst.manifest.groups}, the store it "
-                                     f"validates {own.groups}; ingest it like= that store.")
-            checked[alias] = stack.enter_context(open_dataset(vst, opened))
-        log.info("%s: %s on %d rows, %d features, %d shards", st.path, objective, m.n_rows, m.n_features, st.n_shards)
-        outcome = fit_dataset(ds, p, validate, extra, checked)
-        outcome.result.time_data += getattr(ds, "load_seconds", 0.0)  # an optional capability of a dataset (engine/_protocols.py)
-        log.info("%s fit: %.3f s, objective %.8g", objective, outcome.result.time_solve, outcome.result.fun)
-        coef, intercept, metrics = finish_fit(ds, outcome, p, train_metrics)
-        calibration = fit_probability(ds, p, coef, intercept, validation_ds)
-        # every pass over the training store in this call: the load, the fit's, calibration, training metrics, probability folds
-        outcome.result.info["data_passes_total"] = ds.passes.total
-    model = LinearModel(
-        coef,
-        intercept,
-        feature_names=m.feature_names,
-        objective=objective,
-        params=model_params(p),
-        encoding=m.encoding,
-        training={
-            "store": st.path,
-            "manifest_sha256": m.digest(),
-            "n_rows": m.n_rows,
-            "n_negative": m.n_negative,
-            "n_positive": m.n_positive,
-            "weighted": bool(m.has_weight),
-            "engine": engine,
-        },
-        fit=outcome.result.to_dict(),
-        metrics=metrics,
-        probability=calibration,
-    )
-    if out is not None:
-        with locked_output(out, overwrite=bool(overwrite), what="model"):  # again (the fit took a while), then one writer of out to the rename
-            model.save(out)
-        log.info("model written to %s", out)
-    return model
+    return {
+        "store": st.path,
+        "manifest_sha256": m.digest(),
+        "n_rows": m.n_rows,
+        "n_negative": m.n_negative,
+        "n_positive": m.n_positive,
+        "weighted": bool(m.has_weight),
+        "engine": engine,
+    }
 
 
 _RUN_DOC = """
