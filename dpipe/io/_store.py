@@ -46,7 +46,7 @@ import numpy as np
 
 from .._config import get_setting
 from ..exceptions import DataWarning, ParameterError, StoreError
-from ..reduce._block import block_nbytes, concat_rows, empty_block, is_csr
+from ..reduce._block import FeatureBlock, as_block, concat_rows, empty_block, is_csr
 from ._checksum import shard_digests
 from ._manifest import Manifest, decode_manifest, read_manifest_raw
 from ._store_format import ShardCheck, store_format
@@ -100,7 +100,8 @@ class Shard:
     Attributes
     ----------
     X : ndarray of shape (n, d), float32, or scipy.sparse.csr_array
-        The feature block (:mod:`dpipe.reduce._block`): dense, or CSR in a sparse store.
+        The features as the store's layout holds them (the native array of :attr:`block`: dense,
+        or CSR in a sparse store); what users and the store formats read and write.
     y : ndarray of shape (n,), int8 in {-1, +1}
     group : ndarray of shape (n,), int16, or None
     weight : ndarray of shape (n,), float32, or None
@@ -115,14 +116,19 @@ class Shard:
     index: int = 0
 
     @property
+    def block(self) -> FeatureBlock:
+        """The feature block over :attr:`X` (no copy): the products, sums and selections every pass calls, whatever the layout."""
+        return as_block(self.X)
+
+    @property
     def n_rows(self) -> int:
         """Number of rows."""
-        return int(self.X.shape[0])
+        return self.block.shape[0]
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays."""
-        return block_nbytes(self.X) + sum(a.nbytes for a in (self.y, self.group, self.weight) if a is not None)
+        return self.block.nbytes + sum(a.nbytes for a in (self.y, self.group, self.weight) if a is not None)
 
 
 def _check_csr(X: Any, n_features: int, where: str, nnz: int | None) -> None:
@@ -328,7 +334,7 @@ class Store:
         cat = lambda key: None if getattr(shards[0], key, None) is None else np.concatenate([getattr(s, key) for s in shards])  # noqa: E731
         if not shards:
             return Shard(X=empty_block(self.manifest.n_features, self.manifest.layout), y=np.zeros(0, np.int8))
-        return Shard(X=concat_rows([s.X for s in shards], self.manifest.n_features), y=np.concatenate([s.y for s in shards]), group=cat("group"), weight=cat("weight"), index=-1)
+        return Shard(X=concat_rows([s.X for s in shards], self.manifest.n_features, self.manifest.layout), y=np.concatenate([s.y for s in shards]), group=cat("group"), weight=cat("weight"), index=-1)
 
     @property
     def nbytes(self) -> int:
