@@ -46,7 +46,7 @@ import numpy as np
 
 from .._config import get_setting
 from ..exceptions import DataWarning, ParameterError, StoreError
-from ..reduce._block import FeatureBlock, as_block, concat_rows, empty_block, is_csr
+from ..reduce._block import LAYOUTS, FeatureBlock, as_block, concat_rows, empty_block, is_csr
 from ._checksum import shard_digests
 from ._manifest import Manifest, decode_manifest, read_manifest_raw
 from ._store_format import ShardCheck, store_format
@@ -341,9 +341,7 @@ class Store:
         """Uncompressed bytes of all shards in memory."""
         m = self.manifest
         per_row = 1 + (2 if m.groups is not None else 0) + (4 if m.has_weight else 0)
-        if m.layout == "csr":  # float32 values and int32 indices, int32 row offsets
-            return m.nnz * 8 + m.n_rows * (per_row + 4)
-        return m.n_rows * (per_row + 4 * m.n_features)
+        return LAYOUTS[m.layout].block.feature_bytes(m.n_rows, m.n_features, m.nnz) + m.n_rows * per_row
 
     @property
     def layout(self) -> str:

@@ -43,6 +43,13 @@ class FeatureBlock(Protocol):
 
     #: the store layout this class holds (its manifest's ``layout``, its key in :data:`LAYOUTS`)
     layout: ClassVar[str]
+    #: whether the layout stores the non-zero values only (its size and its passes go with ``nnz``, not ``n d``)
+    sparse: ClassVar[bool]
+
+    @classmethod
+    def feature_bytes(cls, n_rows: int, n_features: int, nnz: int) -> int:
+        """Bytes a block of ``n_rows`` rows, ``n_features`` columns and ``nnz`` stored values holds in memory (from a manifest's counts)."""
+        ...
 
     @classmethod
     def holds(cls, X: Any) -> bool:
@@ -160,6 +167,7 @@ class DenseBlock:
     """A dense block: a C-contiguous ``(n, d)`` array (float32 in a store; float64 accepted by the products)."""
 
     layout: ClassVar[str] = "dense"
+    sparse: ClassVar[bool] = False
     __slots__ = ("X",)
 
     def __init__(self, X: np.ndarray) -> None:
@@ -174,7 +182,13 @@ class DenseBlock:
 
     @classmethod
     def of(cls, X: Any) -> DenseBlock:
+        if not isinstance(X, np.ndarray) and hasattr(X, "toarray"):  # a sparse block: densified
+            X = X.toarray()
         return cls(np.ascontiguousarray(X, dtype=np.float32))
+
+    @classmethod
+    def feature_bytes(cls, n_rows: int, n_features: int, nnz: int) -> int:
+        return 4 * n_rows * n_features
 
     @classmethod
     def empty(cls, n_features: int) -> DenseBlock:
@@ -286,6 +300,7 @@ class CSRBlock:
     """A CSR block: a ``scipy.sparse.csr_array`` with float32 values, canonical (sorted indices, no duplicates)."""
 
     layout: ClassVar[str] = "csr"
+    sparse: ClassVar[bool] = True
     __slots__ = ("X",)
 
     def __init__(self, X: Any) -> None:
@@ -320,6 +335,10 @@ class CSRBlock:
         idx = _index_dtype(n_features, int(indptr[-1]) if n >= 0 and len(indptr) else 0)
         return cls(csr_array((np.asarray(data, dtype=np.float32), np.asarray(indices, dtype=idx), np.asarray(indptr, dtype=idx)),
                              shape=(n, int(n_features)), copy=False))
+
+    @classmethod
+    def feature_bytes(cls, n_rows: int, n_features: int, nnz: int) -> int:
+        return 8 * nnz + 4 * n_rows  # float32 values and int32 indices, int32 row offsets
 
     @classmethod
     def empty(cls, n_features: int) -> CSRBlock:
