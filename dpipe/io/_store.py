@@ -46,7 +46,7 @@ import numpy as np
 
 from .._config import get_setting
 from ..exceptions import DataWarning, ParameterError, StoreError
-from ..reduce._block import LAYOUTS, FeatureBlock, as_block, concat_rows, empty_block, is_csr
+from ..reduce._block import LAYOUTS, FeatureBlock, as_block, concat_rows, empty_block
 from ._checksum import shard_digests
 from ._manifest import Manifest, decode_manifest, read_manifest_raw
 from ._store_format import ShardCheck, store_format
@@ -131,19 +131,6 @@ class Shard:
         return self.block.nbytes + sum(a.nbytes for a in (self.y, self.group, self.weight) if a is not None)
 
 
-def _check_csr(X: Any, n_features: int, where: str, nnz: int | None) -> None:
-    """A CSR block's offsets rise, and its indices lie in ``[0, d)`` (the kernels index ``w`` with them unchecked); O(nnz)."""
-    ip = X.indptr
-    if ip.size and (ip[0] != 0 or (ip.size > 1 and np.any(ip[1:] < ip[:-1]))):
-        raise StoreError(f"{where}: X's row offsets (indptr) are not increasing from 0")
-    if X.indices.size and (int(X.indices.min()) < 0 or int(X.indices.max()) >= n_features):
-        bad = int(np.argmax((X.indices < 0) | (X.indices >= n_features)))
-        row = int(np.searchsorted(ip, bad, side="right") - 1)
-        raise StoreError(f"{where}: feature index {int(X.indices[bad])} at row {row} of the shard is outside [0, {n_features})")
-    if nnz is not None and X.nnz != nnz:
-        raise StoreError(f"{where}: X holds {X.nnz} stored values, the manifest says {nnz}")
-
-
 def read_shard(path: str, format: str, index: int, start: int, stop: int, n_features: int,
                check: ShardCheck | None = None, verify: bool = False, *, mmap: bool = False) -> Shard:
     """Read shard ``index`` (rows ``start:stop``) of the store at ``path``.
@@ -167,11 +154,12 @@ def read_shard(path: str, format: str, index: int, start: int, stop: int, n_feat
         raise StoreError(f"{where}: cannot read ({type(exc).__name__}: {exc})") from exc
     if X.shape != (stop - start, n_features):
         raise StoreError(f"{where}: X has shape {X.shape}, manifest says ({stop - start}, {n_features})")
-    csr = is_csr(X)
-    if csr:
-        _check_csr(X, n_features, where, None if check is None else check.nnz)
-    if check is not None and csr != (check.nnz is not None):
-        raise StoreError(f"{where}: X is {'CSR' if csr else 'dense'}, the manifest says layout {'csr' if check.nnz is not None else 'dense'}")
+    block = as_block(X)
+    if check is not None and block.layout != check.layout:
+        raise StoreError(f"{where}: X is {block.layout}, the manifest says layout {check.layout}")
+    problem = block.check_stored(n_features, None if check is None else check.nnz)
+    if problem is not None:
+        raise StoreError(f"{where}: {problem}")
     if check is not None:
         _check_contents(X, y, group, weight, check, index, start, stop, where, verify)
     return Shard(X=X, y=y, group=group, weight=weight, index=index)
@@ -311,6 +299,7 @@ class Store:
             chunk_files=m.has_checksums,
             labelled=m.labelled,
             nnz=None if m.shard_nnz is None else int(m.shard_nnz[index]),
+            layout=m.layout,
         )
 
     def shard_args(self, index: int, verify: bool | None = None) -> tuple:

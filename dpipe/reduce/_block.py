@@ -112,6 +112,13 @@ class FeatureBlock(Protocol):
         """(row, column) of the first non-finite value, or None."""
         ...
 
+    def check_stored(self, n_features: int, nnz: int | None) -> str | None:
+        """What is wrong with a block read from a store (``nnz``: the manifest's stored values, None where it has none), or None.
+
+        The checks the kernels rely on (a CSR block's offsets rise, its indices lie in ``[0, d)``): O(nnz) at most.
+        """
+        ...
+
     def value_at(self, row: int, col: int) -> float:
         """The value at ``(row, col)`` (0.0 where the layout stores nothing)."""
         ...
@@ -249,6 +256,9 @@ class DenseBlock:
 
     def value_at(self, row: int, col: int) -> float:
         return float(self.X[row, col])
+
+    def check_stored(self, n_features: int, nnz: int | None) -> str | None:
+        return None
 
     def matvec(self, w: np.ndarray) -> np.ndarray:
         from ._linalg import _matvec
@@ -398,6 +408,19 @@ class CSRBlock:
         lo, hi = int(X.indptr[row]), int(X.indptr[row + 1])
         hit = np.flatnonzero(X.indices[lo:hi] == col)
         return float(X.data[lo + hit[0]]) if hit.size else 0.0
+
+    def check_stored(self, n_features: int, nnz: int | None) -> str | None:
+        X = self.X
+        ip = X.indptr
+        if ip.size and (ip[0] != 0 or (ip.size > 1 and np.any(ip[1:] < ip[:-1]))):
+            return "X's row offsets (indptr) are not increasing from 0"
+        if X.indices.size and (int(X.indices.min()) < 0 or int(X.indices.max()) >= n_features):
+            bad = int(np.argmax((X.indices < 0) | (X.indices >= n_features)))
+            row = int(np.searchsorted(ip, bad, side="right") - 1)
+            return f"feature index {int(X.indices[bad])} at row {row} of the shard is outside [0, {n_features})"
+        if nnz is not None and X.nnz != nnz:
+            return f"X holds {X.nnz} stored values, the manifest says {nnz}"
+        return None
 
     def matvec(self, w: np.ndarray) -> np.ndarray:
         from ._linalg import _csr_matvec

@@ -2,8 +2,8 @@
 
 The blocks of :mod:`._block` (``DenseBlock``: a C-contiguous float32 ``(n, d)`` array; ``CSRBlock``: a
 ``scipy.sparse.csr_array`` with float32 values) call these kernels from their product methods (``matvec``,
-``rmatvec``, ...); nothing else does. Each costs O(n d) or O(nnz). Stores keep features in float32. ``X @ w`` and ``X.T @ g`` are accumulated in
-float64 without making a float64 copy of the shard (which NumPy would do, costing
+``rmatvec``, ...); nothing else does. Each costs O(n d) or O(nnz). Stores keep features in float32. ``X @ w``
+and ``X.T @ g`` are accumulated in float64 without making a float64 copy of the shard (which NumPy would do, costing
 twice the shard's memory and bandwidth every pass).
 
 Every sum is taken in an order fixed by the column indices alone, so a dense and a CSR block
@@ -22,7 +22,7 @@ against that masked add and NumPy-style signed indexing, one thread, best of 21 
 (kdd99: 98,804 x 118, 1.36M stored values; Reuters: 7,770 x 8,315, 340k; 2,500 x 10^5, 200k): ``X @ w`` 0.89 ns a
 stored value against 1.15 on kdd99 (1.21 ms against 1.56), 1.02-1.05 against 1.13-1.15 on the others; the pair
 1.17-1.19 against 1.52-1.60 (2.06 against 2.04 at 10^5 columns); ``X.T @ g`` 0.65-0.85 against 1.17-1.35 (kdd99:
-0.89 ms against 1.59); with the squares 0.87-1.98 against 1.73-2.99; :func:`rows_product` 1.3-1.9x.
+0.89 ms against 1.59); with the squares 0.87-1.98 against 1.73-2.99; ``rows_product`` 1.3-1.9x.
 Each kernel has a plain NumPy reference in :mod:`dpipe.testing` (``X @ w``'s adds in the lanes' order: bitwise).
 """
 
