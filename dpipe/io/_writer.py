@@ -352,7 +352,7 @@ class ShardWriter:
             shards=self.shard_records,
             checksum_algorithm=CHECKSUM_ALGORITHM,
             layout=self.layout,
-            shard_nnz=self.shard_nnz if self.layout == "csr" else None,
+            shard_nnz=self.shard_nnz if LAYOUTS[self.layout].block.sparse else None,  # a sparse layout counts its stored values
             feature_names_stored=stored_feature_names(self.feature_names),
             **manifest_fields,
         )

@@ -160,13 +160,13 @@ def test_the_toy_layout_is_registered_for_the_test_only():
 
 
 #: the modules that still name a layout themselves (``is_csr``, ``"csr"``, a CSR array's ``indptr``), each for a reason:
-#: the block module; the store formats' readers, writers and checks (the manifest's ``shard_nnz``, the digests); ingest's
+#: the block module; the store formats' readers and writers (the manifest's ``shard_nnz``, the digests); ingest's
 #: choice of a layout and its parsers' CSR pieces; the transforms, which keep a CSR block's zeros; and the user-facing inputs
 #: (a scipy.sparse matrix given to the model, the estimator or the CLI's summary). Every pass, fit, solver and rate goes
 #: through the block.
 LAYOUT_AWARE = {
     "reduce/_block.py",
-    "io/_store.py", "io/_writer.py", "io/_zarr_store.py", "io/_parquet_store.py", "io/_checksum.py", "io/_manifest.py",
+    "io/_writer.py", "io/_zarr_store.py", "io/_parquet_store.py", "io/_checksum.py", "io/_manifest.py",
     "io/_ingest_write.py", "io/_ingest_jobs.py", "io/_svmlight.py", "io/_tabular.py",
     "_transform.py", "io/_fit_transform.py", "io/_stored_transform.py",
     "_estimator.py", "model/_linear.py", "cli/main.py",
