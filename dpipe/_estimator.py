@@ -23,7 +23,7 @@ from .io import Shard
 from .io._frames import TABLE_UNSEEN, encode_table, is_frame, is_table, scan_table, table_arrays, table_encoding
 from .io._tabular import TabularSchema
 from .model import LinearModel
-from .reduce._block import to_float32
+from .reduce._block import block_of_input
 
 __all__ = ["DPipeClassifier"]
 
@@ -321,14 +321,11 @@ class DPipeClassifier(ClassifierMixin, BaseEstimator):
         return tags
 
     def _shards(self, X: Any, y_pm: np.ndarray, weight: np.ndarray | None, group: np.ndarray | None = None) -> list[Shard]:
-        n, d = X.shape
-        sparse = hasattr(X, "toarray")
-        if sparse:
-            X = to_float32(X.tocsr())  # CSR shards, never densified (row slices: COO cannot be sliced, CSC slowly)
+        rows = block_of_input(X)  # float32; a sparse matrix as CSR, never densified (row slices: COO cannot be sliced, CSC slowly)
+        n = rows.shape[0]
         shards = []
         for i, start in enumerate(range(0, max(n, 1), ESTIMATOR_SHARD_ROWS)):
-            block = X[start : start + ESTIMATOR_SHARD_ROWS]
-            block = to_float32(block) if sparse else np.ascontiguousarray(block, dtype=np.float32)
+            block = block_of_input(rows.slice_rows(start, start + ESTIMATOR_SHARD_ROWS).array).array  # its own canonical arrays
             w = None if weight is None else weight[start : start + ESTIMATOR_SHARD_ROWS]  # float64: whole weights stay exact
             g = None if group is None else group[start : start + ESTIMATOR_SHARD_ROWS]
             shards.append(Shard(X=block, y=y_pm[start : start + ESTIMATOR_SHARD_ROWS], group=g, weight=w, index=i))

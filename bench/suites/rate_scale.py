@@ -27,7 +27,7 @@ CONSTRAINT = "positive_rate(group=g0) >= 0.8 * positive_rate(group=g1)"
 
 
 def _two_passes(shard: Any, w: np.ndarray) -> np.ndarray:
-    from dpipe.reduce._linalg import matvec, rmatvec
+    from dpipe.reduce._block import matvec, rmatvec
 
     if not shard.n_rows:
         return np.zeros(w.size)

@@ -34,7 +34,7 @@ CALLS = ("plain pass, disk", "plain pass, memory", "auc-smooth", "auc-smooth, dr
 
 
 def _plain_pass(shard: Any, w: np.ndarray) -> float:
-    from dpipe.reduce._linalg import matvec
+    from dpipe.reduce._block import matvec
 
     return float(matvec(shard.X, w).sum()) if shard.n_rows else 0.0
 

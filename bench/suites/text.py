@@ -194,7 +194,7 @@ def _layout_crossing() -> list[dict[str, Any]]:
     uniformly: where ingest's ``layout="auto"`` threshold (:data:`dpipe.io._ingest_write.SPARSE_MAX_DENSITY`) comes from."""
     import scipy.sparse as sp
 
-    from dpipe.reduce._linalg import matvec, rmatvec
+    from dpipe.reduce._block import matvec, rmatvec
 
     def best(f, *a) -> float:
         f(*a)
@@ -303,7 +303,7 @@ def _passes_on_cluster(store: Path) -> dict[str, Any]:
     persisted CSR shards on a 2-worker LocalCluster; medians of 5 after 2 untimed."""
     import dpipe
     from dpipe.engine import ClusterSpec, RankPasses, open_dataset
-    from dpipe.reduce._linalg import matvec, rmatvec
+    from dpipe.reduce._block import matvec, rmatvec
 
     from .._harness import local_cluster
 

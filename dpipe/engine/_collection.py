@@ -31,7 +31,7 @@ import numpy as np
 from .._config import get_setting
 from ..exceptions import ClusterError
 from ..io import Shard
-from ..reduce._block import to_float32
+from ..reduce._block import block_of_input
 from ._dataset import ShardedDataset, _n_rows
 from ._local import local_threads
 from ._memory import _warm_up
@@ -132,7 +132,7 @@ def make_shard(X: Any, y: Any, weight: Any, positive: Any, index: int, schema: l
         X = encode_table(TabularSchema.from_list(schema), *table_arrays(X, where), where=where)
     elif hasattr(X, "to_numpy"):  # a pandas partition of a numeric dask DataFrame
         X = X.to_numpy()
-    X = to_float32(X.tocsr()) if hasattr(X, "tocsr") else np.ascontiguousarray(X, dtype=np.float32)
+    X = block_of_input(X).array  # float32; a sparse block as CSR
     y = np.asarray(y).reshape(-1)
     w = None if weight is None else np.asarray(weight, dtype=np.float64).reshape(-1)
     if y.shape[0] != X.shape[0] or (w is not None and w.shape[0] != X.shape[0]):

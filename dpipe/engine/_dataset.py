@@ -58,6 +58,7 @@ from .._interrupts import check_interrupted
 from .._validation import check_choice
 from ..exceptions import ClusterError
 from ..io import Shard, Store, open_store, read_shard
+from ..reduce._block import LAYOUTS
 from ._blas import ONE_BLAS_THREAD, single_blas_thread
 from ._cluster_spec import CACHE_MODES
 from ._hosts import HOST_CHECK_SECONDS, HostsLost, ShardHost, host_lost_errors
@@ -215,7 +216,7 @@ class ShardedDataset:
         per_row = self.store.nbytes / max(1, self.store.manifest.n_rows)
         row_bytes = (RANGE_ROW_BYTES if exchange_may_run(self.store.manifest.n_rows) else ROW_BYTES) if persisted else self.worker_row_bytes
         return memory_need([int(r * per_row) for r in rows], rows, len(self.workers), persisted, row_bytes,
-                           n_features=self.store.manifest.n_features, csr=self.store.manifest.layout == "csr", driver_fanin=self.driver_fanin)
+                           n_features=self.store.manifest.n_features, csr=LAYOUTS[self.store.manifest.layout].block.sparse, driver_fanin=self.driver_fanin)
 
     def _resolve_cache(self, cache: str, measured: dict[str, WorkerMemory]) -> str:
         """The cache mode for these workers, refusing a memory limit too small for it (:mod:`._memory`).

@@ -106,7 +106,7 @@ class LocalDataset:
     @property
     def n_features(self) -> int:
         """Number of feature columns."""
-        return self.store.manifest.n_features if self.store is not None else int(self._shards[0].X.shape[1])
+        return self.store.manifest.n_features if self.store is not None else self._shards[0].block.shape[1]
 
     @property
     def n_rows(self) -> int:

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 import numpy as np
 
 from ..reduce import weighted_row_sum
-from ..reduce._linalg import matvec
 from ..reduce._ranges import (
     Assembly,
     DirectionPiece,
@@ -171,7 +170,7 @@ class NewtonHost(RangeHost):
         d = np.asarray(d, dtype=np.float64)
         directions = []
         for shard, ss in zip(self.shards, sorted_shards):
-            u = matvec(shard.X, d) if shard.n_rows else np.zeros(0)
+            u = shard.block.matvec(d) if shard.n_rows else np.zeros(0)
             directions.append(shard_direction(ss, u[ss.pos_rows], u[ss.neg_rows]))
         self._direction = _Step(key, int(step), directions)
         return time.perf_counter() - t0

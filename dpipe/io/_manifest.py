@@ -39,6 +39,7 @@ from .._locks import before_rename
 from .._modes import set_default_mode
 from .._wide import INLINE_MAX, NamePattern, compact_names, expand_names
 from ..exceptions import StoreError
+from ..reduce._block import LAYOUTS
 from ._checksum import CHECKSUM_ALGORITHM
 
 __all__ = [
@@ -357,12 +358,12 @@ def _check_counts(m: Manifest, bad: _Bad) -> None:
 
 
 def _check_layout(m: Manifest, bad: _Bad) -> None:
-    """A CSR store counts each shard's non-zeros; a dense one (every store before schema 3) does not."""
+    """A sparse layout's store (CSR) counts each shard's stored values; a dense one (every store before schema 3) does not."""
     if m.schema_version < 3 and (m.layout != "dense" or m.shard_nnz is not None):
         raise bad("layout", f"a schema_version {m.schema_version} store is dense (layout and shard_nnz came with schema 3)")
-    if m.layout == "csr":
+    if LAYOUTS[m.layout].block.sparse:
         if m.shard_nnz is None:
-            raise bad("shard_nnz", "missing (required by layout csr)")
+            raise bad("shard_nnz", f"missing (required by layout {m.layout})")
         _per_shard(m, bad, "shard_nnz", m.shard_nnz)
         for i, k in enumerate(m.shard_nnz):
             if k < 0:

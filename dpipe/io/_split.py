@@ -12,7 +12,7 @@ import numpy as np
 from .._transform import SCALES
 from .._validation import check_choice, check_int, check_number
 from ..exceptions import InputError, ParameterError
-from ..reduce._block import take_rows
+from ..reduce._block import LAYOUTS, take_rows
 from ._fit_transform import fit_on_store
 from ._manifest import Manifest
 from ._store import Store, open_store
@@ -126,7 +126,7 @@ def split_store(
         kw: dict[str, Any] = dict(n_features=m.n_features, feature_names=m.feature_names, format=m.format, with_group=m.groups is not None,
                   with_weight=m.has_weight, overwrite=overwrite, labelled=m.labelled, layout=m.layout)
         balance = method == "permutation"  # exact part sizes: equal shards
-        per_row = m.nnz / max(1, m.n_rows) if m.layout == "csr" else None
+        per_row = m.nnz / max(1, m.n_rows) if LAYOUTS[m.layout].block.sparse else None
         rows = [shard_rows_for(max(1, min(m.n_rows, s)), m.n_features, balance=balance, nnz_per_row=per_row) for s in sizes]
         with ShardWriter(os.fspath(train_dest), shard_rows=rows[0], **kw) as tr, ShardWriter(os.fspath(test_dest), shard_rows=rows[1], **kw) as te:
             start = 0

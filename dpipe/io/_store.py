@@ -46,7 +46,7 @@ import numpy as np
 
 from .._config import get_setting
 from ..exceptions import DataWarning, ParameterError, StoreError
-from ..reduce._block import block_nbytes, concat_rows, empty_block, is_csr
+from ..reduce._block import LAYOUTS, FeatureBlock, as_block, concat_rows, empty_block
 from ._checksum import shard_digests
 from ._manifest import Manifest, decode_manifest, read_manifest_raw
 from ._store_format import ShardCheck, store_format
@@ -100,7 +100,8 @@ class Shard:
     Attributes
     ----------
     X : ndarray of shape (n, d), float32, or scipy.sparse.csr_array
-        The feature block (:mod:`dpipe.reduce._block`): dense, or CSR in a sparse store.
+        The features as the store's layout holds them (the native array of :attr:`block`: dense,
+        or CSR in a sparse store); what users and the store formats read and write.
     y : ndarray of shape (n,), int8 in {-1, +1}
     group : ndarray of shape (n,), int16, or None
     weight : ndarray of shape (n,), float32, or None
@@ -115,27 +116,19 @@ class Shard:
     index: int = 0
 
     @property
+    def block(self) -> FeatureBlock:
+        """The feature block over :attr:`X` (no copy): the products, sums and selections every pass calls, whatever the layout."""
+        return as_block(self.X)
+
+    @property
     def n_rows(self) -> int:
         """Number of rows."""
-        return int(self.X.shape[0])
+        return self.block.shape[0]
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays."""
-        return block_nbytes(self.X) + sum(a.nbytes for a in (self.y, self.group, self.weight) if a is not None)
-
-
-def _check_csr(X: Any, n_features: int, where: str, nnz: int | None) -> None:
-    """A CSR block's offsets rise, and its indices lie in ``[0, d)`` (the kernels index ``w`` with them unchecked); O(nnz)."""
-    ip = X.indptr
-    if ip.size and (ip[0] != 0 or (ip.size > 1 and np.any(ip[1:] < ip[:-1]))):
-        raise StoreError(f"{where}: X's row offsets (indptr) are not increasing from 0")
-    if X.indices.size and (int(X.indices.min()) < 0 or int(X.indices.max()) >= n_features):
-        bad = int(np.argmax((X.indices < 0) | (X.indices >= n_features)))
-        row = int(np.searchsorted(ip, bad, side="right") - 1)
-        raise StoreError(f"{where}: feature index {int(X.indices[bad])} at row {row} of the shard is outside [0, {n_features})")
-    if nnz is not None and X.nnz != nnz:
-        raise StoreError(f"{where}: X holds {X.nnz} stored values, the manifest says {nnz}")
+        return self.block.nbytes + sum(a.nbytes for a in (self.y, self.group, self.weight) if a is not None)
 
 
 def read_shard(path: str, format: str, index: int, start: int, stop: int, n_features: int,
@@ -161,11 +154,12 @@ def read_shard(path: str, format: str, index: int, start: int, stop: int, n_feat
         raise StoreError(f"{where}: cannot read ({type(exc).__name__}: {exc})") from exc
     if X.shape != (stop - start, n_features):
         raise StoreError(f"{where}: X has shape {X.shape}, manifest says ({stop - start}, {n_features})")
-    csr = is_csr(X)
-    if csr:
-        _check_csr(X, n_features, where, None if check is None else check.nnz)
-    if check is not None and csr != (check.nnz is not None):
-        raise StoreError(f"{where}: X is {'CSR' if csr else 'dense'}, the manifest says layout {'csr' if check.nnz is not None else 'dense'}")
+    block = as_block(X)
+    if check is not None and block.layout != check.layout:
+        raise StoreError(f"{where}: X is {block.layout}, the manifest says layout {check.layout}")
+    problem = block.check_stored(n_features, None if check is None else check.nnz)
+    if problem is not None:
+        raise StoreError(f"{where}: {problem}")
     if check is not None:
         _check_contents(X, y, group, weight, check, index, start, stop, where, verify)
     return Shard(X=X, y=y, group=group, weight=weight, index=index)
@@ -305,6 +299,7 @@ class Store:
             chunk_files=m.has_checksums,
             labelled=m.labelled,
             nnz=None if m.shard_nnz is None else int(m.shard_nnz[index]),
+            layout=m.layout,
         )
 
     def shard_args(self, index: int, verify: bool | None = None) -> tuple:
@@ -328,16 +323,14 @@ class Store:
         cat = lambda key: None if getattr(shards[0], key, None) is None else np.concatenate([getattr(s, key) for s in shards])  # noqa: E731
         if not shards:
             return Shard(X=empty_block(self.manifest.n_features, self.manifest.layout), y=np.zeros(0, np.int8))
-        return Shard(X=concat_rows([s.X for s in shards], self.manifest.n_features), y=np.concatenate([s.y for s in shards]), group=cat("group"), weight=cat("weight"), index=-1)
+        return Shard(X=concat_rows([s.X for s in shards], self.manifest.n_features, self.manifest.layout), y=np.concatenate([s.y for s in shards]), group=cat("group"), weight=cat("weight"), index=-1)
 
     @property
     def nbytes(self) -> int:
         """Uncompressed bytes of all shards in memory."""
         m = self.manifest
         per_row = 1 + (2 if m.groups is not None else 0) + (4 if m.has_weight else 0)
-        if m.layout == "csr":  # float32 values and int32 indices, int32 row offsets
-            return m.nnz * 8 + m.n_rows * (per_row + 4)
-        return m.n_rows * (per_row + 4 * m.n_features)
+        return LAYOUTS[m.layout].block.feature_bytes(m.n_rows, m.n_features, m.nnz) + m.n_rows * per_row
 
     @property
     def layout(self) -> str:

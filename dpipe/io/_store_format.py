@@ -49,6 +49,8 @@ class ShardCheck(NamedTuple):
         False: the store has no labels and ``y`` must be all 0.
     nnz : int or None
         CSR stores: the shard's stored values (None: a dense store).
+    layout : str
+        The store's layout (a name in :data:`dpipe.reduce._block.LAYOUTS`): the block read must be of it.
     """
 
     class_counts: tuple[int, ...]
@@ -58,6 +60,7 @@ class ShardCheck(NamedTuple):
     chunk_files: bool
     labelled: bool = True
     nnz: int | None = None
+    layout: str = "dense"
 
 
 #: manifest ``format`` -> (module, class), imported on first use

@@ -31,7 +31,7 @@ from .._output import check_not_inside
 from .._wide import NamePattern
 from .._written import check_store_replaceable, is_dpipe_store
 from ..exceptions import DPipeError, ParameterError, StoreError
-from ..reduce._block import LAYOUTS, block_nnz, concat_rows, is_csr, to_float32
+from ..reduce._block import LAYOUTS, block_nnz, concat_rows
 from ._checksum import CHECKSUM_ALGORITHM, shard_digests
 from ._ingest_options import STORE_FORMATS
 from ._manifest import SCHEMA_VERSION, Manifest, ShardRecord, stored_feature_names, write_manifest
@@ -152,7 +152,7 @@ class ShardWriter:
         layout: str = "dense",
     ) -> None:
         if layout not in LAYOUTS:
-            raise ParameterError(f"The 'layout' parameter of ShardWriter must be one of {LAYOUTS}. Got {layout!r} instead.")
+            raise ParameterError(f"The 'layout' parameter of ShardWriter must be one of {tuple(LAYOUTS)}. Got {layout!r} instead.")
         if format not in STORE_FORMATS:
             raise ParameterError(f"The 'format' parameter of ShardWriter must be one of {STORE_FORMATS}. Got {format!r} instead.")
         if shard_rows < 1:
@@ -252,16 +252,8 @@ class ShardWriter:
 
     # -- writing -----------------------------------------------------------------
     def _as_layout(self, X: Any) -> Any:
-        """Rows in this store's layout, float32."""
-        if self.layout == "csr":
-            if not is_csr(X):
-                from scipy.sparse import csr_array
-
-                X = csr_array(np.asarray(X, dtype=np.float32))
-            return to_float32(X)
-        if is_csr(X):
-            X = X.toarray()
-        return np.ascontiguousarray(X, dtype=np.float32)
+        """Rows (of any layout) in this store's layout, float32 (the layout's block converts them)."""
+        return LAYOUTS[self.layout].block.of(X).array
 
     def append(self, X: Any, y: np.ndarray, group: np.ndarray | None = None, weight: np.ndarray | None = None) -> None:
         """Add rows (dense or CSR); full shards are written as soon as they are complete."""
@@ -280,7 +272,7 @@ class ShardWriter:
             self._flush(self.shard_rows)
 
     def _take(self, rows: int) -> list[Any]:
-        cols = [concat_rows([b[0] for b in self._buf], self.n_features)]
+        cols = [concat_rows([b[0] for b in self._buf], self.n_features, self.layout)]
         cols += [np.concatenate([b[k] for b in self._buf]) for k in range(1, len(self._buf[0]))]
         head = [c[:rows] for c in cols]
         tail = tuple(c[rows:] for c in cols)
@@ -360,7 +352,7 @@ class ShardWriter:
             shards=self.shard_records,
             checksum_algorithm=CHECKSUM_ALGORITHM,
             layout=self.layout,
-            shard_nnz=self.shard_nnz if self.layout == "csr" else None,
+            shard_nnz=self.shard_nnz if LAYOUTS[self.layout].block.sparse else None,  # a sparse layout counts its stored values
             feature_names_stored=stored_feature_names(self.feature_names),
             **manifest_fields,
         )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._linalg import matvec, rmatvec, rmatvec_squares
 from ._sorted import ClassRuns, class_runs, score_shard
 
 __all__ = ["scores_with_order", "row_gradient_pass", "row_product_pass", "row_gradient_squares_pass", "row_direction_pass"]
@@ -31,7 +30,7 @@ def scores_with_order(shard, w: np.ndarray) -> tuple[ClassRuns, np.ndarray, np.n
 
 def row_gradient_pass(shard, g: np.ndarray) -> np.ndarray:
     """``X^T g`` for one weight per row, in row order."""
-    return rmatvec(shard.X, g) if shard.n_rows else np.zeros(shard.X.shape[1])
+    return shard.block.rmatvec(g) if shard.n_rows else np.zeros(shard.block.shape[1])
 
 
 def row_product_pass(shard, g: np.ndarray) -> np.ndarray:
@@ -41,12 +40,12 @@ def row_product_pass(shard, g: np.ndarray) -> np.ndarray:
 
 def row_gradient_squares_pass(shard, g: np.ndarray, c: np.ndarray) -> np.ndarray:
     """``[X^T g, (X * X)^T c]`` (shape ``(2, d)``, reading ``X`` once) for per-row values in row order."""
-    return rmatvec_squares(shard.X, g, c) if shard.n_rows else np.zeros((2, shard.X.shape[1]))
+    return shard.block.rmatvec_squares(g, c) if shard.n_rows else np.zeros((2, shard.block.shape[1]))
 
 
 def row_direction_pass(shard, d: np.ndarray) -> np.ndarray:
     """``X d`` in row order."""
-    return matvec(shard.X, d) if shard.n_rows else np.zeros(0)
+    return shard.block.matvec(d) if shard.n_rows else np.zeros(0)
 
 
 # counted as the passes they stand for (:func:`dpipe.engine._pass_count.pass_kind`): the same record on every engine

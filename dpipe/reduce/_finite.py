@@ -18,21 +18,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..exceptions import ShardValueError
-from ._block import first_nonfinite, value_at
+from ._block import as_block
 
 __all__ = ["check_features", "check_scores", "check_weights", "first_bad_row"]
 
 def first_bad_row(X) -> tuple[int, int] | None:
     """(row, column) of the first non-finite value of a feature block (dense or CSR), or None."""
-    return first_nonfinite(X)
+    return as_block(X).first_nonfinite()
 
 
 def check_features(shard) -> None:
-    """Scan ``shard.X`` and raise at its first non-finite value (called once a pass's result is not finite)."""
-    found = first_nonfinite(shard.X)
+    """Scan ``shard.block`` and raise at its first non-finite value (called once a pass's result is not finite)."""
+    found = shard.block.first_nonfinite()
     if found is not None:
         r, c = found
-        raise ShardValueError(f"feature {c} is {value_at(shard.X, r, c)!r} (non-finite values cannot be used)", shard.index, r)
+        raise ShardValueError(f"feature {c} is {shard.block.value_at(r, c)!r} (non-finite values cannot be used)", shard.index, r)
 
 
 def check_scores(shard, s: np.ndarray) -> None:

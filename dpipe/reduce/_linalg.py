@@ -1,9 +1,9 @@
-"""Float64-accumulating products of a shard's feature block, dense or CSR (numba, nopython, nogil).
+"""The float64-accumulating product kernels of a shard's feature block, dense and CSR (numba, nopython, nogil).
 
-A feature block (:mod:`._block`) is a C-contiguous float32 ``(n, d)`` array or a
-``scipy.sparse.csr_array`` with float32 values; every product here takes either and
-costs O(n d) or O(nnz). Stores keep features in float32. ``X @ w`` and ``X.T @ g`` are accumulated in
-float64 without making a float64 copy of the shard (which NumPy would do, costing
+The blocks of :mod:`._block` (``DenseBlock``: a C-contiguous float32 ``(n, d)`` array; ``CSRBlock``: a
+``scipy.sparse.csr_array`` with float32 values) call these kernels from their product methods (``matvec``,
+``rmatvec``, ...); nothing else does. Each costs O(n d) or O(nnz). Stores keep features in float32. ``X @ w``
+and ``X.T @ g`` are accumulated in float64 without making a float64 copy of the shard (which NumPy would do, costing
 twice the shard's memory and bandwidth every pass).
 
 Every sum is taken in an order fixed by the column indices alone, so a dense and a CSR block
@@ -22,7 +22,7 @@ against that masked add and NumPy-style signed indexing, one thread, best of 21 
 (kdd99: 98,804 x 118, 1.36M stored values; Reuters: 7,770 x 8,315, 340k; 2,500 x 10^5, 200k): ``X @ w`` 0.89 ns a
 stored value against 1.15 on kdd99 (1.21 ms against 1.56), 1.02-1.05 against 1.13-1.15 on the others; the pair
 1.17-1.19 against 1.52-1.60 (2.06 against 2.04 at 10^5 columns); ``X.T @ g`` 0.65-0.85 against 1.17-1.35 (kdd99:
-0.89 ms against 1.59); with the squares 0.87-1.98 against 1.73-2.99; :func:`rows_product` 1.3-1.9x.
+0.89 ms against 1.59); with the squares 0.87-1.98 against 1.73-2.99; ``rows_product`` 1.3-1.9x.
 Each kernel has a plain NumPy reference in :mod:`dpipe.testing` (``X @ w``'s adds in the lanes' order: bitwise).
 """
 
@@ -34,9 +34,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from ._block import is_csr
-
-__all__ = ["LANES", "matvec", "matvec_pair", "rmatvec", "rmatvec_squares", "rows_product"]
+__all__ = ["LANES"]
 
 
 #: lanes of a row sum ``x . w``: lane ``j`` adds the products of the columns ``k = j (mod LANES)`` in increasing
@@ -349,58 +347,3 @@ def _csr_rows_product(indptr, indices, data, rows, D, dw, db, out):
             out[np.uint64(indices[p])] += q * np.float64(data[p])
         out[d] -= q
     return out
-
-
-def matvec(X, w: np.ndarray) -> np.ndarray:
-    """``X @ w`` in float64 for a dense (C-contiguous float32 or float64) or CSR block ``X``; shape (n,)."""
-    w = np.ascontiguousarray(w, dtype=np.float64)
-    if is_csr(X):
-        return _csr_matvec(X.indptr, X.indices, X.data, w, np.empty(X.shape[0]))
-    X = np.ascontiguousarray(X)
-    return _matvec(X, w, np.empty(X.shape[0]))
-
-
-def matvec_pair(X, u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(X @ u, X @ w)`` in float64, reading ``X`` once (a pass over a shard is bound by reading it)."""
-    u, w = np.ascontiguousarray(u, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64)
-    out_u, out_w = np.empty(X.shape[0]), np.empty(X.shape[0])
-    if is_csr(X):
-        _csr_matvec_pair(X.indptr, X.indices, X.data, u, w, out_u, out_w)
-    else:
-        _matvec_pair(np.ascontiguousarray(X), u, w, out_u, out_w)
-    return out_u, out_w
-
-
-def rmatvec(X, g: np.ndarray) -> np.ndarray:
-    """``X.T @ g`` in float64; shape (d,)."""
-    g = np.ascontiguousarray(g, dtype=np.float64)
-    if is_csr(X):
-        return _csr_rmatvec(X.indptr, X.indices, X.data, g, np.zeros(X.shape[1]))
-    return _rmatvec(np.ascontiguousarray(X), g, np.zeros(X.shape[1]))
-
-
-def rmatvec_squares(X, g: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """``[X.T @ g, (X * X).T @ c]`` in float64 (shape ``(2, d)``), reading ``X`` once; the first row equals :func:`rmatvec`'s.
-
-    The second is a weighted column sum of squares: the diagonal of ``X^T diag(c) X``, which
-    Newton's Jacobi preconditioner takes from the curvature ``c`` of every row. The kernel
-    writes both rows of the one result (no stacked copy: 16 MB a shard at 2^20 features).
-    """
-    g = np.ascontiguousarray(g, dtype=np.float64)
-    c = np.ascontiguousarray(c, dtype=np.float64)
-    out = np.zeros((2, X.shape[1]))
-    if is_csr(X):
-        _csr_rmatvec_squares(X.indptr, X.indices, X.data, g, c, out[0], out[1])
-    else:
-        _rmatvec_squares(np.ascontiguousarray(X), g, c, out[0], out[1])
-    return out
-
-
-def rows_product(X, rows: np.ndarray, D: np.ndarray, dw: np.ndarray, db: float) -> np.ndarray:
-    """``[X_A, -1]^T D [X_A, -1] [dw, db]`` over the rows ``A = rows`` only (shape ``d + 1``): a Hessian-vector
-    product whose curvature ``D`` is non-zero on a few rows."""
-    out = np.zeros(X.shape[1] + 1)
-    dw = np.ascontiguousarray(dw, dtype=np.float64)
-    if is_csr(X):
-        return _csr_rows_product(X.indptr, X.indices, X.data, rows, D, dw, float(db), out)
-    return _rows_product(np.ascontiguousarray(X), rows, D, dw, float(db), out)

@@ -19,11 +19,11 @@ and two partial results (a, b) merge as
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-import numba
 import numpy as np
 
-from ._block import dense_rows, is_csr
+from ._block import as_block
 from ._finite import check_features, check_weights
 
 __all__ = ["unit_scales", "ClassMoments", "ColumnMoments", "column_moments_of_shard", "column_weighted_moments", "merge_column_moments", "shard_moments",
@@ -135,12 +135,12 @@ def _block_moments(B: np.ndarray, v: np.ndarray | None) -> tuple[float, np.ndarr
     return w, mean, (B * v[:, None]).T @ B
 
 
-def shard_moments(X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None, block_rows: int = BLOCK_ROWS) -> ClassMoments:
+def shard_moments(X: Any, y: np.ndarray, weight: np.ndarray | None = None, block_rows: int = BLOCK_ROWS) -> ClassMoments:
     """Class moments of one shard.
 
     Parameters
     ----------
-    X : ndarray of shape (n, d)
+    X : FeatureBlock or its native array, shape (n, d)
         Features (float32 in stores; converted to float64 block by block).
     y : ndarray of shape (n,)
         Labels in {-1, +1}.
@@ -161,10 +161,11 @@ def shard_moments(X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None
     first touch, which cost about a third of the pass (0.22 against 0.15 s on a
     99,000 x 118 kdd99 shard, one thread).
     """
-    d = X.shape[1]
+    fb = as_block(X)
+    n, d = fb.shape
     out = ClassMoments.empty(d)
-    rows = min(block_rows, X.shape[0])
-    gathered = np.empty((rows, d), dtype=X.dtype)
+    rows = min(block_rows, n)
+    gathered = np.empty((rows, d), dtype=fb.dtype)
     block = np.empty((rows, d))
     for c, label in ((0, -1), (1, 1)):
         idx = np.flatnonzero(y == label)
@@ -173,7 +174,7 @@ def shard_moments(X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None
         for start in range(0, idx.size, block_rows):
             sel = idx[start : start + block_rows]
             B = block[: sel.size]
-            dense_rows(X, sel, out=gathered[: sel.size])
+            fb.dense_rows(sel, out=gathered[: sel.size])
             B[...] = gathered[: sel.size]
             bw, bm, bM = _block_moments(B, None if weight is None else np.asarray(weight[sel], dtype=np.float64))
             w, mean, m2 = _merge1(w, mean, m2, bw, bm, bM)
@@ -189,7 +190,7 @@ def class_moments_of_shard(shard) -> ClassMoments:
     """
     check_weights(shard)
     with np.errstate(invalid="ignore", over="ignore"):  # an inf feature gives inf - inf: the check below names it
-        out = shard_moments(shard.X, shard.y, shard.weight)
+        out = shard_moments(shard.block, shard.y, shard.weight)
     if not (np.isfinite(out.mean).all() and np.isfinite(out.m2).all()):
         check_features(shard)
     return out
@@ -233,7 +234,7 @@ def column_moments_of_shard(shard) -> ColumnMoments:
     """
     check_weights(shard)
     with np.errstate(invalid="ignore", over="ignore"):  # an inf feature gives inf - inf: the check below names it
-        out = ColumnMoments(*column_weighted_moments(shard.X, shard.weight))
+        out = ColumnMoments(*column_weighted_moments(shard.block, shard.weight))
     if not (np.isfinite(out.mean).all() and np.isfinite(out.m2).all()):
         check_features(shard)
     return out
@@ -250,61 +251,15 @@ def column_weighted_moments(X, v: np.ndarray | None) -> tuple[float, np.ndarray,
     plus ``v (x - mean)^2`` of every non-zero value, row after row (two passes, not
     ``E[x^2] - mean^2``). A zero stored in a CSR block counts as a zero, not a value.
     """
-    n, d = X.shape
+    block = as_block(X)
+    n, d = block.shape
     vv = np.ones(n) if v is None else np.ascontiguousarray(v, dtype=np.float64)
     total = float(vv.sum())
     if total <= 0:
         return 0.0, np.zeros(d), np.zeros(d)
     mean, m2 = np.zeros(d), np.zeros(d)  # m2 first holds the non-zero values' weight per column
-    if is_csr(X):
-        _csr_moments(X.indptr, X.indices, X.data, vv, total, mean, m2)
-    else:
-        _moments(np.ascontiguousarray(X), vv, total, mean, m2)
+    block.column_sums(vv, total, mean, m2)
     return total, mean, m2
-
-
-# A dense zero adds v * 0 = +-0.0 to a sum (never -0.0) and +0.0 to the others: bitwise nothing, as a CSR block's
-# missing value. Every sum is taken row after row (vectorized across the columns, never reassociated). One kernel per
-# layout, both passes in it (a kernel costs numba a compile: one at the first run).
-@numba.njit(nogil=True, cache=True)
-def _moments(X, v, total, mean, m2):
-    n, d = X.shape
-    for r in range(n):
-        vr = v[r]
-        for k in range(d):
-            x = np.float64(X[r, k])
-            mean[k] += vr * x
-            m2[k] += vr if x != 0.0 else 0.0
-    for k in range(mean.size):  # the sums become the mean, the non-zero values' weight the zeros' part
-        mean[k] /= total
-        m2[k] = (total - m2[k]) * (mean[k] * mean[k])
-    for r in range(n):
-        vr = v[r]
-        for k in range(d):
-            x = np.float64(X[r, k])
-            t = x - mean[k]
-            m2[k] += vr * (t * t) if x != 0.0 else 0.0
-
-
-@numba.njit(nogil=True, cache=True)
-def _csr_moments(indptr, indices, data, v, total, mean, m2):
-    for r in range(indptr.size - 1):
-        vr = v[r]
-        for p in range(indptr[r], indptr[r + 1]):
-            x = np.float64(data[p])
-            if x != 0.0:
-                mean[indices[p]] += vr * x
-                m2[indices[p]] += vr
-    for k in range(mean.size):  # the sums become the mean, the non-zero values' weight the zeros' part
-        mean[k] /= total
-        m2[k] = (total - m2[k]) * (mean[k] * mean[k])
-    for r in range(indptr.size - 1):
-        vr = v[r]
-        for p in range(indptr[r], indptr[r + 1]):
-            x = np.float64(data[p])
-            if x != 0.0:
-                t = x - mean[indices[p]]
-                m2[indices[p]] += vr * (t * t)
 
 
 def merge_column_moments(a: ColumnMoments, b: ColumnMoments) -> ColumnMoments:

@@ -34,7 +34,6 @@ import numpy as np
 
 from .._ramp import ramp
 from ._finite import check_scores, check_weights
-from ._linalg import matvec, matvec_pair, rmatvec, rows_product
 
 __all__ = ["CellLayout", "RatePass", "rate_pass", "rate_hessian_pass", "curvature_rows", "row_cells", "cell_weights", "cell_predictions", "sorted_scores_cells", "huber", "ramp"]
 
@@ -74,7 +73,7 @@ def row_cells(shard, layout: CellLayout) -> np.ndarray:
     if layout.n_groups > 1:
         cells += 2 * shard.group.astype(np.int64)
     for k, (coef, intercept) in enumerate(layout.baselines):
-        cells += (2 * layout.n_groups << k) * (matvec(shard.X, coef) + intercept > 0)
+        cells += (2 * layout.n_groups << k) * (shard.block.matvec(coef) + intercept > 0)
     return cells
 
 
@@ -179,9 +178,9 @@ def _margins(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarray
     """``z = X coef - intercept`` and the anchor's margins (kept in the memo for the step)."""
     key = _anchor_key(anchor)
     if memo is not None and memo.anchor == key and memo.z_anchor is not None and memo.z_anchor.size == shard.n_rows:
-        z, z_anchor = matvec(shard.X, coef), memo.z_anchor
+        z, z_anchor = shard.block.matvec(coef), memo.z_anchor
     else:
-        z, z_anchor = matvec_pair(shard.X, coef, anchor[0])
+        z, z_anchor = shard.block.matvec_pair(coef, anchor[0])
         z_anchor -= anchor[1]
         if memo is not None:
             memo.anchor, memo.z_anchor, memo.curvatures = key, z_anchor, []
@@ -208,7 +207,7 @@ def rate_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarra
         Also keep this point's curvature rows in the fit's memo (``layout.memo``) for
         :func:`rate_hessian_pass`.
     """
-    d = shard.X.shape[1]
+    d = shard.block.shape[1]
     n_cells = layout.n_cells
     if shard.n_rows == 0:
         return RatePass(0.0, np.zeros(d + 1), np.zeros((_N_SUMS, n_cells)))
@@ -223,7 +222,7 @@ def rate_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[np.ndarra
     value = _rate_rows(z, z_anchor, cells, v, np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64),
                        float(smoothing), sums, dz)
     grad = np.empty(d + 1)
-    grad[:d] = rmatvec(shard.X, dz)
+    grad[:d] = shard.block.rmatvec(dz)
     grad[d] = -dz.sum()
     if keep and memo is not None:
         entry = (_point_key(coef, intercept, anchor, positive, negative, smoothing), curvature_rows(z, z_anchor, cells, v, positive, negative, smoothing))
@@ -256,7 +255,7 @@ def rate_hessian_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[n
     this point; on a miss (no memo, another process, a later point) they are recomputed
     from the same arguments (a pass over ``X``), so the result never depends on the memo.
     """
-    d = shard.X.shape[1]
+    d = shard.block.shape[1]
     out = np.zeros(d + 1)
     if shard.n_rows == 0:
         return out
@@ -276,7 +275,7 @@ def rate_hessian_pass(shard, coef: np.ndarray, intercept: float, anchor: tuple[n
                 memo.curvatures = [(key, found), *memo.curvatures][:_CURVATURES]
     rows, D = found
     direction = np.asarray(direction, dtype=np.float64)
-    return rows_product(shard.X, rows, D, direction[:d], float(direction[d]))
+    return shard.block.rows_product(rows, D, direction[:d], float(direction[d]))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -322,7 +321,7 @@ def cell_weights(shard, layout: CellLayout) -> np.ndarray:
 
 def sorted_scores_cells(shard, coef: np.ndarray, layout: CellLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``X coef`` of one shard sorted increasing, with each row's cell and weight (for exact thresholding; 20 bytes a row)."""
-    s = matvec(shard.X, coef) if shard.n_rows else np.zeros(0)
+    s = shard.block.matvec(coef) if shard.n_rows else np.zeros(0)
     check_scores(shard, s)
     check_weights(shard)
     order = np.argsort(s, kind="stable")
@@ -334,7 +333,7 @@ def cell_predictions(shard, coef: np.ndarray, intercept: float, layout: CellLayo
     """Per cell: the weight, the weight predicted positive (``X coef + intercept > 0``; with ``randomized``, the
     expected weight, each row positive with probability ``ramp(score)``) and the squared weights (for the effective
     sample size of the rates' intervals, :mod:`dpipe.rates._intervals`); shape (3, n_cells)."""
-    s = matvec(shard.X, coef) + intercept if shard.n_rows else np.zeros(0)
+    s = shard.block.matvec(coef) + intercept if shard.n_rows else np.zeros(0)
     check_scores(shard, s)
     check_weights(shard)
     cells = row_cells(shard, layout)

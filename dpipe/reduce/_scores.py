@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from ._finite import check_scores, check_weights
-from ._linalg import matvec
 
 __all__ = ["shard_scores", "shard_scores_labels", "shard_sorted_scores", "class_totals_of_shard"]
 
@@ -16,7 +15,7 @@ def shard_scores(shard, coef: np.ndarray, intercept: float) -> np.ndarray:
     Raises :class:`~dpipe.exceptions.ShardValueError` at a non-finite feature or sample weight.
     """
     with np.errstate(invalid="ignore", over="ignore"):  # an inf feature times a zero coefficient: the check below names it
-        s = matvec(shard.X, coef) + intercept if shard.n_rows else np.zeros(0)
+        s = shard.block.matvec(coef) + intercept if shard.n_rows else np.zeros(0)
     check_scores(shard, s)
     check_weights(shard)
     return s

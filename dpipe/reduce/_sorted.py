@@ -26,7 +26,6 @@ import numpy as np
 
 from .._runs import stable_argsort
 from ._finite import check_scores, check_weights
-from ._linalg import matvec, rmatvec, rmatvec_squares
 
 __all__ = ["ShardScores", "ClassRuns", "score_shard", "class_runs", "weighted_row_sum", "score_pass", "class_scores", "class_score_summary", "gradient_pass", "product_pass", "direction_pass",
            "gradient_squares_pass", "weighted_row_sums_and_squares"]
@@ -72,7 +71,7 @@ def score_shard(shard, w: np.ndarray) -> ShardScores:
     through :func:`dpipe._runs.stable_argsort`, which is faster than NumPy's unstable
     introsort on float64 here.
     """
-    s = matvec(shard.X, w) if shard.n_rows else np.zeros(0)
+    s = shard.block.matvec(w) if shard.n_rows else np.zeros(0)
     check_scores(shard, s)
     pos_rows = np.flatnonzero(shard.y > 0)
     neg_rows = np.flatnonzero(shard.y < 0)
@@ -86,7 +85,7 @@ def weighted_row_sum(shard, pos_rows: np.ndarray, neg_rows: np.ndarray, g_pos: n
     g = np.zeros(shard.n_rows)
     g[pos_rows] = g_pos
     g[neg_rows] = g_neg
-    return rmatvec(shard.X, g) if shard.n_rows else np.zeros(shard.X.shape[1])
+    return shard.block.rmatvec(g) if shard.n_rows else np.zeros(shard.block.shape[1])
 
 
 #: fit token -> {shard number: (pass key, row order)}: the order of each shard's latest score pass.
@@ -200,17 +199,17 @@ def gradient_squares_pass(shard, w: np.ndarray, key: str, g_pos: np.ndarray, g_n
 def weighted_row_sums_and_squares(shard, pos_rows: np.ndarray, neg_rows: np.ndarray, g_pos: np.ndarray, g_neg: np.ndarray, c_pos: np.ndarray,
                                   c_neg: np.ndarray) -> np.ndarray:
     """``[X^T g, (X * X)^T c]`` (shape ``(2, d)``, reading ``X`` once) where row ``pos_rows[k]`` has ``g_pos[k]`` and ``c_pos[k]`` (likewise negatives)."""
-    d = shard.X.shape[1]
+    d = shard.block.shape[1]
     if not shard.n_rows:
         return np.zeros((2, d))
     g, c = np.zeros(shard.n_rows), np.zeros(shard.n_rows)
     g[pos_rows], g[neg_rows] = g_pos, g_neg
     c[pos_rows], c[neg_rows] = c_pos, c_neg
-    return rmatvec_squares(shard.X, g, c)
+    return shard.block.rmatvec_squares(g, c)
 
 
 def direction_pass(shard, w: np.ndarray, key: str, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``X d`` of the shard's positive and negative rows, in the sorted order of score pass ``key`` (no sort; kept)."""
     pos_rows, neg_rows = _order(shard, w, key, True)
-    u = matvec(shard.X, d) if shard.n_rows else np.zeros(0)
+    u = shard.block.matvec(d) if shard.n_rows else np.zeros(0)
     return u[pos_rows], u[neg_rows]

@@ -63,7 +63,7 @@ def curvature_apply_reference(c: Curvature, u_pos: np.ndarray, u_neg: np.ndarray
 # float64 products (dpipe.reduce._linalg)
 # ---------------------------------------------------------------------------
 def matvec_reference(X: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """NumPy reference of :func:`~dpipe.reduce._linalg.matvec`, bitwise: the same sums in the same order.
+    """NumPy reference of :meth:`~dpipe.reduce._block.FeatureBlock.matvec`, bitwise: the same sums in the same order.
 
     Lane ``j`` of :data:`~dpipe.reduce._linalg.LANES` adds ``x_k w_k`` over the columns
     ``k = j (mod LANES)`` in increasing ``k``; the lanes are then added in halves
@@ -83,7 +83,7 @@ def matvec_reference(X: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def rmatvec_reference(X: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """NumPy reference of :func:`~dpipe.reduce._linalg.rmatvec`."""
+    """NumPy reference of :meth:`~dpipe.reduce._block.FeatureBlock.rmatvec`."""
     return np.asarray(X, dtype=np.float64).T @ np.asarray(g, dtype=np.float64)
 
 

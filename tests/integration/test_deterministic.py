@@ -21,7 +21,7 @@ from dpipe.engine import LocalDataset, ShardedDataset
 from dpipe.engine._blas import single_blas_thread
 from dpipe.io import Shard
 from dpipe.reduce import class_moments_of_shard, merge_moments
-from dpipe.reduce._linalg import matvec, matvec_pair
+from dpipe.reduce._block import matvec, matvec_pair
 from dpipe.testing import classification_data, write_store
 
 # The fits stop at their iteration limit on purpose: a fixed amount of work, long enough to kill a worker in the middle of.

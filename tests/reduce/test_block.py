@@ -7,8 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from dpipe.io import Shard
-from dpipe.reduce._block import concat_rows, csr_block, dense_rows, first_nonfinite, is_csr, take_rows, to_float32, value_at
-from dpipe.reduce._linalg import matvec, matvec_pair, rmatvec, rows_product
+from dpipe.reduce._block import concat_rows, csr_block, dense_rows, first_nonfinite, is_csr, matvec, matvec_pair, rmatvec, rows_product, take_rows, to_float32, value_at
 from dpipe.reduce._moments import column_moments_of_shard, column_weighted_moments, shard_moments
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpipe.reduce._linalg import LANES, matvec, matvec_pair, rmatvec
+from dpipe.reduce._block import matvec, matvec_pair, rmatvec
+from dpipe.reduce._linalg import LANES
 from dpipe.testing import matvec_reference, rmatvec_reference
 
 
@@ -70,7 +71,7 @@ def test_split_rows_sum_to_the_whole():
 def test_rmatvec_squares_is_rmatvec_bitwise_and_the_weighted_column_squares(shape, layout):
     import scipy.sparse
 
-    from dpipe.reduce._linalg import rmatvec_squares
+    from dpipe.reduce._block import rmatvec_squares
 
     rng = np.random.default_rng(shape[0] + 5)
     X = (rng.standard_normal(shape) * np.logspace(-3, 3, shape[1])).astype(np.float32)
