@@ -264,9 +264,11 @@ def client_for(spec: ClusterSpec | None = None, *, threads_per_worker: int | Non
     # Closed by default: TLS with temporary credentials, every listener on loopback only.
     security = Security.temporary()
     with contextlib.ExitStack() as stack:
+        # how the nannies start their workers, read at every (re)start: in force while the cluster runs
+        stack.enter_context(dask.config.set({WORKER_START: "forkserver" if forked else "spawn"}))
         # a cluster or client interrupted in its constructor would never be closed (dpipe._interrupts); the nannies
         # keep this config for every (re)start of their worker; the preload shows a dpipe error once (dpipe._worker_logs)
-        with deferred_interrupts(), dask.config.set({**config, WORKER_START: "forkserver" if forked else "spawn"}):
+        with deferred_interrupts(), dask.config.set(config):
             local = LocalCluster(  # not 'cluster': that is the cluster kind asked for
                 n_workers=n,
                 threads_per_worker=threads,
