@@ -57,7 +57,7 @@ from .._log import VERBOSE
 from .._validation import check_int
 from ..exceptions import ClusterError, ParameterError
 from ._cluster_spec import ClusterSpec
-from ._forkserver import WORKER_START, start_fork_server
+from ._forkserver import WORKER_START, forks_workers, start_fork_server
 from ._jobqueue import cluster_kind, slurm_client
 from ._memory import EMBEDDED_WORKER_MEMORY, embedded_nanny_config, worker_environ_config
 from ._scheduler import explicit_scheduler
@@ -259,7 +259,8 @@ def client_for(spec: ClusterSpec | None = None, *, threads_per_worker: int | Non
     threads = check_int(get_setting("threads-per-worker", threads_per_worker), "threads_per_worker", "cluster_client", low=1)
     mem = get_setting("memory-limit", memory_limit)
     dashboard = _dashboard_address()
-    forked = start_fork_server()  # first: its process warms up the workers' imports while this one goes on
+    # first: the fork server warms up the workers' imports while this process goes on (dpipe.engine._forkserver)
+    forked = forks_workers(mem) and start_fork_server()
     config = {**EMBEDDED_WORKER_MEMORY, **worker_environ_config(), "distributed.worker.preload": ["dpipe._worker_logs"]}
     # Closed by default: TLS with temporary credentials, every listener on loopback only.
     security = Security.temporary()
