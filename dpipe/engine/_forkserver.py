@@ -123,8 +123,10 @@ def embeds_cluster(spec: ClusterSpec) -> bool:
     from ._jobqueue import cluster_kind
     from ._scheduler import explicit_scheduler
 
+    if spec.engine != "dask" or spec.client is not None:
+        return False
     target = explicit_scheduler(spec.target)
-    return spec.engine == "dask" and spec.client is None and not target and cluster_kind(spec.cluster, target) == "local"
+    return not target and cluster_kind(spec.cluster, target) == "local"
 
 
 def prestart_workers(spec: ClusterSpec) -> None:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from dpipe.engine._cluster_spec import ClusterSpec
-from dpipe.engine._forkserver import PRELOAD, embeds_cluster, worker_start_method
+from dpipe.engine._forkserver import PRELOAD, embeds_cluster, forks_workers, worker_start_method
 from dpipe.engine._memory import WORKER_ALLOCATOR
 
 # in a fresh interpreter, as the command line: no fork server of pytest's own in the way
@@ -60,3 +60,9 @@ def test_embedded_workers_are_forked_warm_with_the_worker_environment():
 )
 def test_embeds_cluster_only_where_dpipe_starts_local_workers(spec, embeds):
     assert embeds_cluster(spec) is embeds
+
+
+@pytest.mark.parametrize(("limit", "forks"), [(None, True), ("auto", True), (" Auto ", True), ("1GB", False), (2**30, False)])
+def test_workers_are_forked_only_where_no_memory_limit_is_given(limit, forks):
+    """A limit the user sets is measured against spawned workers, whose footprint is their own resident memory."""
+    assert forks_workers(limit) is forks
