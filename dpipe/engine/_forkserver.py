@@ -120,11 +120,11 @@ def start_fork_server() -> bool:
 def embeds_cluster(spec: ClusterSpec) -> bool:
     """Whether ``spec`` runs on a cluster of worker processes dpipe starts on this machine whatever the store: engine
     ``"dask"`` and no cluster named (``engine="auto"`` decides by the store's size, later)."""
-    from ._jobqueue import cluster_kind
-    from ._scheduler import explicit_scheduler
-
     if spec.engine != "dask" or spec.client is not None:
         return False
+    from ._jobqueue import cluster_kind  # here: the local engine never imports distributed
+    from ._scheduler import explicit_scheduler
+
     target = explicit_scheduler(spec.target)
     return not target and cluster_kind(spec.cluster, target) == "local"
 
