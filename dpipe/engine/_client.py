@@ -12,7 +12,9 @@ Order of precedence:
    the context ends. Its workers neither spill nor pause
    (:data:`~dpipe.engine._memory.EMBEDDED_WORKER_MEMORY`), and their allocator reuses
    freed arrays (:data:`~dpipe.engine._memory.WORKER_ALLOCATOR`); a memory limit too small
-   for a store is refused when the store is opened (:mod:`dpipe.engine._memory`).
+   for a store is refused when the store is opened (:mod:`dpipe.engine._memory`). Without a
+   memory limit given, the workers are forked from one warm fork server, their imports and pass
+   kernels loaded once (:mod:`dpipe.engine._forkserver`); with one, spawned.
    With ``cluster="slurm"`` (``--cluster slurm``, the ``dpipe.cluster`` key) the workers are
    Slurm batch jobs instead (:mod:`dpipe.engine._jobqueue`), cancelled when the context ends.
 
