@@ -66,3 +66,28 @@ def test_embeds_cluster_only_where_dpipe_starts_local_workers(spec, embeds):
 def test_workers_are_forked_only_where_no_memory_limit_is_given(limit, forks):
     """A limit the user sets is measured against spawned workers, whose footprint is their own resident memory."""
     assert forks_workers(limit) is forks
+
+
+def _resident_and_server() -> tuple[int, int | None]:
+    import psutil
+
+    me = psutil.Process()
+    parent = me.parent()
+    forked = parent is not None and "multiprocessing.forkserver" in " ".join(parent.cmdline())
+    return int(me.memory_info().rss), int(parent.memory_info().rss) if forked else None
+
+
+@pytest.mark.skipif(worker_start_method() != "forkserver", reason="no fork server on this platform")
+def test_a_forked_workers_footprint_counts_every_page_it_shares_with_the_fork_server():
+    """What a forked worker may grow to without allocating: its own pages and all of the server's (its resident set starts
+    at about half of that); the memory model's limits are computed from this bound."""
+    from dpipe.engine import cluster_client
+    from dpipe.engine._memory import measure_workers
+
+    with cluster_client(workers=1) as client:
+        (measured,) = measure_workers(client, 5).values()
+        ((rss, server),) = client.run(_resident_and_server).values()
+    if server is None:
+        pytest.skip("this process's fork server was started by someone else: the workers were spawned")
+    assert measured.footprint >= server > 0
+    assert measured.footprint > rss
