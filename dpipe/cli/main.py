@@ -44,6 +44,15 @@ def _cluster_keywords(a: argparse.Namespace) -> dict[str, Any]:
     return ClusterSpec.from_arguments(a).keywords()
 
 
+def _prestart_workers(a: argparse.Namespace) -> None:
+    """With ``--engine dask`` and no cluster named, start warming the embedded cluster's workers before this process imports
+    the fit layer and opens the store (:func:`dpipe.engine._forkserver.prestart_workers`)."""
+    from ..engine._cluster_spec import ClusterSpec
+    from ..engine._forkserver import prestart_workers
+
+    prestart_workers(ClusterSpec.from_arguments(a))
+
+
 def _with_verify(cmd: Any) -> Any:
     """Run ``cmd`` with the dask config key ``dpipe.verify`` set by ``--verify`` (true) or ``--no-verify`` (false), and
     ``dpipe.cluster`` by ``--cluster``; neither given: the config as it is (``dpipe.verify`` default ``auto``)."""
@@ -304,6 +313,7 @@ def _cmd_train(a: argparse.Namespace) -> int | None:
             outputs.enter_context(locked_output(out, overwrite=a.overwrite, what="model"))
         if a.plot is not None:
             outputs.enter_context(locked_output(a.plot, overwrite=a.overwrite, what="plot"))
+        _prestart_workers(a)
         from ..fit import PARAMS, train
 
         given = {name: getattr(a, name) for name in PARAMS if getattr(a, name) is not None}

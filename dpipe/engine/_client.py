@@ -12,7 +12,9 @@ Order of precedence:
    the context ends. Its workers neither spill nor pause
    (:data:`~dpipe.engine._memory.EMBEDDED_WORKER_MEMORY`), and their allocator reuses
    freed arrays (:data:`~dpipe.engine._memory.WORKER_ALLOCATOR`); a memory limit too small
-   for a store is refused when the store is opened (:mod:`dpipe.engine._memory`).
+   for a store is refused when the store is opened (:mod:`dpipe.engine._memory`). Without a
+   memory limit given, the workers are forked from one warm fork server, their imports and pass
+   kernels loaded once (:mod:`dpipe.engine._forkserver`); with one, spawned.
    With ``cluster="slurm"`` (``--cluster slurm``, the ``dpipe.cluster`` key) the workers are
    Slurm batch jobs instead (:mod:`dpipe.engine._jobqueue`), cancelled when the context ends.
 
@@ -57,6 +59,7 @@ from .._log import VERBOSE
 from .._validation import check_int
 from ..exceptions import ClusterError, ParameterError
 from ._cluster_spec import ClusterSpec
+from ._forkserver import WORKER_START, forks_workers, start_fork_server
 from ._jobqueue import cluster_kind, slurm_client
 from ._memory import EMBEDDED_WORKER_MEMORY, embedded_nanny_config, worker_environ_config
 from ._scheduler import explicit_scheduler
@@ -258,12 +261,17 @@ def client_for(spec: ClusterSpec | None = None, *, threads_per_worker: int | Non
     threads = check_int(get_setting("threads-per-worker", threads_per_worker), "threads_per_worker", "cluster_client", low=1)
     mem = get_setting("memory-limit", memory_limit)
     dashboard = _dashboard_address()
+    # first: the fork server warms up the workers' imports while this process goes on (dpipe.engine._forkserver)
+    forked = forks_workers(mem) and start_fork_server()
+    config = {**EMBEDDED_WORKER_MEMORY, **worker_environ_config(), "distributed.worker.preload": ["dpipe._worker_logs"]}
     # Closed by default: TLS with temporary credentials, every listener on loopback only.
     security = Security.temporary()
     with contextlib.ExitStack() as stack:
+        # how the nannies start their workers, read at every (re)start: in force while the cluster runs
+        stack.enter_context(dask.config.set({WORKER_START: "forkserver" if forked else "spawn"}))
         # a cluster or client interrupted in its constructor would never be closed (dpipe._interrupts); the nannies
         # keep this config for every (re)start of their worker; the preload shows a dpipe error once (dpipe._worker_logs)
-        with deferred_interrupts(), dask.config.set({**EMBEDDED_WORKER_MEMORY, **worker_environ_config(), "distributed.worker.preload": ["dpipe._worker_logs"]}):
+        with deferred_interrupts(), dask.config.set(config):
             local = LocalCluster(  # not 'cluster': that is the cluster kind asked for
                 n_workers=n,
                 threads_per_worker=threads,
