@@ -114,7 +114,8 @@ class Manifest(msgspec.Struct, kw_only=True):
         Schema 2: per shard, rows, class counts and content hashes.
     checksum_algorithm : str or None
         Schema 2: ``"xxh3_128"``.
-    layout : {"dense", "csr"}
+    layout : str
+        A name in :data:`dpipe.reduce._block.LAYOUTS` (today ``"dense"`` or ``"csr"``).
         Schema 3: how the features are stored: a dense ``(n, d)`` float32 array, or CSR
         (row offsets, int32 column indices and float32 values; see :mod:`dpipe.io._store`).
     shard_nnz : list of int or None
@@ -142,7 +143,7 @@ class Manifest(msgspec.Struct, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     shards: list[ShardRecord] | None = None
     checksum_algorithm: str | None = None
-    layout: Literal["dense", "csr"] = "dense"
+    layout: str = "dense"  # a name in reduce._block.LAYOUTS (checked below), so a new layout is not declared here again
     shard_nnz: list[int] | None = None
     feature_names_stored: dict[str, Any] | None = None
 
@@ -361,6 +362,8 @@ def _check_layout(m: Manifest, bad: _Bad) -> None:
     """A sparse layout's store (CSR) counts each shard's stored values; a dense one (every store before schema 3) does not."""
     if m.schema_version < 3 and (m.layout != "dense" or m.shard_nnz is not None):
         raise bad("layout", f"a schema_version {m.schema_version} store is dense (layout and shard_nnz came with schema 3)")
+    if m.layout not in LAYOUTS:
+        raise bad("layout", f"must be one of {tuple(LAYOUTS)}, got {m.layout!r}")
     if LAYOUTS[m.layout].block.sparse:
         if m.shard_nnz is None:
             raise bad("shard_nnz", f"missing (required by layout {m.layout})")

@@ -173,7 +173,7 @@ class ShardWriter:
             self.with_group = with_group
             self.with_weight = with_weight
             self.labelled = bool(labelled)
-            self.layout = cast(Literal["dense", "csr"], layout)  # checked against LAYOUTS above
+            self.layout = layout  # checked against LAYOUTS above
             parent = os.path.dirname(self.dest)
             with self._writing():
                 self.tmp = self._tmp = tempfile.mkdtemp(  # _tmp: the same path, typed str for the writing methods

@@ -120,6 +120,11 @@ def test_manifest_layout_must_match_the_arrays(tmp_path):
         json.dump(d, f)
     with pytest.raises(StoreError, match="manifest field layout: a schema_version 2 store is dense"):
         open_store(path)
+    d["schema_version"], d["layout"] = 3, "coo"  # a layout no block declares: one line naming the field, not a KeyError
+    with open(man, "w") as f:
+        json.dump(d, f)
+    with pytest.raises(StoreError, match=r"manifest field layout: must be one of \('dense', 'csr'\), got 'coo'"):
+        open_store(path)
 
 
 def test_svmlight_ingest_layout_auto_sparse_and_dense_hold_the_same_rows(tmp_path):
